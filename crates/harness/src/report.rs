@@ -1,0 +1,252 @@
+//! The JSON document of a run (DESIGN §4; a contract: tests, scripts and users rely on it), and
+//! how runs become points: the median of `--repeat` runs, all runs kept, efficiency against the
+//! 1-thread point.
+
+use crate::team::TeamRun;
+use serde::{Deserialize, Serialize};
+
+/// The whole document `pglocks run --format json` prints and `report.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// The pglocks version that produced it.
+    pub pglocks_version: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// What was run.
+    pub config: RunConfig,
+    /// One series per (preset, impl) pair.
+    pub series: Vec<Series>,
+}
+
+/// The machine a report was measured on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// Logical CPUs usable by the run.
+    pub cpus: usize,
+    /// NUMA nodes.
+    pub nodes: usize,
+    /// CPU model name.
+    pub model: String,
+}
+
+/// The run's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Workload name.
+    pub workload: String,
+    /// Measured time per run.
+    pub duration_ms: u64,
+    /// Runs per point.
+    pub repeat: u32,
+    /// Pinning policy.
+    pub pin: String,
+}
+
+/// One (preset, impl) pair's curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Series {
+    /// Workload name.
+    pub workload: String,
+    /// PostgreSQL release preset.
+    pub preset: String,
+    /// Implementation.
+    #[serde(rename = "impl")]
+    pub impl_name: String,
+    /// One point per thread count.
+    pub points: Vec<Point>,
+}
+
+/// One thread count's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Point {
+    /// Threads (backends).
+    pub threads: usize,
+    /// Median throughput over the runs.
+    pub ops_per_sec: f64,
+    /// Every run's throughput, in run order.
+    pub runs_ops_per_sec: Vec<f64>,
+    /// Sampled operation latency of the median run.
+    pub latency_ns: Latency,
+    /// `ops_per_sec / (threads × 1-thread ops_per_sec)`; null when the series has no 1-thread point.
+    pub efficiency: Option<f64>,
+    /// Wait events of the median run.
+    pub waits: Vec<Wait>,
+    /// Operations per thread in the median run.
+    pub per_thread_ops: Vec<u64>,
+}
+
+/// Latency percentiles, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest sample.
+    pub max: u64,
+}
+
+/// One wait-event row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wait {
+    /// Wait event (lock or tranche) name.
+    pub lock: String,
+    /// What was waited for.
+    pub mode: String,
+    /// Number of waits.
+    pub count: u64,
+    /// Total wait time in nanoseconds.
+    pub wait_ns: u64,
+}
+
+impl Point {
+    /// The point for `runs` (all at one thread count, at least one): the median run by
+    /// throughput supplies latency, waits and per-thread counts. Efficiency is filled in by
+    /// [`Series::fill_efficiency`].
+    pub fn from_runs(runs: &[TeamRun]) -> Point {
+        let rates: Vec<f64> = runs.iter().map(TeamRun::ops_per_sec).collect();
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by(|&a, &b| rates[a].total_cmp(&rates[b]));
+        let median = &runs[order[order.len() / 2]];
+        let h = &median.latency;
+        let q = |q: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(q)
+            }
+        };
+        Point {
+            threads: median.threads,
+            ops_per_sec: median_of(&rates),
+            runs_ops_per_sec: rates,
+            latency_ns: Latency {
+                p50: q(0.5),
+                p90: q(0.9),
+                p99: q(0.99),
+                p999: q(0.999),
+                max: if h.is_empty() { 0 } else { h.max() },
+            },
+            efficiency: None,
+            waits: median
+                .stats
+                .waits
+                .entries()
+                .iter()
+                .map(|w| Wait {
+                    lock: w.lock.to_string(),
+                    mode: w.mode.to_string(),
+                    count: w.count,
+                    wait_ns: w.wait_ns,
+                })
+                .collect(),
+            per_thread_ops: median.per_thread_ops.clone(),
+        }
+    }
+
+    /// Nanoseconds per operation per thread: what one backend pays for one operation.
+    pub fn ns_per_op(&self) -> f64 {
+        if self.ops_per_sec > 0.0 {
+            self.threads as f64 * 1e9 / self.ops_per_sec
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// The median (mean of the middle two for an even count).
+pub fn median_of(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl Series {
+    /// Sets every point's efficiency against the series' 1-thread point (left null without one).
+    pub fn fill_efficiency(&mut self) {
+        let Some(base) = self
+            .points
+            .iter()
+            .find(|p| p.threads == 1)
+            .map(|p| p.ops_per_sec)
+        else {
+            return;
+        };
+        for p in &mut self.points {
+            p.efficiency = (base > 0.0).then(|| p.ops_per_sec / (p.threads as f64 * base));
+        }
+    }
+
+    /// Label used in tables and charts: `preset/impl`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.preset, self.impl_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median_of(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_of(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median_of(&[]), 0.0);
+    }
+
+    fn point(threads: usize, ops: f64) -> Point {
+        Point {
+            threads,
+            ops_per_sec: ops,
+            runs_ops_per_sec: vec![ops],
+            latency_ns: Latency::default(),
+            efficiency: None,
+            waits: vec![],
+            per_thread_ops: vec![],
+        }
+    }
+
+    #[test]
+    fn efficiency_is_relative_to_one_thread() {
+        let mut s = Series {
+            workload: "spin".into(),
+            preset: "pg17".into(),
+            impl_name: "pg".into(),
+            points: vec![point(1, 100.0), point(2, 150.0), point(8, 200.0)],
+        };
+        s.fill_efficiency();
+        let e: Vec<_> = s.points.iter().map(|p| p.efficiency.unwrap()).collect();
+        assert_eq!(e, vec![1.0, 0.75, 0.25]);
+        assert_eq!(s.points[1].ns_per_op(), 2.0 * 1e9 / 150.0);
+    }
+
+    #[test]
+    fn no_one_thread_point_leaves_efficiency_null() {
+        let mut s = Series {
+            workload: "spin".into(),
+            preset: "pg17".into(),
+            impl_name: "pg".into(),
+            points: vec![point(2, 150.0)],
+        };
+        s.fill_efficiency();
+        assert_eq!(s.points[0].efficiency, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["points"][0]["efficiency"].is_null());
+        assert_eq!(json["impl"], "pg");
+    }
+}

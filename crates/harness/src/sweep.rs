@@ -1,0 +1,118 @@
+//! A sweep: every series at every thread count, each point `repeat` times, with a progress bar.
+//!
+//! The harness does not know what a series runs: a workload hands it one closure per series
+//! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
+//! apart (STYLE.md): workloads never print, and the harness never knows what a lock is.
+
+use crate::report::{Machine, Point, Report, RunConfig, Series};
+use crate::team::{TeamRun, TeamSpec};
+use crate::topology::{PinPolicy, Topology};
+use crate::HarnessError;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// One timed run of one series for a team spec.
+pub type RunFn<'a> = Box<dyn Fn(&TeamSpec) -> Result<TeamRun, HarnessError> + 'a>;
+
+/// One (preset, impl) pair to sweep.
+pub struct SeriesSpec<'a> {
+    /// Workload name.
+    pub workload: String,
+    /// Preset name.
+    pub preset: String,
+    /// Implementation name.
+    pub impl_name: String,
+    /// Performs one run.
+    pub run: RunFn<'a>,
+}
+
+/// Settings of a sweep.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// Workload name (for the report).
+    pub workload: String,
+    /// Thread counts, in order.
+    pub threads: Vec<usize>,
+    /// Measured time per run.
+    pub duration: Duration,
+    /// Warm-up per run.
+    pub warmup: Duration,
+    /// Runs per point.
+    pub repeat: u32,
+    /// Pinning policy.
+    pub pin: PinPolicy,
+    /// Time one operation in this many.
+    pub sample_every: u32,
+    /// Show a progress bar on stderr (only drawn when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Runs every series at every thread count and assembles the report.
+pub fn sweep(
+    cfg: &SweepConfig,
+    topology: &Topology,
+    series: Vec<SeriesSpec<'_>>,
+) -> Result<Report, HarnessError> {
+    let pin_order = topology.pin_order(cfg.pin)?;
+    let repeat = cfg.repeat.max(1);
+    let total = series.len() as u64 * cfg.threads.len() as u64 * u64::from(repeat);
+    let bar = progress_bar(cfg.progress, total);
+    let mut out = Vec::with_capacity(series.len());
+    for s in series {
+        let mut points = Vec::with_capacity(cfg.threads.len());
+        for &threads in &cfg.threads {
+            let spec = TeamSpec {
+                threads,
+                duration: cfg.duration,
+                warmup: cfg.warmup,
+                pin_order: pin_order.clone(),
+                sample_every: cfg.sample_every,
+            };
+            bar.set_message(format!("{}/{} at {threads} threads", s.preset, s.impl_name));
+            let mut runs = Vec::with_capacity(repeat as usize);
+            for _ in 0..repeat {
+                runs.push((s.run)(&spec)?);
+                bar.inc(1);
+            }
+            points.push(Point::from_runs(&runs));
+        }
+        let mut series = Series {
+            workload: s.workload,
+            preset: s.preset,
+            impl_name: s.impl_name,
+            points,
+        };
+        series.fill_efficiency();
+        out.push(series);
+    }
+    bar.finish_and_clear();
+    Ok(Report {
+        pglocks_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine: Machine {
+            cpus: topology.logical_cpus(),
+            nodes: topology.nodes.len(),
+            model: topology.model.clone(),
+        },
+        config: RunConfig {
+            workload: cfg.workload.clone(),
+            duration_ms: cfg.duration.as_millis() as u64,
+            repeat,
+            pin: cfg.pin.to_string(),
+        },
+        series: out,
+    })
+}
+
+fn progress_bar(wanted: bool, total: u64) -> ProgressBar {
+    if !wanted || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{bar:30} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left  {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}

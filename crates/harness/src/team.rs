@@ -1,0 +1,303 @@
+//! A thread team: one timed run of one operation on N threads.
+//!
+//! Every thread plays one backend: it attaches to the workload's [`ProcTable`], pins itself (if
+//! asked), and waits on a barrier so that all start together. The main thread then walks the team
+//! through three phases by one shared word: *warm-up* (operations run, nothing is counted),
+//! *measure* (operations are counted and every `sample_every`-th is timed into the thread's own
+//! histogram), *stop*. Elapsed time is taken by the main thread between the two phase changes, so
+//! a thread that is descheduled at the boundary shifts at most one operation across it.
+//!
+//! Nothing is shared on the hot path but the read-mostly phase word: each thread counts into its
+//! own variables and its backend's statistics, and the main thread merges them after `join`.
+
+use crate::HarnessError;
+use hdrhistogram::Histogram;
+use pglocks_sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use pglocks_sync::stats::BackendStats;
+use pglocks_sync::{Backend, CachePadded, ProcTable};
+use std::time::{Duration, Instant};
+
+const STARTING: u8 = 0;
+const WARMUP: u8 = 1;
+const MEASURE: u8 = 2;
+const STOP: u8 = 3;
+
+/// Longest latency the histograms track (longer samples are clamped to it).
+const MAX_LATENCY_NS: u64 = 60_000_000_000;
+
+/// What one timed run needs to know.
+#[derive(Debug, Clone)]
+pub struct TeamSpec {
+    /// Threads (backends) in the team.
+    pub threads: usize,
+    /// Measured time.
+    pub duration: Duration,
+    /// Unmeasured time before it.
+    pub warmup: Duration,
+    /// CPU for each thread (`order[i % len]`); empty: do not pin.
+    pub pin_order: Vec<usize>,
+    /// Time one operation in this many (1 = every one; 0 = none).
+    pub sample_every: u32,
+}
+
+/// The result of one timed run.
+#[derive(Debug, Clone)]
+pub struct TeamRun {
+    /// Threads in the team.
+    pub threads: usize,
+    /// Measured wall-clock time.
+    pub elapsed: Duration,
+    /// Operations each thread completed while measured.
+    pub per_thread_ops: Vec<u64>,
+    /// Sampled operation latencies, all threads merged, in nanoseconds.
+    pub latency: Histogram<u64>,
+    /// All backends' statistics, merged.
+    pub stats: BackendStats,
+}
+
+impl TeamRun {
+    /// Operations completed by all threads.
+    pub fn total_ops(&self) -> u64 {
+        self.per_thread_ops.iter().sum()
+    }
+
+    /// Throughput of the whole team.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.total_ops() as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+struct ThreadResult {
+    ops: u64,
+    latency: Histogram<u64>,
+    stats: BackendStats,
+}
+
+type OpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs `make_op(thread)`'s operation on `spec.threads` threads for `spec.duration` after
+/// `spec.warmup`, each thread as one backend attached to `procs`.
+///
+/// The operation gets the thread's [`Backend`]; an error from it stops the whole team and is
+/// returned (a workload's typed error, such as a stuck spinlock).
+pub fn run_team<F, E, M>(
+    spec: &TeamSpec,
+    procs: &ProcTable,
+    make_op: M,
+) -> Result<TeamRun, HarnessError>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(&mut Backend) -> Result<(), E> + Send,
+    E: Into<OpError>,
+{
+    if spec.threads == 0 {
+        return Err(HarnessError::ZeroThreads);
+    }
+    let phase = CachePadded::new(AtomicU8::new(STARTING));
+    let ready = AtomicUsize::new(0);
+    let mut results = Vec::with_capacity(spec.threads);
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|scope| {
+        let spawned: Vec<_> = (0..spec.threads)
+            .map(|i| {
+                let op = make_op(i);
+                let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i);
+                let (phase, ready) = (&phase, &ready);
+                let sample_every = spec.sample_every;
+                std::thread::Builder::new()
+                    .name(format!("backend-{i}"))
+                    .spawn_scoped(scope, move || {
+                        if let Some(cpu) = cpu {
+                            crate::topology::pin_current_thread(cpu);
+                        }
+                        let backend = procs.attach();
+                        // The start gate: all threads attach and pin before any starts.
+                        ready.fetch_add(1, Ordering::Release);
+                        while phase.load(Ordering::Acquire) == STARTING {
+                            std::thread::park();
+                        }
+                        let mut backend = backend.map_err(|e| -> OpError { Box::new(e) })?;
+                        run_thread(op, &mut backend, phase, sample_every).inspect_err(|_| {
+                            phase.store(STOP, Ordering::Relaxed);
+                        })
+                    })
+            })
+            .collect();
+        let mut handles = Vec::with_capacity(spec.threads);
+        for h in spawned {
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => results.push(Err(HarnessError::Spawn(e))),
+            }
+        }
+        if !results.is_empty() {
+            // Threads already started leave the gate when they see STOP.
+            phase.store(STOP, Ordering::Release);
+            for h in &handles {
+                h.thread().unpark();
+            }
+            return;
+        }
+        while ready.load(Ordering::Acquire) < spec.threads {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
+        for h in &handles {
+            h.thread().unpark();
+        }
+        sleep_unless_stopped(&phase, spec.warmup);
+        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
+        let start = Instant::now();
+        sleep_unless_stopped(&phase, spec.duration);
+        phase.store(STOP, Ordering::Relaxed);
+        elapsed = start.elapsed();
+        for h in handles {
+            results.push(match h.join() {
+                Ok(r) => r.map_err(HarnessError::Workload),
+                Err(_) => Err(HarnessError::ThreadPanicked),
+            });
+        }
+    });
+    let mut per_thread_ops = Vec::with_capacity(spec.threads);
+    let mut latency = new_histogram();
+    let mut stats = BackendStats::default();
+    for r in results {
+        let r = r?;
+        per_thread_ops.push(r.ops);
+        latency
+            .add(&r.latency)
+            .map_err(|_| HarnessError::Histogram)?;
+        stats.merge(&r.stats);
+    }
+    Ok(TeamRun {
+        threads: spec.threads,
+        elapsed,
+        per_thread_ops,
+        latency,
+        stats,
+    })
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("constant histogram bounds are valid")
+}
+
+/// Sleeps `d` in short steps, returning early if a thread failed and stopped the team.
+fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
+    let end = Instant::now() + d;
+    loop {
+        let now = Instant::now();
+        if now >= end || phase.load(Ordering::Relaxed) == STOP {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(20)));
+    }
+}
+
+/// One thread's loop: warm up, then count and sample until told to stop.
+fn run_thread<F, E>(
+    mut op: F,
+    backend: &mut Backend,
+    phase: &AtomicU8,
+    sample_every: u32,
+) -> Result<ThreadResult, OpError>
+where
+    F: FnMut(&mut Backend) -> Result<(), E>,
+    E: Into<OpError>,
+{
+    while phase.load(Ordering::Relaxed) == WARMUP {
+        op(backend).map_err(Into::into)?;
+    }
+    backend.take_stats();
+    let mut latency = new_histogram();
+    let mut ops = 0u64;
+    let mut until_sample = sample_every;
+    while phase.load(Ordering::Relaxed) == MEASURE {
+        if until_sample == 1 {
+            let t = Instant::now();
+            op(backend).map_err(Into::into)?;
+            latency.saturating_record(t.elapsed().as_nanos() as u64);
+            until_sample = sample_every;
+        } else {
+            op(backend).map_err(Into::into)?;
+            until_sample = until_sample.wrapping_sub(1);
+        }
+        ops += 1;
+    }
+    Ok(ThreadResult {
+        ops,
+        latency,
+        stats: backend.take_stats(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(threads: usize) -> TeamSpec {
+        TeamSpec {
+            threads,
+            duration: Duration::from_millis(50),
+            warmup: Duration::from_millis(10),
+            pin_order: vec![],
+            sample_every: 4,
+        }
+    }
+
+    #[test]
+    fn counts_every_threads_operations() {
+        let procs = ProcTable::new(3);
+        let run = run_team(&spec(3), &procs, |_| {
+            |_b: &mut Backend| -> Result<(), std::io::Error> { Ok(()) }
+        })
+        .unwrap();
+        assert_eq!(run.per_thread_ops.len(), 3);
+        assert!(run.per_thread_ops.iter().all(|&n| n > 0));
+        assert!(run.elapsed >= Duration::from_millis(50));
+        // One sample per four operations, give or take the last partial group per thread.
+        let samples = run.latency.len();
+        assert!(samples * 4 <= run.total_ops() && samples * 4 + 12 >= run.total_ops());
+    }
+
+    #[test]
+    fn a_failing_operation_stops_the_team_with_its_error() {
+        let procs = ProcTable::new(2);
+        let mut s = spec(2);
+        s.duration = Duration::from_secs(60);
+        let started = Instant::now();
+        let err = run_team(&s, &procs, |i| {
+            let mut n = 0;
+            move |_b: &mut Backend| {
+                n += 1;
+                if i == 1 && n == 1000 {
+                    Err(std::io::Error::other("boom"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("boom"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn too_few_backend_slots_is_an_error_not_a_hang() {
+        let procs = ProcTable::new(1);
+        let err = run_team(&spec(2), &procs, |_| {
+            |_b: &mut Backend| -> Result<(), std::io::Error> { Ok(()) }
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("too many clients"), "{err}");
+    }
+
+    #[test]
+    fn zero_threads_is_rejected() {
+        let procs = ProcTable::new(1);
+        let err = run_team(&spec(0), &procs, |_| {
+            |_b: &mut Backend| -> Result<(), std::io::Error> { Ok(()) }
+        });
+        assert!(matches!(err, Err(HarnessError::ZeroThreads)));
+    }
+}

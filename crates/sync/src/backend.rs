@@ -1,0 +1,218 @@
+//! The explicit stand-ins for PostgreSQL's `ProcGlobal` (the shared array of `PGPROC`s) and
+//! `MyProc` (the calling backend's entry).
+//!
+//! PostgreSQL finds the current backend through the global `MyProc`; pglocks passes a [`Backend`]
+//! handle to every call that PostgreSQL makes on behalf of `MyProc`, so that one OS thread can play
+//! one backend and a test can play several. The handle owns what is private to the backend (its
+//! spin estimate, its statistics, its random-number state) and points at its shared [`ProcSlot`],
+//! which holds what other backends touch (the semaphore they unlock to wake it).
+//!
+//! Subsystems above this crate keep their own `PGPROC` fields (LWLock wait links, fast-path slots,
+//! lock-wait state) in arrays of their own indexed by [`Backend::procno`], rather than growing one
+//! struct here: that keeps the dependency direction of the workspace one way.
+//!
+//! Differences from PostgreSQL: `InitProcess` pops a free `PGPROC` from a free list under a
+//! spinlock; [`ProcTable::attach`] claims the first free slot with one compare-exchange per slot,
+//! since attaching is never on a measured path.
+
+use crate::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::spin_delay::{SpinDelayConfig, SpinTuning};
+use crate::stats::BackendStats;
+use crate::sync::Arc;
+use crate::{CachePadded, Semaphore};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+/// The shared part of one backend's `PGPROC` (proc.h).
+#[derive(Debug)]
+pub struct ProcSlot {
+    /// The backend's `sem`: it sleeps here whenever a lock makes it wait.
+    pub sem: Semaphore,
+    in_use: AtomicBool,
+}
+
+/// Models `ProcGlobal` (proc.h): the fixed array of backend slots, sized at start-up as
+/// PostgreSQL sizes it from `max_connections`, plus the shared `spins_per_delay` estimate.
+///
+/// A cheap handle: clones share one table, as every backend shares `ProcGlobal`.
+#[derive(Debug, Clone)]
+pub struct ProcTable {
+    inner: Arc<ProcGlobal>,
+}
+
+#[derive(Debug)]
+struct ProcGlobal {
+    slots: Box<[CachePadded<ProcSlot>]>,
+    /// `ProcGlobal->spins_per_delay`: where new backends start their spin estimate.
+    shared_spins_per_delay: AtomicU32,
+    spin_config: SpinDelayConfig,
+}
+
+/// Errors of this crate, in PostgreSQL's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// Every slot is attached (`InitProcess` when the free list is empty).
+    #[error("sorry, too many clients already (all {max} backend slots are in use)")]
+    TooManyClients {
+        /// The table's size.
+        max: usize,
+    },
+}
+
+impl ProcTable {
+    /// A table of `max_backends` slots with PostgreSQL's spin-delay constants.
+    pub fn new(max_backends: usize) -> Self {
+        Self::with_spin_config(max_backends, SpinDelayConfig::default())
+    }
+
+    /// A table whose backends use `config` for s_lock's delay loop (tests shorten it).
+    pub fn with_spin_config(max_backends: usize, config: SpinDelayConfig) -> Self {
+        let slots = (0..max_backends)
+            .map(|_| {
+                CachePadded::new(ProcSlot {
+                    sem: Semaphore::new(0),
+                    in_use: AtomicBool::new(false),
+                })
+            })
+            .collect();
+        Self {
+            inner: Arc::new(ProcGlobal {
+                slots,
+                shared_spins_per_delay: AtomicU32::new(config.default_spins_per_delay),
+                spin_config: config,
+            }),
+        }
+    }
+
+    /// Number of slots (`MaxBackends`).
+    pub fn len(&self) -> usize {
+        self.inner.slots.len()
+    }
+
+    /// Whether the table has no slots at all.
+    pub fn is_empty(&self) -> bool {
+        self.inner.slots.is_empty()
+    }
+
+    /// The slot of backend `procno` (what `GetPGProcByNumber` returns).
+    ///
+    /// # Panics
+    /// If `procno` is out of range: a proc number only comes from [`Backend::procno`].
+    pub fn slot(&self, procno: usize) -> &ProcSlot {
+        &self.inner.slots[procno]
+    }
+
+    /// The current shared spin estimate (`ProcGlobal->spins_per_delay`).
+    pub fn shared_spins_per_delay(&self) -> u32 {
+        self.inner.shared_spins_per_delay.load(Ordering::Relaxed)
+    }
+
+    /// Models `InitProcess` (proc.c): claims a free slot and returns the backend's handle, whose
+    /// spin estimate starts from the shared one (`set_spins_per_delay`).
+    pub fn attach(&self) -> Result<Backend, SyncError> {
+        let procno = self
+            .inner
+            .slots
+            .iter()
+            .position(|s| {
+                s.in_use
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(SyncError::TooManyClients {
+                max: self.inner.slots.len(),
+            })?;
+        Ok(Backend {
+            procno,
+            procs: self.clone(),
+            spin: SpinTuning::starting_from(self.shared_spins_per_delay(), self.inner.spin_config),
+            stats: BackendStats::default(),
+            rng: SmallRng::seed_from_u64(0x5eed_0000 + procno as u64),
+        })
+    }
+}
+
+/// One backend: the handle PostgreSQL calls `MyProc`, passed explicitly.
+///
+/// Dropping it models `ProcKill` (proc.c): the backend's spin estimate is blended into the shared
+/// one (`update_spins_per_delay`) and its slot becomes free.
+#[derive(Debug)]
+pub struct Backend {
+    procno: usize,
+    procs: ProcTable,
+    /// s_lock.c's per-backend `spins_per_delay` and the delay constants.
+    pub spin: SpinTuning,
+    /// What this backend counted; merged by the harness after a run.
+    pub stats: BackendStats,
+    /// The backend's random-number state (PostgreSQL's `pg_global_prng_state`), seeded from its
+    /// proc number so that runs, and loom executions, are reproducible.
+    pub rng: SmallRng,
+}
+
+impl Backend {
+    /// The backend's proc number (`MyProcNumber`), its index in the [`ProcTable`].
+    #[inline]
+    pub fn procno(&self) -> usize {
+        self.procno
+    }
+
+    /// The table this backend belongs to.
+    #[inline]
+    pub fn procs(&self) -> &ProcTable {
+        &self.procs
+    }
+
+    /// The backend's own semaphore (`MyProc->sem`).
+    #[inline]
+    pub fn semaphore(&self) -> &Semaphore {
+        &self.procs.slot(self.procno).sem
+    }
+
+    /// Takes the statistics counted so far, leaving zeroes.
+    pub fn take_stats(&mut self) -> BackendStats {
+        std::mem::take(&mut self.stats)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let shared = &self.procs.inner.shared_spins_per_delay;
+        let blended = self.spin.blend_into_shared(shared.load(Ordering::Relaxed));
+        shared.store(blended, Ordering::Relaxed);
+        self.procs
+            .slot(self.procno)
+            .in_use
+            .store(false, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attach_claims_distinct_slots_until_full() {
+        let t = ProcTable::new(2);
+        let a = t.attach().unwrap();
+        let b = t.attach().unwrap();
+        assert_ne!(a.procno(), b.procno());
+        let err = t.attach().unwrap_err();
+        assert_eq!(err, SyncError::TooManyClients { max: 2 });
+        assert!(err.to_string().contains("too many clients"));
+        drop(a);
+        assert_eq!(t.attach().unwrap().procno(), 0);
+    }
+
+    #[test]
+    fn exit_blends_estimate_fifteen_to_one() {
+        let t = ProcTable::new(1);
+        let mut b = t.attach().unwrap();
+        assert_eq!(b.spin.spins_per_delay, 100);
+        b.spin.spins_per_delay = 1000;
+        drop(b);
+        // (100 * 15 + 1000) / 16 = 156
+        assert_eq!(t.shared_spins_per_delay(), 156);
+        assert_eq!(t.attach().unwrap().spin.spins_per_delay, 156);
+    }
+}

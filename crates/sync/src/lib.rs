@@ -1,0 +1,129 @@
+//! The one door through which every pglocks primitive reaches atomics, `UnsafeCell`, threads, spin
+//! hints, time and semaphores.
+//!
+//! Built normally, everything here is `std` (plus a futex-backed [`Semaphore`] on Linux). Built with
+//! `RUSTFLAGS="--cfg loom"`, the same names are loom's, so the lock algorithms above this crate can
+//! be model-checked without a line of change. Keep it the only door: a crate that imports
+//! `std::sync::atomic` directly escapes the model checker, and the planned many-core simulator.
+//!
+//! Besides the shim the crate holds what every subsystem shares:
+//! - [`CachePadded`] (crossbeam-utils') and [`CACHE_LINE_SIZE`], for padding hot atomics;
+//! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting);
+//! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
+//! - [`stats`], per-backend counters and the wait-event table merged after a run.
+
+pub mod backend;
+pub mod cell;
+mod semaphore;
+pub mod spin_delay;
+pub mod stats;
+
+pub use backend::{Backend, ProcSlot, ProcTable};
+pub use crossbeam_utils::CachePadded;
+pub use semaphore::Semaphore;
+
+/// The cache-line size assumed for padding decisions and reports, in bytes.
+///
+/// x86_64 lines are 64 bytes but its adjacent-line prefetcher pulls pairs, which is why
+/// [`CachePadded`] aligns to 128 there; PostgreSQL's `PG_CACHE_LINE_SIZE` is 128 for the same reason.
+pub const CACHE_LINE_SIZE: usize = 128;
+
+/// Atomics: `std::sync::atomic`, or loom's under `--cfg loom`.
+pub mod atomic {
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
+    #[cfg(not(loom))]
+    pub use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
+
+    /// Test-and-set of a lock word: an atomic exchange of "set" (x86 `xchg`), reporting whether
+    /// the word was set already.
+    ///
+    /// Under loom it is a compare-exchange from "clear" instead. The two are equal in effect on a
+    /// word that only holds clear/set, but loom counts a failed exchange (set written over set) as
+    /// a new store, so a spinning exchange never lets its model finish; a failed compare-exchange
+    /// is only a load.
+    pub trait TestAndSet {
+        /// Sets the word; `true` if it was set before (the lock was taken).
+        fn test_and_set(&self, order: Ordering) -> bool;
+    }
+
+    impl TestAndSet for AtomicU8 {
+        #[inline(always)]
+        fn test_and_set(&self, order: Ordering) -> bool {
+            #[cfg(not(loom))]
+            return self.swap(1, order) != 0;
+            #[cfg(loom)]
+            return self
+                .compare_exchange(0, 1, order, Ordering::Relaxed)
+                .is_err();
+        }
+    }
+
+    impl TestAndSet for AtomicBool {
+        #[inline(always)]
+        fn test_and_set(&self, order: Ordering) -> bool {
+            #[cfg(not(loom))]
+            return self.swap(true, order);
+            #[cfg(loom)]
+            return self
+                .compare_exchange(false, true, order, Ordering::Relaxed)
+                .is_err();
+        }
+    }
+}
+
+/// Shared ownership: `std::sync::Arc`, or loom's under `--cfg loom`.
+pub mod sync {
+    #[cfg(loom)]
+    pub use loom::sync::{Arc, Condvar, Mutex};
+    #[cfg(not(loom))]
+    pub use std::sync::{Arc, Condvar, Mutex};
+}
+
+/// Threads: `std::thread`, or loom's under `--cfg loom`.
+pub mod thread {
+    #[cfg(loom)]
+    pub use loom::thread::{spawn, yield_now, JoinHandle};
+    #[cfg(not(loom))]
+    pub use std::thread::{spawn, yield_now, JoinHandle};
+}
+
+/// CPU hints for retry loops. Under loom, `spin_loop` yields to the scheduler, which is what makes
+/// a spin-wait loop finite for the model checker: every retry loop must call it.
+pub mod hint {
+    #[cfg(loom)]
+    pub use loom::hint::spin_loop;
+    #[cfg(not(loom))]
+    pub use std::hint::spin_loop;
+
+    /// Nothing at all in a normal build; a yield under loom. For the retry loops that deliberately
+    /// do nothing between tries (the cost floor), which loom still needs to see as a yield point.
+    #[inline(always)]
+    pub fn model_yield() {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+}
+
+/// Time: `Instant` and the sleeps that PostgreSQL takes (`pg_usleep` in s_lock, `deadlock_timeout`,
+/// simulated flush latency). Under loom a sleep is a yield: loom has no clock, and what a sleep
+/// means to an algorithm is "let the others run".
+pub mod time {
+    pub use std::time::{Duration, Instant};
+
+    /// Sleeps for `d` (PostgreSQL's `pg_usleep`); under loom, yields instead.
+    #[inline]
+    pub fn sleep(d: Duration) {
+        #[cfg(loom)]
+        {
+            let _ = d;
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        std::thread::sleep(d);
+    }
+}

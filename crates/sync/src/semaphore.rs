@@ -1,0 +1,205 @@
+//! Models `PGSemaphoreLock` / `PGSemaphoreUnlock` / `PGSemaphoreTryLock` (port/posix_sema.c and
+//! port/sysv_sema.c): every backend owns one counting semaphore and sleeps on it whenever a lock
+//! makes it wait; whoever releases the lock "unlocks" the sleeper's semaphore.
+//!
+//! A PostgreSQL semaphore counts: an unlock that arrives before the sleeper has gone to sleep is not
+//! lost, and the sleeper's next lock returns at once. Callers must therefore re-check their wake-up
+//! condition after every lock and re-unlock any extra wake-ups they absorbed, exactly as lwlock.c
+//! does with its `extraWaits` counter.
+//!
+//! On Linux the count is an `AtomicU32` and a sleeper parks in `futex(FUTEX_WAIT)` on it (what glibc's
+//! `sem_t` does underneath); a separate sleeper count lets `unlock` skip the wake system call when no
+//! one sleeps. Elsewhere it is a mutex and a condition variable; under loom, loom's.
+
+#[cfg(any(not(target_os = "linux"), loom))]
+pub use condvar::Semaphore;
+#[cfg(all(target_os = "linux", not(loom)))]
+pub use futex::Semaphore;
+
+#[cfg(all(target_os = "linux", not(loom)))]
+mod futex {
+    use std::sync::atomic::{AtomicU32, Ordering::*};
+
+    /// A counting semaphore (PostgreSQL's `PGSemaphore`), futex-backed.
+    #[derive(Debug, Default)]
+    pub struct Semaphore {
+        count: AtomicU32,
+        sleepers: AtomicU32,
+    }
+
+    impl Semaphore {
+        /// A semaphore with `count` permits (PostgreSQL creates them at 0).
+        pub const fn new(count: u32) -> Self {
+            Self {
+                count: AtomicU32::new(count),
+                sleepers: AtomicU32::new(0),
+            }
+        }
+
+        /// Takes a permit if one is there (`PGSemaphoreTryLock`).
+        #[inline]
+        pub fn try_lock(&self) -> bool {
+            let mut c = self.count.load(Relaxed);
+            while c > 0 {
+                match self.count.compare_exchange_weak(c, c - 1, Acquire, Relaxed) {
+                    Ok(_) => return true,
+                    Err(now) => c = now,
+                }
+            }
+            false
+        }
+
+        /// Takes a permit, sleeping until one is there (`PGSemaphoreLock`).
+        pub fn lock(&self) {
+            if self.try_lock() {
+                return;
+            }
+            self.lock_slow();
+        }
+
+        #[cold]
+        fn lock_slow(&self) {
+            loop {
+                // Announce ourselves before the last look at the count: an unlock that misses our
+                // announcement must have raised the count before that look, so we cannot sleep
+                // through it (both sides are SeqCst, ruling out the store-load reordering).
+                self.sleepers.fetch_add(1, SeqCst);
+                if self.count.load(SeqCst) == 0 {
+                    futex_wait(&self.count, 0);
+                }
+                self.sleepers.fetch_sub(1, Relaxed);
+                if self.try_lock() {
+                    return;
+                }
+            }
+        }
+
+        /// Adds a permit and wakes one sleeper, if any (`PGSemaphoreUnlock`).
+        pub fn unlock(&self) {
+            self.count.fetch_add(1, SeqCst);
+            if self.sleepers.load(SeqCst) > 0 {
+                futex_wake(&self.count, 1);
+            }
+        }
+    }
+
+    fn futex_wait(word: &AtomicU32, expected: u32) {
+        // SAFETY: FUTEX_WAIT only reads the aligned u32 behind a live reference; a null timeout
+        // means "no timeout". A spurious return (EINTR, EAGAIN) is handled by the caller's loop.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                std::ptr::null::<libc::timespec>(),
+            );
+        }
+    }
+
+    fn futex_wake(word: &AtomicU32, n: i32) {
+        // SAFETY: FUTEX_WAKE does not access memory; the address only names the wait queue.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                n,
+            );
+        }
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), loom))]
+mod condvar {
+    use crate::sync::{Condvar, Mutex};
+
+    /// A counting semaphore (PostgreSQL's `PGSemaphore`), mutex + condition variable.
+    #[derive(Debug, Default)]
+    pub struct Semaphore {
+        count: Mutex<u32>,
+        cv: Condvar,
+    }
+
+    impl Semaphore {
+        /// A semaphore with `count` permits (PostgreSQL creates them at 0).
+        pub fn new(count: u32) -> Self {
+            Self {
+                count: Mutex::new(count),
+                cv: Condvar::new(),
+            }
+        }
+
+        /// Takes a permit if one is there (`PGSemaphoreTryLock`).
+        pub fn try_lock(&self) -> bool {
+            let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+            if *c > 0 {
+                *c -= 1;
+                true
+            } else {
+                false
+            }
+        }
+
+        /// Takes a permit, sleeping until one is there (`PGSemaphoreLock`).
+        pub fn lock(&self) {
+            let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+            while *c == 0 {
+                c = self.cv.wait(c).unwrap_or_else(|e| e.into_inner());
+            }
+            *c -= 1;
+        }
+
+        /// Adds a permit and wakes one sleeper, if any (`PGSemaphoreUnlock`).
+        pub fn unlock(&self) {
+            let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+            *c += 1;
+            self.cv.notify_one();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Semaphore;
+    use std::sync::Arc;
+
+    #[test]
+    fn counts_permits() {
+        let s = Semaphore::new(2);
+        assert!(s.try_lock());
+        assert!(s.try_lock());
+        assert!(!s.try_lock());
+        s.unlock();
+        assert!(s.try_lock());
+    }
+
+    #[test]
+    fn an_early_unlock_is_not_lost() {
+        let s = Semaphore::new(0);
+        s.unlock();
+        s.lock(); // returns at once
+        assert!(!s.try_lock());
+    }
+
+    #[test]
+    fn sleeper_is_woken_by_another_thread() {
+        let s = Arc::new(Semaphore::new(0));
+        let mut sleepers = Vec::new();
+        for _ in 0..4 {
+            let s = Arc::clone(&s);
+            sleepers.push(std::thread::spawn(move || {
+                for _ in 0..1000 {
+                    s.lock();
+                }
+            }));
+        }
+        for _ in 0..4000 {
+            s.unlock();
+        }
+        for t in sleepers {
+            t.join().unwrap();
+        }
+        assert!(!s.try_lock());
+    }
+}
