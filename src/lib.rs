@@ -1,1 +1,13 @@
+//! pglocks: PostgreSQL's lock primitives, modelled faithfully, and a harness that measures how
+//! they scale on the machine at hand.
+//!
+//! The workspace has one crate per PostgreSQL subsystem; this facade re-exports them and holds the
+//! `pglocks` command line ([`cli`]). See the README for the two commands that matter and
+//! `DESIGN.md` (in the project's shared folder) for the architecture.
 
+pub mod cli;
+
+pub use pglocks_harness as harness;
+pub use pglocks_spin as spin;
+pub use pglocks_sync as sync;
+pub use pglocks_workloads as workloads;

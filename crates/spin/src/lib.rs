@@ -41,7 +41,7 @@ mod alt;
 mod s_lock;
 
 pub use alt::{FloorLock, McsLock, NaiveTasLock, TicketLock};
-pub use s_lock::{PgSpinLock, SpinDelayStatus};
+pub use s_lock::{adapt_spins_per_delay, next_delay, PgSpinLock, SpinDelayStatus};
 
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::Backend;

@@ -100,8 +100,9 @@ pub struct SpinDelayStatus {
     pub spins: u32,
     /// Sleeps so far.
     pub delays: u32,
-    /// The next sleep, in microseconds; 0 until the first sleep.
-    pub cur_delay_us: u64,
+    /// The next sleep, in units of the config's `delay_unit` (microseconds since 9.4); 0 until
+    /// the first sleep.
+    pub cur_delay: u64,
 }
 
 impl SpinDelayStatus {
@@ -132,19 +133,20 @@ impl SpinDelayStatus {
                 delays: cfg.num_delays,
             });
         }
-        let min_us = micros(cfg.min_delay);
-        if self.cur_delay_us == 0 {
-            self.cur_delay_us = min_us;
+        let unit = cfg.delay_unit.max(Duration::from_nanos(1));
+        let (min, max) = (units(cfg.min_delay, unit), units(cfg.max_delay, unit));
+        if self.cur_delay == 0 {
+            self.cur_delay = min;
         }
         let start = Instant::now();
-        sleep(Duration::from_micros(self.cur_delay_us));
+        sleep(unit.saturating_mul(self.cur_delay.try_into().unwrap_or(u32::MAX)));
         backend.stats.spin.delays += 1;
         backend
             .stats
             .waits
             .record("SpinDelay", "sleep", start.elapsed().as_nanos() as u64);
         let factor: f64 = backend.rng.random();
-        self.cur_delay_us = next_delay_us(self.cur_delay_us, factor, min_us, micros(cfg.max_delay));
+        self.cur_delay = next_delay(self.cur_delay, factor, min, max);
         self.spins = 0;
         Ok(())
     }
@@ -154,20 +156,23 @@ impl SpinDelayStatus {
     pub fn finish_spin_delay(self, backend: &mut Backend) -> u32 {
         backend.spin.spins_per_delay = adapt_spins_per_delay(
             backend.spin.spins_per_delay,
-            self.cur_delay_us != 0,
+            self.cur_delay != 0,
             &backend.spin.config,
         );
         self.delays
     }
 }
 
-fn micros(d: Duration) -> u64 {
-    d.as_micros().try_into().unwrap_or(u64::MAX)
+/// How many whole `unit`s fit in `d`.
+fn units(d: Duration, unit: Duration) -> u64 {
+    (d.as_nanos() / unit.as_nanos())
+        .try_into()
+        .unwrap_or(u64::MAX)
 }
 
-/// The growth rule of `perform_spin_delay`: add `cur * factor` rounded to the nearest microsecond
+/// The growth rule of `perform_spin_delay`: add `cur * factor` rounded to the nearest unit
 /// (`factor` uniform in [0, 1), so the sleep grows by 1× to 2×), and wrap to `min` past `max`.
-pub fn next_delay_us(cur: u64, factor: f64, min: u64, max: u64) -> u64 {
+pub fn next_delay(cur: u64, factor: f64, min: u64, max: u64) -> u64 {
     let grown = cur + (cur as f64 * factor + 0.5) as u64;
     if grown > max {
         min

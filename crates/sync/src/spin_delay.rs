@@ -38,6 +38,10 @@ pub struct SpinDelayConfig {
     pub min_delay: Duration,
     /// Ceiling past which the sleep wraps to `min_delay` (`MAX_DELAY_USEC`).
     pub max_delay: Duration,
+    /// The unit `cur_delay` is kept and grown in: a microsecond since 9.4, a millisecond before
+    /// (8.1–9.3 kept `cur_delay` in whole milliseconds, so growth from 1 ms by a factor in [1, 2)
+    /// rounded to 1 or 2 ms, which made long runs of 1 ms sleeps).
+    pub delay_unit: Duration,
 }
 
 impl Default for SpinDelayConfig {
@@ -49,6 +53,7 @@ impl Default for SpinDelayConfig {
             num_delays: NUM_DELAYS,
             min_delay: MIN_DELAY,
             max_delay: MAX_DELAY,
+            delay_unit: Duration::from_micros(1),
         }
     }
 }

@@ -1,1 +1,177 @@
+//! What pglocks measures: workloads, each one operation that the harness runs on N threads, and
+//! the PostgreSQL release presets that configure the models.
+//!
+//! A workload is a name, a list of implementations (PostgreSQL's model per preset, and peers such
+//! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
+//! hands the harness one operation per thread. Workloads never print and never time anything.
 
+pub mod preset;
+mod spin;
+
+pub use preset::{Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};
+
+use pglocks_harness::SeriesSpec;
+
+/// A workload, as `pglocks list` shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadInfo {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// One line on what one operation is.
+    pub summary: &'static str,
+    /// Implementations with one line each; the first is PostgreSQL's.
+    pub impls: &'static [(&'static str, &'static str)],
+}
+
+/// Every workload.
+pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
+    name: "spin",
+    summary: "acquire a spinlock, bump a counter under it, release",
+    impls: spin::IMPLS,
+}];
+
+/// Errors of workload selection and configuration, in words a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkloadError {
+    /// No such workload.
+    #[error("unknown workload '{name}' (valid: {valid})")]
+    UnknownWorkload {
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// No such implementation for the workload.
+    #[error("unknown impl '{name}' for workload {workload} (valid: {valid})")]
+    UnknownImpl {
+        /// The workload.
+        workload: String,
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// No such preset.
+    #[error("unknown preset '{name}' (valid: {valid})")]
+    UnknownPreset {
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// No such knob.
+    #[error("unknown knob '{name}' for --set (valid: {valid})")]
+    UnknownKnob {
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// A knob value of the wrong kind.
+    #[error("bad value '{value}' for knob {knob}: expected {expected}")]
+    BadKnobValue {
+        /// The knob.
+        knob: String,
+        /// The value given.
+        value: String,
+        /// What it takes.
+        expected: String,
+    },
+    /// `--set` without `=`.
+    #[error("--set takes knob=value, got '{0}'")]
+    BadSet(String),
+}
+
+fn names(list: &[(&str, &str)]) -> String {
+    list.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
+}
+
+pub(crate) fn unknown_impl(workload: &str, name: &str, impls: &[(&str, &str)]) -> WorkloadError {
+    WorkloadError::UnknownImpl {
+        workload: workload.to_string(),
+        name: name.to_string(),
+        valid: names(impls),
+    }
+}
+
+/// Looks a workload up by name.
+pub fn workload(name: &str) -> Result<&'static WorkloadInfo, WorkloadError> {
+    WORKLOADS
+        .iter()
+        .find(|w| w.name == name)
+        .ok_or_else(|| WorkloadError::UnknownWorkload {
+            name: name.to_string(),
+            valid: WORKLOADS
+                .iter()
+                .map(|w| w.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The series for `workload` with implementation `impl_name` under `preset` plus the `--set`
+/// overrides in `sets`.
+pub fn series(
+    workload_name: &str,
+    preset: &Preset,
+    impl_name: &str,
+    sets: &[String],
+) -> Result<SeriesSpec<'static>, WorkloadError> {
+    let w = workload(workload_name)?;
+    let mut settings = preset.settings();
+    for s in sets {
+        settings.apply(s)?;
+    }
+    let run = match w.name {
+        "spin" => spin::series(impl_name, &settings)?,
+        _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
+    };
+    Ok(SeriesSpec {
+        workload: w.name.to_string(),
+        preset: preset.name.to_string(),
+        impl_name: impl_name.to_string(),
+        run,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pglocks_harness::TeamSpec;
+    use std::time::Duration;
+
+    #[test]
+    fn every_spin_impl_runs_and_counts() {
+        let preset = Preset::by_name("pg94").unwrap();
+        for (name, _) in spin::IMPLS {
+            let s = series("spin", preset, name, &[]).unwrap();
+            let spec = TeamSpec {
+                threads: 2,
+                duration: Duration::from_millis(20),
+                warmup: Duration::from_millis(5),
+                pin_order: vec![],
+                sample_every: 8,
+            };
+            let run = (s.run)(&spec).unwrap();
+            assert!(run.total_ops() > 0, "{name}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_the_valid_ones() {
+        let p = Preset::by_name("pg18").unwrap();
+        let e = series("spinn", p, "pg", &[]).err().unwrap().to_string();
+        assert!(e.contains("valid: spin"), "{e}");
+        let e = series("spin", p, "futex", &[]).err().unwrap().to_string();
+        assert!(
+            e.contains("pg, tas, ticket, mcs, floor, parking_lot, std"),
+            "{e}"
+        );
+        let e = series("spin", p, "pg", &["x=1".into()])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown knob 'x'"), "{e}");
+    }
+}

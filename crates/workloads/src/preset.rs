@@ -1,0 +1,199 @@
+//! PostgreSQL releases as configurations (DESIGN §5), and single knobs (`--set knob=value`).
+//!
+//! A preset is the set of knob values that makes each model behave as that release did on x86_64;
+//! `--set` then changes one knob so one difference can be isolated. Only knobs whose models exist
+//! are listed: each later subsystem adds its row.
+
+use crate::WorkloadError;
+use pglocks_sync::time::Duration;
+
+/// The knob values in force for a series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// s_lock.h: `TAS_SPIN` reads the lock byte before the exchange (x86_64 from 9.4).
+    pub tas_spin: bool,
+    /// s_lock.c: the unit of `cur_delay`, 1 ms before 9.4 and 1 µs from 9.4.
+    pub spin_delay_unit: Duration,
+    /// s_lock.c: `NUM_DELAYS`, sleeps before "stuck spinlock".
+    pub num_delays: u32,
+    /// The `spins_per_delay` every backend starts with (`DEFAULT_SPINS_PER_DELAY`).
+    pub spins_per_delay: u32,
+    /// Workload: dependent arithmetic steps done while holding the lock.
+    pub cs_work: u32,
+    /// Workload: dependent arithmetic steps done between acquisitions.
+    pub think: u32,
+}
+
+/// One PostgreSQL release.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    /// `pg96`, `pg17`, …
+    pub name: &'static str,
+    /// What a user reads in `pglocks list`.
+    pub summary: &'static str,
+    tas_spin: bool,
+    delay_in_ms: bool,
+}
+
+const fn preset(
+    name: &'static str,
+    summary: &'static str,
+    tas_spin: bool,
+    delay_in_ms: bool,
+) -> Preset {
+    Preset {
+        name,
+        summary,
+        tas_spin,
+        delay_in_ms,
+    }
+}
+
+/// Every preset, oldest first.
+pub const PRESETS: &[Preset] = &[
+    preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true),
+    preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true),
+    preset("pg91", "9.1: the last release before the fast-path lock work", false, true),
+    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT; TAS_SPIN macro (plain TAS on x86_64)", false, true),
+    preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true),
+    preset("pg94", "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks", true, false),
+    preset("pg95", "9.5: atomic LWLock state word; 128 buffer-mapping partitions", true, false),
+    preset("pg96", "9.6: LWLock wait list under the LOCKED bit; group XID clear", true, false),
+    preset("pg11", "11: CLOG group update", true, false),
+    preset("pg14", "14: dense ProcArray arrays and snapshot reuse", true, false),
+    preset("pg17", "17: SLRU banks", true, false),
+    preset("pg18", "18: fast-path lock groups", true, false),
+];
+
+/// The preset used when none is given.
+pub const DEFAULT_PRESET: &str = "pg18";
+
+/// Every knob `--set` accepts, with what it takes.
+pub const KNOBS: &[(&str, &str)] = &[
+    (
+        "tas_spin",
+        "on|off: s_lock retries read the byte before the exchange",
+    ),
+    ("spin_delay_unit", "us|ms: unit of s_lock's growing sleep"),
+    ("num_delays", "N >= 1: sleeps before \"stuck spinlock\""),
+    ("spins_per_delay", "N in 1..=1000: starting spins_per_delay"),
+    ("cs_work", "N: arithmetic steps inside the critical section"),
+    ("think", "N: arithmetic steps between acquisitions"),
+];
+
+impl Preset {
+    /// Looks a preset up by name.
+    pub fn by_name(name: &str) -> Result<&'static Preset, WorkloadError> {
+        PRESETS
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| WorkloadError::UnknownPreset {
+                name: name.to_string(),
+                valid: PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// The release's knob values.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            tas_spin: self.tas_spin,
+            spin_delay_unit: if self.delay_in_ms {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_micros(1)
+            },
+            num_delays: pglocks_sync::spin_delay::NUM_DELAYS,
+            spins_per_delay: pglocks_sync::spin_delay::DEFAULT_SPINS_PER_DELAY,
+            cs_work: 0,
+            think: 0,
+        }
+    }
+}
+
+impl Settings {
+    /// Applies one `knob=value` override.
+    pub fn apply(&mut self, assignment: &str) -> Result<(), WorkloadError> {
+        let (knob, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| WorkloadError::BadSet(assignment.to_string()))?;
+        let (knob, value) = (knob.trim(), value.trim());
+        let bad = |expected: &str| WorkloadError::BadKnobValue {
+            knob: knob.to_string(),
+            value: value.to_string(),
+            expected: expected.to_string(),
+        };
+        let number = |lo: u32, hi: u32| {
+            value
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (lo..=hi).contains(n))
+                .ok_or_else(|| bad(&format!("a whole number from {lo} to {hi}")))
+        };
+        match knob {
+            "tas_spin" => {
+                self.tas_spin = match value {
+                    "on" | "true" | "1" => true,
+                    "off" | "false" | "0" => false,
+                    _ => return Err(bad("on or off")),
+                }
+            }
+            "spin_delay_unit" => {
+                self.spin_delay_unit = match value {
+                    "us" => Duration::from_micros(1),
+                    "ms" => Duration::from_millis(1),
+                    _ => return Err(bad("us or ms")),
+                }
+            }
+            "num_delays" => self.num_delays = number(1, u32::MAX)?,
+            "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
+            "cs_work" => self.cs_work = number(0, 1_000_000)?,
+            "think" => self.think = number(0, 1_000_000)?,
+            _ => {
+                return Err(WorkloadError::UnknownKnob {
+                    name: knob.to_string(),
+                    valid: KNOBS.iter().map(|k| k.0).collect::<Vec<_>>().join(", "),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tas_spin_arrives_in_94() {
+        assert!(!Preset::by_name("pg92").unwrap().settings().tas_spin);
+        assert!(Preset::by_name("pg94").unwrap().settings().tas_spin);
+        assert_eq!(
+            Preset::by_name("pg93").unwrap().settings().spin_delay_unit,
+            Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn set_overrides_one_knob_and_rejects_nonsense() {
+        let mut s = Preset::by_name("pg94").unwrap().settings();
+        s.apply("tas_spin=off").unwrap();
+        assert!(!s.tas_spin);
+        s.apply("cs_work = 40").unwrap();
+        assert_eq!(s.cs_work, 40);
+        let e = s.apply("fast_path=off").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown knob 'fast_path'") && e.contains("tas_spin"),
+            "{e}"
+        );
+        let e = s.apply("spins_per_delay=0").unwrap_err().to_string();
+        assert!(e.contains("1 to 1000"), "{e}");
+        let e = s.apply("tas_spin").unwrap_err().to_string();
+        assert!(e.contains("knob=value"), "{e}");
+        let e = Preset::by_name("pg99").unwrap_err().to_string();
+        assert!(e.contains("pg94"), "{e}");
+    }
+}

@@ -1,0 +1,389 @@
+//! The `pglocks` command line (DESIGN §4): `run`, `list`, `topology`, `report`, and with no
+//! command a quick demonstration sweep that writes a report.
+//!
+//! Every user error (an unknown name, a malformed list or duration, zero threads) becomes a
+//! [`CliError`] whose message lists the valid choices; `main` prints it and exits with status 2.
+
+use clap::{Args, Parser, Subcommand};
+use pglocks_harness::{
+    self as harness, Format, HarnessError, PinPolicy, Report, SweepConfig, Topology,
+};
+use pglocks_workloads::{self as workloads, Preset, WorkloadError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Command-line arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pglocks",
+    version,
+    about = "PostgreSQL's lock primitives, modelled faithfully, measured on this machine",
+    long_about = "PostgreSQL's lock primitives, modelled faithfully, measured on this machine.\n\
+                  With no command, runs a quick demonstration sweep of the spin workload \
+                  (under a minute) and writes a report under target/pglocks/."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a workload over thread counts and print throughput, latency and waits.
+    Run(RunArgs),
+    /// List workloads, their implementations, presets and knobs.
+    List,
+    /// Show the detected NUMA nodes, cores, SMT siblings and the pinning order.
+    Topology {
+        /// Pinning policy whose order to show: compact, scatter, node:N or none.
+        #[arg(long, default_value = "compact")]
+        pin: String,
+        /// Read the topology from this sysfs tree instead of /sys (for fixtures of big machines).
+        #[arg(long)]
+        sysfs_root: Option<PathBuf>,
+    },
+    /// Re-render the chart and Markdown of a saved run directory from its report.json.
+    Report {
+        /// The run directory.
+        dir: PathBuf,
+        /// Also print the report in this format.
+        #[arg(long, default_value = "table")]
+        format: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Workload (see `pglocks list`).
+    workload: String,
+    /// PostgreSQL release presets, comma-separated.
+    #[arg(long, default_value = workloads::DEFAULT_PRESET)]
+    preset: String,
+    /// Implementations, comma-separated (default: PostgreSQL's, `pg`).
+    #[arg(long = "impl", default_value = "pg")]
+    impls: String,
+    /// Thread counts: a list `1,2,4`, a range `1..64`, a doubling range `1..64:x2`, or a mix.
+    #[arg(long, default_value = "1,2,4")]
+    threads: String,
+    /// Measured time per run (`2s`, `500ms`).
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    /// Unmeasured time before each run.
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    /// Runs per point; the median is reported and all are kept.
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
+    /// Thread placement: compact, scatter, node:N or none.
+    #[arg(long, default_value = "compact")]
+    pin: String,
+    /// Output format: table, json, csv or markdown.
+    #[arg(long, default_value = "table")]
+    format: String,
+    /// Also save the report (JSON, SVG chart, Markdown) in this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+    /// Override one knob of the preset, `knob=value` (repeatable; see `pglocks list`).
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    sets: Vec<String>,
+    /// Read the topology from this sysfs tree instead of /sys.
+    #[arg(long)]
+    sysfs_root: Option<PathBuf>,
+    /// Time one operation in this many (latency sampling; 1 = every operation).
+    #[arg(long, default_value_t = 64)]
+    sample_every: u32,
+}
+
+/// Errors the command line reports; every one exits with status 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+    /// An unknown workload, impl, preset or knob.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// The harness failed (topology, files, a workload's own error).
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+}
+
+/// Parses a thread-count list: comma-separated items, each `N`, `A..B` (every count from A to
+/// B), `A..B:xF` (A, A·F, A·F², … up to B) or `A..B:+S` (steps of S).
+pub fn parse_threads(s: &str) -> Result<Vec<usize>, CliError> {
+    let bad = |why: &str| {
+        CliError::Usage(format!(
+            "bad --threads '{s}': {why} (examples: 1,2,4 or 1..64 or 1..64:x2 or 2..16:+2)"
+        ))
+    };
+    let num = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| bad(&format!("'{t}' is not a number")))
+    };
+    let mut out = Vec::new();
+    for item in s.split(',') {
+        let item = item.trim();
+        let Some((a, rest)) = item.split_once("..") else {
+            out.push(num(item)?);
+            continue;
+        };
+        let (b, step) = rest.split_once(':').unwrap_or((rest, "+1"));
+        let (a, b) = (num(a)?, num(b)?);
+        if a > b {
+            return Err(bad(&format!("range {a}..{b} runs backwards")));
+        }
+        let mut t = a;
+        if let Some(f) = step.strip_prefix('x') {
+            let f = num(f)?;
+            if f < 2 || a == 0 {
+                return Err(bad(
+                    "a doubling range needs a factor of at least 2 and a start of at least 1",
+                ));
+            }
+            while t <= b {
+                out.push(t);
+                t *= f;
+            }
+        } else if let Some(d) = step.strip_prefix('+') {
+            let d = num(d)?;
+            if d == 0 {
+                return Err(bad("a step of 0"));
+            }
+            while t <= b {
+                out.push(t);
+                t += d;
+            }
+        } else {
+            return Err(bad(&format!("step '{step}' must be xF or +S")));
+        }
+    }
+    if out.contains(&0) {
+        return Err(bad("zero threads"));
+    }
+    if out.len() > 4096 || out.iter().any(|&t| t > 65_536) {
+        return Err(bad("more than 65536 threads or 4096 points"));
+    }
+    Ok(out)
+}
+
+/// Parses a duration such as `2s`, `500ms` or `1m`.
+pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, CliError> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| CliError::Usage(format!("bad {flag} '{s}': {e} (examples: 2s, 500ms, 1m)")))
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect()
+}
+
+fn detect(sysfs_root: Option<&Path>) -> Result<Topology, CliError> {
+    Ok(match sysfs_root {
+        Some(root) => Topology::from_sysfs(root).map_err(HarnessError::from)?,
+        None => Topology::detect().map_err(HarnessError::from)?,
+    })
+}
+
+fn pin_policy(s: &str) -> Result<PinPolicy, CliError> {
+    s.parse::<PinPolicy>()
+        .map_err(|e| CliError::Harness(e.into()))
+}
+
+/// A validated `run`: the sweep settings and the series to run.
+struct Plan {
+    sweep: SweepConfig,
+    series: Vec<harness::SeriesSpec<'static>>,
+    topology: Topology,
+}
+
+fn plan(a: &RunArgs) -> Result<Plan, CliError> {
+    workloads::workload(&a.workload)?;
+    let threads = parse_threads(&a.threads)?;
+    let duration = parse_duration("--duration", &a.duration)?;
+    let warmup = parse_duration("--warmup", &a.warmup)?;
+    if duration.is_zero() {
+        return Err(CliError::Usage("--duration must be longer than 0".into()));
+    }
+    if a.repeat == 0 {
+        return Err(CliError::Usage("--repeat must be at least 1".into()));
+    }
+    let pin = pin_policy(&a.pin)?;
+    let topology = detect(a.sysfs_root.as_deref())?;
+    topology.pin_order(pin).map_err(HarnessError::from)?;
+    let mut series = Vec::new();
+    for p in list(&a.preset) {
+        let preset = Preset::by_name(&p)?;
+        for i in list(&a.impls) {
+            series.push(workloads::series(&a.workload, preset, &i, &a.sets)?);
+        }
+    }
+    if series.is_empty() {
+        return Err(CliError::Usage(
+            "--preset and --impl must name at least one each".into(),
+        ));
+    }
+    Ok(Plan {
+        sweep: SweepConfig {
+            workload: a.workload.clone(),
+            threads,
+            duration,
+            warmup,
+            repeat: a.repeat,
+            pin,
+            sample_every: a.sample_every,
+            progress: !a.no_progress,
+        },
+        series,
+        topology,
+    })
+}
+
+fn run(a: &RunArgs) -> Result<(), CliError> {
+    let format: Format = a.format.parse()?;
+    let plan = plan(a)?;
+    let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
+    print!("{}", harness::render(&report, format)?);
+    if let Some(dir) = &a.out {
+        harness::save_report(&report, dir)?;
+        eprintln!("report saved in {}", dir.display());
+    }
+    Ok(())
+}
+
+/// The demonstration run of a bare `pglocks`: every spin implementation at 1, 2, 4 and 8
+/// threads, short runs, a table on stdout and a report directory under `target/pglocks/`.
+fn demo() -> Result<(), CliError> {
+    let impls: Vec<&str> = workloads::workload("spin")?
+        .impls
+        .iter()
+        .map(|i| i.0)
+        .collect();
+    let args = RunArgs {
+        workload: "spin".into(),
+        preset: workloads::DEFAULT_PRESET.into(),
+        impls: impls.join(","),
+        threads: "1,2,4,8".into(),
+        duration: "250ms".into(),
+        warmup: "100ms".into(),
+        repeat: 3,
+        pin: "compact".into(),
+        format: "table".into(),
+        out: None,
+        no_progress: false,
+        sets: vec![],
+        sysfs_root: None,
+        sample_every: 64,
+    };
+    let plan = plan(&args)?;
+    eprintln!(
+        "pglocks: quick demonstration sweep of the spin workload ({} series x threads {:?} x {} runs of {} ms)",
+        plan.series.len(),
+        plan.sweep.threads,
+        plan.sweep.repeat,
+        plan.sweep.duration.as_millis()
+    );
+    let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
+    print!("{}", harness::render(&report, Format::Table)?);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let dir = PathBuf::from("target")
+        .join("pglocks")
+        .join(format!("demo-{stamp}"));
+    harness::save_report(&report, &dir)?;
+    println!(
+        "\nreport: {} (report.json, throughput.svg, report.md)\n\
+         more: `pglocks list`, `pglocks topology`, `pglocks run spin --impl pg,floor --threads 1..8:x2`",
+        dir.display()
+    );
+    Ok(())
+}
+
+fn print_list() {
+    println!("workloads (pglocks run WORKLOAD --impl ...):");
+    for w in workloads::WORKLOADS {
+        println!("  {:<14} {}", w.name, w.summary);
+        for (name, what) in w.impls {
+            println!("      --impl {name:<12} {what}");
+        }
+    }
+    println!(
+        "\npresets (--preset, default {}):",
+        workloads::DEFAULT_PRESET
+    );
+    for p in workloads::PRESETS {
+        println!("  {:<6} {}", p.name, p.summary);
+    }
+    println!("\nknobs (--set knob=value, applied on top of the preset):");
+    for (k, what) in workloads::KNOBS {
+        println!("  {k:<16} {what}");
+    }
+}
+
+fn report(dir: &Path, format: &str) -> Result<(), CliError> {
+    let format: Format = format.parse()?;
+    let r: Report = harness::rerender(dir)?;
+    print!("{}", harness::render(&r, format)?);
+    eprintln!("re-rendered {}", dir.display());
+    Ok(())
+}
+
+/// Runs the parsed command line.
+pub fn execute(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        None => demo(),
+        Some(Command::Run(a)) => run(&a),
+        Some(Command::List) => {
+            print_list();
+            Ok(())
+        }
+        Some(Command::Topology { pin, sysfs_root }) => {
+            let pin = pin_policy(&pin)?;
+            let t = detect(sysfs_root.as_deref())?;
+            print!("{}", t.describe(pin));
+            Ok(())
+        }
+        Some(Command::Report { dir, format }) => report(&dir, &format),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_lists() {
+        assert_eq!(parse_threads("1,2,4").unwrap(), vec![1, 2, 4]);
+        assert_eq!(parse_threads("1..4").unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(
+            parse_threads("1..64:x2").unwrap(),
+            vec![1, 2, 4, 8, 16, 32, 64]
+        );
+        assert_eq!(parse_threads("2..8:+3,16").unwrap(), vec![2, 5, 8, 16]);
+        for bad in [
+            "0", "1,,2", "4..1", "1..8:x1", "a", "1..8:y2", "0..4:x2", "1..3:+0",
+        ] {
+            let e = parse_threads(bad).unwrap_err().to_string();
+            assert!(e.contains("bad --threads"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("--duration", "500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_duration("--duration", "2s").unwrap(),
+            Duration::from_secs(2)
+        );
+        assert!(parse_duration("--duration", "2 parsecs").is_err());
+    }
+}
