@@ -1,1 +1,70 @@
-fn main() {}
+//! Uncontended cost of one lock + increment + unlock, on one thread, for every spinlock in
+//! `pglocks-spin` and for the two mutexes a Rust programmer would otherwise reach for.
+//!
+//! This is the price of a spinlock when nobody else wants it: PostgreSQL's `S_LOCK` fast path
+//! (one `TAS`) and `S_UNLOCK` (one release store), plus `SpinLock`'s acquisition counter. The
+//! `floor` entry is the bare exchange/store pair that every lock must pay.
+//!
+//! Runs short by default (10 samples, 200 ms warm-up, 1 s measurement per function); set
+//! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
+
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use pglocks_spin::{FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock};
+use pglocks_sync::ProcTable;
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Short runs unless `PGLOCKS_BENCH_LONG=1`.
+fn config() -> Criterion {
+    if std::env::var("PGLOCKS_BENCH_LONG").is_ok_and(|v| v == "1") {
+        Criterion::default()
+    } else {
+        Criterion::default()
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(1))
+    }
+}
+
+/// `SpinLock<u64, R>::lock` with this thread's backend, increment under the guard, release.
+fn spin<R: RawSpinLock>(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str) {
+    let procs = ProcTable::new(1);
+    let mut me = procs.attach().expect("a one-slot table has a free slot");
+    let lock: SpinLock<u64, R> = SpinLock::new("bench", 0);
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            let lock = black_box(&lock);
+            let mut guard = lock.lock(&mut me).expect("an uncontended lock cannot get stuck");
+            guard.with_mut(|n| *n += black_box(1));
+        })
+    });
+    assert!(lock.lock(&mut me).unwrap().with(|n| *n) > 0);
+}
+
+fn uncontended(c: &mut Criterion) {
+    let mut group = c.benchmark_group("uncontended");
+    spin::<PgSpinLock<true>>(&mut group, "pg");
+    spin::<PgSpinLock<false>>(&mut group, "pg_tas");
+    spin::<NaiveTasLock>(&mut group, "tas");
+    spin::<TicketLock>(&mut group, "ticket");
+    spin::<McsLock>(&mut group, "mcs");
+    spin::<FloorLock>(&mut group, "floor");
+
+    let pl = parking_lot::Mutex::new(0u64);
+    group.bench_function("parking_lot", |b| {
+        b.iter(|| *black_box(&pl).lock() += black_box(1))
+    });
+
+    let std_mutex = std::sync::Mutex::new(0u64);
+    group.bench_function("std", |b| {
+        b.iter(|| *black_box(&std_mutex).lock().unwrap() += black_box(1))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = uncontended
+}
+criterion_main!(benches);

@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a workload over thread counts and print throughput, latency and waits.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List workloads, their implementations, presets and knobs.
     List,
     /// Show the detected NUMA nodes, cores, SMT siblings and the pinning order.

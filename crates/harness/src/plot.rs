@@ -33,21 +33,22 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<(), HarnessError> {
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(80)
-        .build_cartesian_2d(1usize..max_threads, 0f64..y_top)
+        .build_cartesian_2d(1f64..max_threads as f64, 0f64..y_top)
         .map_err(|e| plot_err(&e))?;
     chart
         .configure_mesh()
-        .x_desc("threads (backends)")
+        .x_desc("threads (backends); dashed: linear ideal from 1 thread")
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .y_desc("operations per second")
         .y_label_formatter(&|v| crate::render::si(*v))
         .draw()
         .map_err(|e| plot_err(&e))?;
     for (i, s) in report.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let pts: Vec<(usize, f64)> = s
+        let pts: Vec<(f64, f64)> = s
             .points
             .iter()
-            .map(|p| (p.threads, p.ops_per_sec))
+            .map(|p| (p.threads as f64, p.ops_per_sec))
             .collect();
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
@@ -61,8 +62,8 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<(), HarnessError> {
             .map_err(|e| plot_err(&e))?;
         if let Some(one) = s.points.iter().find(|p| p.threads == 1) {
             // The ideal stops where it leaves the chart, so it is drawn inside the frame.
-            let last = ((y_top / one.ops_per_sec).floor() as usize).clamp(1, max_threads);
-            let ideal = (1..=last).map(|t| (t, t as f64 * one.ops_per_sec));
+            let edge = (y_top / one.ops_per_sec).clamp(1.0, max_threads as f64);
+            let ideal = [(1.0, one.ops_per_sec), (edge, edge * one.ops_per_sec)];
             chart
                 .draw_series(DashedLineSeries::new(ideal, 6, 4, color.stroke_width(1)))
                 .map_err(|e| plot_err(&e))?;

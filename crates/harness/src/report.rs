@@ -73,6 +73,8 @@ pub struct Point {
     /// Sampled operation latency of the median run.
     pub latency_ns: Latency,
     /// `ops_per_sec / (threads × 1-thread ops_per_sec)`; null when the series has no 1-thread point.
+    /// Required in the document (null, not absent).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub efficiency: Option<f64>,
     /// Wait events of the median run.
     pub waits: Vec<Wait>,

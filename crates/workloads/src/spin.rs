@@ -111,7 +111,12 @@ fn runner<L: Guarded>(settings: &Settings) -> RunFn<'static> {
         run_team(spec, &procs, |_| {
             let lock = Arc::clone(&lock);
             move |b: &mut Backend| -> Result<(), SpinError> {
-                lock.critical(b, |c| *c = c.wrapping_add(1) ^ (work(cs_work, *c) & 0))?;
+                lock.critical(b, |c| {
+                    *c = c.wrapping_add(1);
+                    if cs_work > 0 {
+                        black_box(work(cs_work, *c));
+                    }
+                })?;
                 if think > 0 {
                     black_box(work(think, 1));
                 }

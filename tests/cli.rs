@@ -1,0 +1,111 @@
+//! The `pglocks` binary as a user meets it: bad input exits 2 with a message that lists the valid
+//! choices; good input prints what DESIGN §4 promises.
+
+use std::process::{Command, Output};
+
+fn pglocks(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pglocks"))
+        .args(args)
+        .output()
+        .expect("the pglocks binary runs")
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = pglocks(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: stderr lacks '{needle}':\n{err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+}
+
+const QUICK: &[&str] = &["--duration", "30ms", "--warmup", "5ms", "--repeat", "1", "--no-progress"];
+
+fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["run", "spin"];
+    v.extend_from_slice(QUICK);
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn unknown_names_exit_2_and_list_choices() {
+    fails_with(&["run", "nosuch"], "valid: spin");
+    fails_with(&run_args(&["--impl", "futex"]), "valid: pg, tas, ticket, mcs, floor, parking_lot, std");
+    fails_with(&run_args(&["--preset", "pg99"]), "valid: pg81");
+    fails_with(&run_args(&["--set", "fast_path=off"]), "unknown knob 'fast_path'");
+    fails_with(&run_args(&["--set", "tas_spin=maybe"]), "expected on or off");
+    fails_with(&run_args(&["--pin", "diagonal"]), "compact");
+    fails_with(&run_args(&["--format", "yaml"]), "table, json, csv, markdown");
+}
+
+#[test]
+fn malformed_numbers_exit_2() {
+    fails_with(&run_args(&["--threads", "0"]), "zero threads");
+    fails_with(&run_args(&["--threads", "1,x"]), "bad --threads");
+    fails_with(&run_args(&["--threads", "8..1"]), "backwards");
+    fails_with(&["run", "spin", "--duration", "soon"], "bad --duration");
+    fails_with(&["run", "spin", "--duration", "0s"], "longer than 0");
+    fails_with(&["run", "spin", "--repeat", "0"], "at least 1");
+    fails_with(&["run", "spin", "--no-such-flag"], "--no-such-flag");
+    fails_with(&["report", "/nonexistent/dir"], "report.json");
+}
+
+#[test]
+fn run_prints_json_of_the_documented_shape() {
+    let out = pglocks(&run_args(&["--impl", "pg,floor", "--threads", "1,2", "--format", "json"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(v["config"]["workload"], "spin");
+    assert_eq!(v["config"]["duration_ms"], 30);
+    let series = v["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2);
+    assert_eq!(series[0]["impl"], "pg");
+    assert_eq!(series[0]["preset"], "pg18");
+    let points = series[1]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["efficiency"], 1.0);
+    assert_eq!(points[1]["per_thread_ops"].as_array().unwrap().len(), 2);
+    assert!(points[1]["ops_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn csv_and_markdown_have_one_row_per_point() {
+    let out = pglocks(&run_args(&["--threads", "1,2", "--format", "csv"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.starts_with("workload,preset,impl,threads,ops_per_sec"));
+    let out = pglocks(&run_args(&["--threads", "1", "--format", "markdown"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| pg18/pg"), "{text}");
+}
+
+#[test]
+fn saved_report_rerenders() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-report");
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let out = pglocks(&run_args(&["--threads", "1,2", "--out", d]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["report.json", "throughput.svg", "report.md"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    std::fs::remove_file(dir.join("throughput.svg")).unwrap();
+    let out = pglocks(&["report", d, "--format", "csv"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("pg18/pg"), "{}", &svg[..200.min(svg.len())]);
+}
+
+#[test]
+fn list_and_topology_describe_the_choices() {
+    let out = pglocks(&["list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["spin", "parking_lot", "pg94", "tas_spin"] {
+        assert!(text.contains(needle), "list lacks {needle}:\n{text}");
+    }
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/harness/tests/fixtures/2s64c-smt");
+    let out = pglocks(&["topology", "--sysfs-root", fixture, "--pin", "scatter"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("0-31,64-95"), "{text}");
+}
