@@ -9,7 +9,9 @@
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use pglocks_spin::{FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock};
+use pglocks_spin::{
+    FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
+};
 use pglocks_sync::ProcTable;
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,14 +29,19 @@ fn config() -> Criterion {
 }
 
 /// `SpinLock<u64, R>::lock` with this thread's backend, increment under the guard, release.
-fn spin<R: RawSpinLock>(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str) {
+fn spin<R: RawSpinLock>(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+) {
     let procs = ProcTable::new(1);
     let mut me = procs.attach().expect("a one-slot table has a free slot");
     let lock: SpinLock<u64, R> = SpinLock::new("bench", 0);
     group.bench_function(name, |b| {
         b.iter(|| {
             let lock = black_box(&lock);
-            let mut guard = lock.lock(&mut me).expect("an uncontended lock cannot get stuck");
+            let mut guard = lock
+                .lock(&mut me)
+                .expect("an uncontended lock cannot get stuck");
             guard.with_mut(|n| *n += black_box(1));
         })
     });

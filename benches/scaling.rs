@@ -25,7 +25,9 @@ use criterion::{
 };
 use pglocks_harness::topology::{cpu_for_thread, pin_current_thread};
 use pglocks_harness::{PinPolicy, Topology};
-use pglocks_spin::{FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock};
+use pglocks_spin::{
+    FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
+};
 use pglocks_sync::{Backend, CachePadded, ProcTable};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;

@@ -93,7 +93,7 @@ struct RunArgs {
     #[arg(long)]
     sysfs_root: Option<PathBuf>,
     /// Time one operation in this many (latency sampling; 1 = every operation).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 1024)]
     sample_every: u32,
 }
 
@@ -278,7 +278,7 @@ fn demo() -> Result<(), CliError> {
         no_progress: false,
         sets: vec![],
         sysfs_root: None,
-        sample_every: 64,
+        sample_every: 1024,
     };
     let plan = plan(&args)?;
     eprintln!(

@@ -14,11 +14,22 @@ fn fails_with(args: &[&str], needle: &str) {
     let out = pglocks(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(err.contains(needle), "{args:?}: stderr lacks '{needle}':\n{err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr lacks '{needle}':\n{err}"
+    );
     assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
 }
 
-const QUICK: &[&str] = &["--duration", "30ms", "--warmup", "5ms", "--repeat", "1", "--no-progress"];
+const QUICK: &[&str] = &[
+    "--duration",
+    "30ms",
+    "--warmup",
+    "5ms",
+    "--repeat",
+    "1",
+    "--no-progress",
+];
 
 fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec!["run", "spin"];
@@ -30,12 +41,24 @@ fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 #[test]
 fn unknown_names_exit_2_and_list_choices() {
     fails_with(&["run", "nosuch"], "valid: spin");
-    fails_with(&run_args(&["--impl", "futex"]), "valid: pg, tas, ticket, mcs, floor, parking_lot, std");
+    fails_with(
+        &run_args(&["--impl", "futex"]),
+        "valid: pg, tas, ticket, mcs, floor, parking_lot, std",
+    );
     fails_with(&run_args(&["--preset", "pg99"]), "valid: pg81");
-    fails_with(&run_args(&["--set", "fast_path=off"]), "unknown knob 'fast_path'");
-    fails_with(&run_args(&["--set", "tas_spin=maybe"]), "expected on or off");
+    fails_with(
+        &run_args(&["--set", "fast_path=off"]),
+        "unknown knob 'fast_path'",
+    );
+    fails_with(
+        &run_args(&["--set", "tas_spin=maybe"]),
+        "expected on or off",
+    );
     fails_with(&run_args(&["--pin", "diagonal"]), "compact");
-    fails_with(&run_args(&["--format", "yaml"]), "table, json, csv, markdown");
+    fails_with(
+        &run_args(&["--format", "yaml"]),
+        "table, json, csv, markdown",
+    );
 }
 
 #[test]
@@ -52,9 +75,21 @@ fn malformed_numbers_exit_2() {
 
 #[test]
 fn run_prints_json_of_the_documented_shape() {
-    let out = pglocks(&run_args(&["--impl", "pg,floor", "--threads", "1,2", "--format", "json"]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let out = pglocks(&run_args(&[
+        "--impl",
+        "pg,floor",
+        "--threads",
+        "1,2",
+        "--format",
+        "json",
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(v["config"]["workload"], "spin");
     assert_eq!(v["config"]["duration_ms"], 30);
     let series = v["series"].as_array().unwrap();
@@ -85,15 +120,27 @@ fn saved_report_rerenders() {
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
     let out = pglocks(&run_args(&["--threads", "1,2", "--out", d]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for f in ["report.json", "throughput.svg", "report.md"] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     std::fs::remove_file(dir.join("throughput.svg")).unwrap();
     let out = pglocks(&["report", d, "--format", "csv"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("pg18/pg"), "{}", &svg[..200.min(svg.len())]);
+    assert!(
+        svg.starts_with("<svg") && svg.contains("pg18/pg"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
 }
 
 #[test]
@@ -103,7 +150,10 @@ fn list_and_topology_describe_the_choices() {
     for needle in ["spin", "parking_lot", "pg94", "tas_spin"] {
         assert!(text.contains(needle), "list lacks {needle}:\n{text}");
     }
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/harness/tests/fixtures/2s64c-smt");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/harness/tests/fixtures/2s64c-smt"
+    );
     let out = pglocks(&["topology", "--sysfs-root", fixture, "--pin", "scatter"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());

@@ -38,15 +38,35 @@ fn unknown_or_missing_fields_are_rejected() {
     v["machine"]["sockets"] = json!(2);
     assert!(serde_json::from_value::<Report>(v).is_err());
     let mut v = design_example();
-    v["series"][0]["points"][0].as_object_mut().unwrap().remove("efficiency");
+    v["series"][0]["points"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("efficiency");
     assert!(serde_json::from_value::<Report>(v).is_err());
 }
 
 #[test]
 fn a_real_run_has_exactly_the_documented_keys() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args(["run", "spin", "--impl", "pg", "--threads", "1,2", "--duration", "30ms"])
-        .args(["--warmup", "5ms", "--repeat", "2", "--format", "json", "--no-progress"])
+        .args([
+            "run",
+            "spin",
+            "--impl",
+            "pg",
+            "--threads",
+            "1,2",
+            "--duration",
+            "30ms",
+        ])
+        .args([
+            "--warmup",
+            "5ms",
+            "--repeat",
+            "2",
+            "--format",
+            "json",
+            "--no-progress",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -59,7 +79,10 @@ fn a_real_run_has_exactly_the_documented_keys() {
     assert_eq!(keys(&real["series"][0]), keys(&doc["series"][0]));
     let p = &real["series"][0]["points"][1];
     assert_eq!(keys(p), keys(&doc["series"][0]["points"][0]));
-    assert_eq!(keys(&p["latency_ns"]), set(&["p50", "p90", "p99", "p999", "max"]));
+    assert_eq!(
+        keys(&p["latency_ns"]),
+        set(&["p50", "p90", "p99", "p999", "max"])
+    );
     assert_eq!(p["runs_ops_per_sec"].as_array().unwrap().len(), 2);
     let r: Report = serde_json::from_value(real).unwrap();
     assert_eq!(r.series[0].points[1].threads, 2);

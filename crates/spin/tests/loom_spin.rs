@@ -21,14 +21,15 @@ fn short_spin_config() -> SpinDelayConfig {
         num_delays: u32::MAX,
         min_delay: Duration::from_micros(1),
         max_delay: Duration::from_micros(4),
+        delay_unit: Duration::from_micros(1),
     }
 }
 
 fn mutual_exclusion<R: RawSpinLock + 'static>(threads: usize) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        // LOOM_MAX_PREEMPTIONS overrides; by default 2 for two threads, 1 for three.
-        builder.preemption_bound = Some(if threads > 2 { 1 } else { 2 });
+        // LOOM_MAX_PREEMPTIONS overrides; by default 3 for two threads, 1 for three.
+        builder.preemption_bound = Some(if threads > 2 { 1 } else { 3 });
     }
     // Spin loops make long paths: every failed try is a branch point.
     builder.max_branches = 100_000;

@@ -9,30 +9,42 @@
 //!
 //! On Linux the count is an `AtomicU32` and a sleeper parks in `futex(FUTEX_WAIT)` on it (what glibc's
 //! `sem_t` does underneath); a separate sleeper count lets `unlock` skip the wake system call when no
-//! one sleeps. Elsewhere it is a mutex and a condition variable; under loom, loom's.
+//! one sleeps. Under loom the same code runs with the two futex calls emulated by loom's mutex and
+//! condition variable (check-then-sleep atomic with respect to wake, as the kernel makes it), so
+//! the protocol itself is model-checked. On other systems it is a mutex and a condition variable.
 
-#[cfg(any(not(target_os = "linux"), loom))]
+#[cfg(not(any(target_os = "linux", loom)))]
 pub use condvar::Semaphore;
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(any(target_os = "linux", loom))]
 pub use futex::Semaphore;
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(any(target_os = "linux", loom))]
 mod futex {
-    use std::sync::atomic::{AtomicU32, Ordering::*};
+    use crate::atomic::{fence, AtomicU32, Ordering::*};
 
     /// A counting semaphore (PostgreSQL's `PGSemaphore`), futex-backed.
-    #[derive(Debug, Default)]
+    #[derive(Debug)]
     pub struct Semaphore {
         count: AtomicU32,
         sleepers: AtomicU32,
+        #[cfg(loom)]
+        kernel: loom_futex::Queue,
+    }
+
+    impl Default for Semaphore {
+        fn default() -> Self {
+            Self::new(0)
+        }
     }
 
     impl Semaphore {
         /// A semaphore with `count` permits (PostgreSQL creates them at 0).
-        pub const fn new(count: u32) -> Self {
+        pub fn new(count: u32) -> Self {
             Self {
                 count: AtomicU32::new(count),
                 sleepers: AtomicU32::new(0),
+                #[cfg(loom)]
+                kernel: loom_futex::Queue::default(),
             }
         }
 
@@ -60,12 +72,15 @@ mod futex {
         #[cold]
         fn lock_slow(&self) {
             loop {
-                // Announce ourselves before the last look at the count: an unlock that misses our
-                // announcement must have raised the count before that look, so we cannot sleep
-                // through it (both sides are SeqCst, ruling out the store-load reordering).
-                self.sleepers.fetch_add(1, SeqCst);
-                if self.count.load(SeqCst) == 0 {
-                    futex_wait(&self.count, 0);
+                // Announce ourselves before the last look at the count, with a full fence between
+                // (unlock mirrors it): of "we missed the new permit" and "unlock missed our
+                // announcement", at most one can happen, so we never sleep through an unlock.
+                // (Fences rather than SeqCst accesses: loom checks fences exactly, but treats
+                // SeqCst loads and stores as merely acquire/release.)
+                self.sleepers.fetch_add(1, Relaxed);
+                fence(SeqCst);
+                if self.count.load(Relaxed) == 0 {
+                    self.futex_wait(0);
                 }
                 self.sleepers.fetch_sub(1, Relaxed);
                 if self.try_lock() {
@@ -76,13 +91,63 @@ mod futex {
 
         /// Adds a permit and wakes one sleeper, if any (`PGSemaphoreUnlock`).
         pub fn unlock(&self) {
-            self.count.fetch_add(1, SeqCst);
-            if self.sleepers.load(SeqCst) > 0 {
-                futex_wake(&self.count, 1);
+            self.count.fetch_add(1, Release);
+            fence(SeqCst);
+            if self.sleepers.load(Relaxed) > 0 {
+                self.futex_wake();
+            }
+        }
+
+        #[cfg(not(loom))]
+        fn futex_wait(&self, expected: u32) {
+            futex_wait(&self.count, expected);
+        }
+
+        #[cfg(not(loom))]
+        fn futex_wake(&self) {
+            futex_wake(&self.count, 1);
+        }
+
+        #[cfg(loom)]
+        fn futex_wait(&self, expected: u32) {
+            self.kernel.wait(&self.count, expected);
+        }
+
+        #[cfg(loom)]
+        fn futex_wake(&self) {
+            self.kernel.wake_one();
+        }
+    }
+
+    /// The kernel's side of a futex, for loom: the value check and the sleep happen under the
+    /// queue's lock, and a wake takes the same lock, so no wake falls between check and sleep.
+    #[cfg(loom)]
+    mod loom_futex {
+        use crate::atomic::{AtomicU32, Ordering::SeqCst};
+        use crate::sync::{Condvar, Mutex};
+
+        #[derive(Debug, Default)]
+        pub struct Queue {
+            lock: Mutex<()>,
+            cv: Condvar,
+        }
+
+        impl Queue {
+            pub fn wait(&self, word: &AtomicU32, expected: u32) {
+                let guard = self.lock.lock().unwrap();
+                if word.load(SeqCst) == expected {
+                    drop(self.cv.wait(guard).unwrap());
+                }
+            }
+
+            pub fn wake_one(&self) {
+                let _guard = self.lock.lock().unwrap();
+                self.cv.notify_one();
             }
         }
     }
 
+    #[cfg(not(loom))]
     fn futex_wait(word: &AtomicU32, expected: u32) {
         // SAFETY: FUTEX_WAIT only reads the aligned u32 behind a live reference; a null timeout
         // means "no timeout". A spurious return (EINTR, EAGAIN) is handled by the caller's loop.
@@ -97,6 +162,7 @@ mod futex {
         }
     }
 
+    #[cfg(not(loom))]
     fn futex_wake(word: &AtomicU32, n: i32) {
         // SAFETY: FUTEX_WAKE does not access memory; the address only names the wait queue.
         unsafe {
@@ -110,7 +176,7 @@ mod futex {
     }
 }
 
-#[cfg(any(not(target_os = "linux"), loom))]
+#[cfg(not(any(target_os = "linux", loom)))]
 mod condvar {
     use crate::sync::{Condvar, Mutex};
 
