@@ -92,7 +92,7 @@ struct RunArgs {
     /// Read the topology from this sysfs tree instead of /sys.
     #[arg(long)]
     sysfs_root: Option<PathBuf>,
-    /// Time one operation in this many (latency sampling; 1 = every operation).
+    /// Time one operation in this many (latency sampling; 1 = every operation, 0 = only the first).
     #[arg(long, default_value_t = 1024)]
     sample_every: u32,
 }
