@@ -14,19 +14,9 @@ use pglocks_spin::{
 };
 use pglocks_sync::ProcTable;
 use std::hint::black_box;
-use std::time::Duration;
 
-/// Short runs unless `PGLOCKS_BENCH_LONG=1`.
-fn config() -> Criterion {
-    if std::env::var("PGLOCKS_BENCH_LONG").is_ok_and(|v| v == "1") {
-        Criterion::default()
-    } else {
-        Criterion::default()
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_secs(1))
-    }
-}
+mod common;
+use common::config;
 
 /// `SpinLock<u64, R>::lock` with this thread's backend, increment under the guard, release.
 fn spin<R: RawSpinLock>(

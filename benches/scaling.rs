@@ -33,17 +33,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Short runs unless `PGLOCKS_BENCH_LONG=1`.
-fn config() -> Criterion {
-    if std::env::var("PGLOCKS_BENCH_LONG").is_ok_and(|v| v == "1") {
-        Criterion::default()
-    } else {
-        Criterion::default()
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_secs(1))
-    }
-}
+mod common;
+use common::config;
 
 /// A lock around a counter, as the benchmark needs it.
 trait Contended: Send + Sync + 'static {
