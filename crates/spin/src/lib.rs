@@ -35,7 +35,13 @@
 //!   so that tests can make a lock stuck in milliseconds.
 //! - A stuck spinlock is an error value, not a PANIC.
 //! - Whether `TAS_SPIN` reads first is a type parameter of [`PgSpinLock`], not the compile target:
-//!   presets choose the release's behaviour on x86_64.
+//!   presets choose the release's behaviour on x86_64. The i386 `tas()` (read first on every TAS,
+//!   8.0+) and other architectures are not modelled.
+//! - 8.1–9.3 kept the sleep in whole milliseconds, 9.4+ in microseconds: the delay unit is a
+//!   setting ([`SpinDelayConfig::delay_unit`](pglocks_sync::spin_delay::SpinDelayConfig)).
+//! - Under loom only, `TAS` is a compare-exchange from 0 rather than an exchange (equal in effect;
+//!   see [`TestAndSet`](pglocks_sync::atomic::TestAndSet)), because loom never finishes a model
+//!   in which a failing exchange keeps writing.
 
 mod alt;
 mod s_lock;
