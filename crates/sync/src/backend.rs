@@ -16,6 +16,7 @@
 //! since attaching is never on a measured path.
 
 use crate::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::proclist::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
 use crate::sync::Arc;
@@ -28,6 +29,8 @@ use rand::SeedableRng;
 pub struct ProcSlot {
     /// The backend's `sem`: it sleeps here whenever a lock makes it wait.
     pub sem: Semaphore,
+    /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a [`ProcList`](crate::proclist::ProcList)).
+    pub lw_wait_link: ProcListNode,
     in_use: AtomicBool,
 }
 
@@ -72,6 +75,7 @@ impl ProcTable {
             .map(|_| {
                 CachePadded::new(ProcSlot {
                     sem: Semaphore::new(0),
+                    lw_wait_link: ProcListNode::default(),
                     in_use: AtomicBool::new(false),
                 })
             })
@@ -98,7 +102,8 @@ impl ProcTable {
     /// The slot of backend `procno` (what `GetPGProcByNumber` returns).
     ///
     /// # Panics
-    /// If `procno` is out of range: a proc number only comes from [`Backend::procno`].
+    /// If `procno` is out of range: a proc number only comes from [`Backend::procno`] (or a
+    /// [`ProcList`](crate::proclist::ProcList) built from them).
     pub fn slot(&self, procno: usize) -> &ProcSlot {
         &self.inner.slots[procno]
     }

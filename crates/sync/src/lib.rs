@@ -10,10 +10,12 @@
 //! - [`CachePadded`] (crossbeam-utils') and [`CACHE_LINE_SIZE`], for padding hot atomics;
 //! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting);
 //! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
+//! - [`proclist`], the lists of backends threaded through `PGPROC` (LWLock wait queues);
 //! - [`stats`], per-backend counters and the wait-event table merged after a run.
 
 pub mod backend;
 pub mod cell;
+pub mod proclist;
 mod semaphore;
 pub mod spin_delay;
 pub mod stats;
