@@ -15,7 +15,7 @@
 //! spinlock; [`ProcTable::attach`] claims the first free slot with one compare-exchange per slot,
 //! since attaching is never on a measured path.
 
-use crate::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use crate::proclist::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
@@ -29,6 +29,11 @@ use rand::SeedableRng;
 pub struct ProcSlot {
     /// The backend's `sem`: it sleeps here whenever a lock makes it wait.
     pub sem: Semaphore,
+    /// `lwWaiting`: whether the backend waits on an LWLock (`LW_WS_NOT_WAITING`,
+    /// `LW_WS_WAITING`, `LW_WS_PENDING_WAKEUP`; written by pglocks-lwlock).
+    pub lw_waiting: AtomicU8,
+    /// `lwWaitMode`: the mode it waits for.
+    pub lw_wait_mode: AtomicU8,
     /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a [`ProcList`](crate::proclist::ProcList)).
     pub lw_wait_link: ProcListNode,
     in_use: AtomicBool,
@@ -75,6 +80,8 @@ impl ProcTable {
             .map(|_| {
                 CachePadded::new(ProcSlot {
                     sem: Semaphore::new(0),
+                    lw_waiting: AtomicU8::new(0),
+                    lw_wait_mode: AtomicU8::new(0),
                     lw_wait_link: ProcListNode::default(),
                     in_use: AtomicBool::new(false),
                 })
@@ -133,6 +140,7 @@ impl ProcTable {
             procs: self.clone(),
             spin: SpinTuning::starting_from(self.shared_spins_per_delay(), self.inner.spin_config),
             stats: BackendStats::default(),
+            held_lwlocks: Vec::with_capacity(200),
             rng: SmallRng::seed_from_u64(0x5eed_0000 + procno as u64),
         })
     }
@@ -150,6 +158,9 @@ pub struct Backend {
     pub spin: SpinTuning,
     /// What this backend counted; merged by the harness after a run.
     pub stats: BackendStats,
+    /// lwlock.c's `held_lwlocks[]`: the LWLocks this backend holds, oldest first, each as the
+    /// lock's address and the mode it was taken in (kept by pglocks-lwlock).
+    pub held_lwlocks: Vec<(usize, u8)>,
     /// The backend's random-number state (PostgreSQL's `pg_global_prng_state`), seeded from its
     /// proc number so that runs, and loom executions, are reproducible.
     pub rng: SmallRng,

@@ -1,0 +1,484 @@
+//! Models the LWLock of 9.6 and later: `LWLockAttemptLock`, `LWLockWaitListLock` /
+//! `LWLockWaitListUnlock`, `LWLockQueueSelf`, `LWLockDequeueSelf`, `LWLockAcquire`,
+//! `LWLockConditionalAcquire`, `LWLockRelease` and `LWLockWakeup` in lwlock.c, with the wait
+//! states of 16+ (`LW_WS_*`). The crate documentation describes the algorithm.
+
+use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
+use crate::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_spin::SpinDelayStatus;
+use pglocks_sync::atomic::{AtomicU32, Ordering::*};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::proclist::{ProcList, ProcListNode};
+use pglocks_sync::{Backend, ProcSlot, ProcTable};
+use std::marker::PhantomData;
+
+/// Where the state word keeps what; the values differ by release (lwlock.c's `LW_FLAG_*` and
+/// `LW_VAL_*`).
+pub trait StateLayout: Send + Sync + 'static {
+    /// `LW_FLAG_HAS_WAITERS`.
+    const HAS_WAITERS: u32;
+    /// `LW_FLAG_RELEASE_OK`.
+    const RELEASE_OK: u32;
+    /// `LW_FLAG_LOCKED`: the wait-list lock.
+    const LOCKED: u32;
+    /// `LW_VAL_EXCLUSIVE`.
+    const VAL_EXCLUSIVE: u32;
+    /// `LW_VAL_SHARED`.
+    const VAL_SHARED: u32 = 1;
+    /// `LW_LOCK_MASK`: the exclusive bit and the shared count.
+    const LOCK_MASK: u32;
+    /// `LW_SHARED_MASK`.
+    const SHARED_MASK: u32;
+}
+
+/// The layout of 9.6–17 (commit 008608b9d5 added `LOCKED`; 9.5 had the other values).
+#[derive(Debug)]
+pub struct Pg96Layout;
+
+impl StateLayout for Pg96Layout {
+    const HAS_WAITERS: u32 = 1 << 30;
+    const RELEASE_OK: u32 = 1 << 29;
+    const LOCKED: u32 = 1 << 28;
+    const VAL_EXCLUSIVE: u32 = 1 << 24;
+    const LOCK_MASK: u32 = (1 << 25) - 1;
+    const SHARED_MASK: u32 = (1 << 24) - 1;
+}
+
+/// The layout of 18 (commit cd3ccf88aa): flags in the top three bits, the exclusive value right
+/// above `MAX_BACKENDS` (2^18 − 1).
+#[derive(Debug)]
+pub struct Pg18Layout;
+
+impl StateLayout for Pg18Layout {
+    const HAS_WAITERS: u32 = 1 << 31;
+    const RELEASE_OK: u32 = 1 << 30;
+    const LOCKED: u32 = 1 << 29;
+    const VAL_EXCLUSIVE: u32 = 1 << 18;
+    const LOCK_MASK: u32 = (1 << 19) - 1;
+    const SHARED_MASK: u32 = (1 << 18) - 1;
+}
+
+fn wait_link(slot: &ProcSlot) -> &ProcListNode {
+    &slot.lw_wait_link
+}
+
+/// Models `LWLock` (lwlock.h) of 9.6+: one atomic state word and a wait queue of backends
+/// guarded by the word's `LOCKED` bit.
+#[derive(Debug)]
+pub struct AtomicLwLock<L: StateLayout = Pg96Layout> {
+    state: AtomicU32,
+    waiters: UnsafeCell<ProcList>,
+    name: &'static str,
+    _layout: PhantomData<L>,
+}
+
+// SAFETY: `waiters` is only touched between wait_list_lock and wait_list_unlock, which exclude
+// each other through the LOCKED bit (acquire on set, release on clear); the rest is atomics.
+unsafe impl<L: StateLayout> Sync for AtomicLwLock<L> {}
+
+impl<L: StateLayout> AtomicLwLock<L> {
+    /// Models `LWLockInitialize`: a free lock of tranche `name`, `RELEASE_OK` set.
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            state: AtomicU32::new(L::RELEASE_OK),
+            waiters: UnsafeCell::new(ProcList::new()),
+            name,
+            _layout: PhantomData,
+        }
+    }
+
+    /// The tranche name, as errors and statistics show it.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The raw state word (for tests and `LOCK_DEBUG`-style inspection).
+    pub fn state(&self) -> u32 {
+        self.state.load(Relaxed)
+    }
+
+    fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Models `LWLockAttemptLock`: takes the lock in `mode` (exclusive or shared) if it is free;
+    /// returns whether the caller must wait.
+    #[inline(always)]
+    pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
+        let exclusive = mode == LwLockMode::Exclusive;
+        let mut old = self.state.load(Relaxed);
+        loop {
+            let free = if exclusive {
+                old & L::LOCK_MASK == 0
+            } else {
+                old & L::VAL_EXCLUSIVE == 0
+            };
+            if !free {
+                return true;
+            }
+            let add = if exclusive {
+                L::VAL_EXCLUSIVE
+            } else {
+                L::VAL_SHARED
+            };
+            match self
+                .state
+                .compare_exchange_weak(old, old + add, Acquire, Relaxed)
+            {
+                Ok(_) => return false,
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// Models `LWLockWaitListLock`: sets `LOCKED`, waiting with s_lock's spin-delay loop (reads
+    /// only) while someone else has it.
+    fn wait_list_lock(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        loop {
+            if self.state.fetch_or(L::LOCKED, Acquire) & L::LOCKED == 0 {
+                return Ok(());
+            }
+            let mut delay = SpinDelayStatus::new();
+            while self.state.load(Relaxed) & L::LOCKED != 0 {
+                delay
+                    .perform_spin_delay(b)
+                    .map_err(|stuck| LwLockError::StuckWaitList {
+                        lock: self.name,
+                        delays: stuck.delays,
+                    })?;
+            }
+            delay.finish_spin_delay(b);
+        }
+    }
+
+    /// Models `LWLockWaitListUnlock`.
+    fn wait_list_unlock(&self) {
+        self.state.fetch_and(!L::LOCKED, Release);
+    }
+
+    /// Runs `f` on the wait queue. Only between `wait_list_lock` and its unlock.
+    fn with_waiters<R>(&self, f: impl FnOnce(&mut ProcList) -> R) -> R {
+        // SAFETY: the caller holds the wait-list lock (see the Sync impl).
+        self.waiters.with_mut(|w| f(unsafe { &mut *w }))
+    }
+
+    /// Models `LWLockQueueSelf`: puts the backend on the wait queue (wait-until-free waiters
+    /// first, the rest last) and sets `HAS_WAITERS`.
+    fn queue_self(&self, b: &mut Backend, mode: LwLockMode) -> Result<(), LwLockError> {
+        self.wait_list_lock(b)?;
+        let (procs, me) = (b.procs(), b.procno() as u32);
+        let slot = procs.slot(me as usize);
+        debug_assert_eq!(
+            slot.lw_waiting.load(Relaxed),
+            NOT_WAITING,
+            "queueing for lock while waiting on another one"
+        );
+        self.state.fetch_or(L::HAS_WAITERS, Relaxed);
+        slot.lw_waiting.store(WAITING, Relaxed);
+        slot.lw_wait_mode.store(mode as u8, Relaxed);
+        self.with_waiters(|w| {
+            if mode == LwLockMode::WaitUntilFree {
+                w.push_head(procs, wait_link, me);
+            } else {
+                w.push_tail(procs, wait_link, me);
+            }
+        });
+        self.wait_list_unlock();
+        Ok(())
+    }
+
+    /// Models `LWLockDequeueSelf`: takes the backend off the queue after its second attempt
+    /// succeeded. If a releaser took it off first, a wake-up is on its way: wait for it, so it
+    /// cannot arrive later and be mistaken for another lock's, and re-post any strays.
+    fn dequeue_self(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        self.wait_list_lock(b)?;
+        let (procs, me) = (b.procs(), b.procno() as u32);
+        let slot = procs.slot(me as usize);
+        let on_list = slot.lw_waiting.load(Relaxed) == WAITING;
+        self.with_waiters(|w| {
+            if on_list {
+                w.delete(procs, wait_link, me);
+            }
+            if w.is_empty() {
+                self.state.fetch_and(!L::HAS_WAITERS, Relaxed);
+            }
+        });
+        self.wait_list_unlock();
+        if on_list {
+            slot.lw_waiting.store(NOT_WAITING, Relaxed);
+            return Ok(());
+        }
+        // The waker cleared RELEASE_OK expecting us to run; we are running.
+        self.state.fetch_or(L::RELEASE_OK, Relaxed);
+        let mut extra_waits = 0;
+        loop {
+            slot.sem.lock();
+            if slot.lw_waiting.load(Acquire) == NOT_WAITING {
+                break;
+            }
+            extra_waits += 1;
+        }
+        for _ in 0..extra_waits {
+            slot.sem.unlock();
+        }
+        Ok(())
+    }
+
+    /// Models `LWLockAcquire`: takes the lock in `mode` (exclusive or shared), sleeping while it
+    /// is taken. Returns `true` if it was had without sleeping.
+    #[inline]
+    pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+        debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
+            return Err(too_many());
+        }
+        if !self.attempt_lock(mode) {
+            b.held_lwlocks.push((self.id(), mode as u8));
+            return Ok(true);
+        }
+        self.acquire_slow(b, mode)
+    }
+
+    #[cold]
+    fn acquire_slow(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+        let mut result = true;
+        let mut extra_waits = 0;
+        // `attempt_lock` failed once already.
+        loop {
+            self.queue_self(b, mode)?;
+            if !self.attempt_lock(mode) {
+                self.dequeue_self(b)?;
+                break;
+            }
+            let slot = b.procs().slot(b.procno());
+            loop {
+                slot.sem.lock();
+                if slot.lw_waiting.load(Acquire) == NOT_WAITING {
+                    break;
+                }
+                extra_waits += 1;
+            }
+            // Woken: releases may wake waiters again.
+            self.state.fetch_or(L::RELEASE_OK, Relaxed);
+            result = false;
+            if !self.attempt_lock(mode) {
+                break;
+            }
+        }
+        b.held_lwlocks.push((self.id(), mode as u8));
+        for _ in 0..extra_waits {
+            b.semaphore().unlock();
+        }
+        Ok(result)
+    }
+
+    /// Models `LWLockConditionalAcquire`: takes the lock if it is free right now, never waits.
+    #[inline]
+    pub fn conditional_acquire(
+        &self,
+        b: &mut Backend,
+        mode: LwLockMode,
+    ) -> Result<bool, LwLockError> {
+        debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
+            return Err(too_many());
+        }
+        if self.attempt_lock(mode) {
+            return Ok(false);
+        }
+        b.held_lwlocks.push((self.id(), mode as u8));
+        Ok(true)
+    }
+
+    /// Models `LWLockRelease`: drops the backend's hold and wakes waiters if that left the lock
+    /// free and waking is allowed.
+    #[inline]
+    pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        let id = self.id();
+        let Some(pos) = b.held_lwlocks.iter().rposition(|&(l, _)| l == id) else {
+            return Err(LwLockError::NotHeld { lock: self.name });
+        };
+        let (_, mode) = b.held_lwlocks.remove(pos);
+        let sub = if mode == LwLockMode::Exclusive as u8 {
+            L::VAL_EXCLUSIVE
+        } else {
+            L::VAL_SHARED
+        };
+        let new = self.state.fetch_sub(sub, Release) - sub;
+        let wake = L::HAS_WAITERS | L::RELEASE_OK;
+        if new & wake == wake && new & L::LOCK_MASK == 0 {
+            self.wakeup(b)?;
+        }
+        Ok(())
+    }
+
+    /// Models `LWLockWakeup`: under the wait-list lock, takes off the queue every wait-until-free
+    /// waiter and either the first exclusive waiter (if it comes before any shared one) or every
+    /// shared waiter; then, in one compare-and-swap, sets `RELEASE_OK` only if nobody but
+    /// wait-until-free waiters was woken, clears `HAS_WAITERS` if the queue is now empty, and
+    /// releases the wait-list lock; then tells each woken backend and posts its semaphore.
+    #[cold]
+    fn wakeup(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        self.wait_list_lock(b)?;
+        let procs: &ProcTable = b.procs();
+        let mut wake = ProcList::new();
+        let mut new_release_ok = true;
+        let mut woke_somebody = false;
+        let queue_empty = self.with_waiters(|w| {
+            w.for_each_modify(procs, wait_link, |w, p| {
+                let slot = procs.slot(p as usize);
+                let mode = LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed));
+                if woke_somebody && mode == LwLockMode::Exclusive {
+                    return true;
+                }
+                w.delete(procs, wait_link, p);
+                wake.push_tail(procs, wait_link, p);
+                if mode != LwLockMode::WaitUntilFree {
+                    new_release_ok = false;
+                    woke_somebody = true;
+                }
+                slot.lw_waiting.store(PENDING_WAKEUP, Relaxed);
+                mode != LwLockMode::Exclusive
+            });
+            w.is_empty()
+        });
+        let mut old = self.state.load(Relaxed);
+        loop {
+            let mut new = old & !L::LOCKED;
+            if new_release_ok {
+                new |= L::RELEASE_OK;
+            } else {
+                new &= !L::RELEASE_OK;
+            }
+            if queue_empty {
+                new &= !L::HAS_WAITERS;
+            }
+            match self.state.compare_exchange_weak(old, new, Release, Relaxed) {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+        while let Some(p) = wake.pop_head(procs, wait_link) {
+            let slot = procs.slot(p as usize);
+            // The link is free before the waiter can run and queue somewhere else.
+            slot.lw_waiting.store(NOT_WAITING, Release);
+            slot.sem.unlock();
+        }
+        Ok(())
+    }
+}
+
+#[cold]
+fn too_many() -> LwLockError {
+    LwLockError::TooManyLwLocks {
+        max: MAX_SIMUL_LWLOCKS,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Queues backends 1.. with `modes` (as blocked acquirers would be), releases the lock held
+    /// by backend 0, and returns which of them were woken.
+    fn woken_by_release(modes: &[LwLockMode]) -> Vec<usize> {
+        let procs = ProcTable::new(modes.len() + 1);
+        let mut holder = procs.attach().unwrap();
+        let mut waiters: Vec<Backend> = modes.iter().map(|_| procs.attach().unwrap()).collect();
+        let lock: AtomicLwLock = AtomicLwLock::new("test");
+        assert!(lock
+            .conditional_acquire(&mut holder, LwLockMode::Exclusive)
+            .unwrap());
+        for (b, &m) in waiters.iter_mut().zip(modes) {
+            lock.queue_self(b, m).unwrap();
+        }
+        assert_ne!(lock.state() & Pg96Layout::HAS_WAITERS, 0);
+        lock.release(&mut holder).unwrap();
+        waiters
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                let slot = b.procs().slot(b.procno());
+                let woken = slot.lw_waiting.load(Relaxed) == NOT_WAITING;
+                assert_eq!(
+                    woken,
+                    slot.sem.try_lock(),
+                    "woken iff its semaphore was posted"
+                );
+                woken
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    use LwLockMode::{Exclusive as X, Shared as S, WaitUntilFree as W};
+
+    #[test]
+    fn first_exclusive_waiter_is_woken_alone() {
+        assert_eq!(woken_by_release(&[X, S, X, S]), vec![0]);
+    }
+
+    #[test]
+    fn every_shared_waiter_is_woken_skipping_exclusive_ones() {
+        // 9.5+: not only the leading run — shared waiters behind an exclusive one too.
+        assert_eq!(woken_by_release(&[S, S, X, S]), vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn wait_until_free_waiters_are_queued_first_and_woken() {
+        // W is pushed at the head, so the queue is W, X, S: W, then X alone; S stays.
+        assert_eq!(woken_by_release(&[X, W, S]), vec![0, 1]);
+    }
+
+    #[test]
+    fn release_ok_is_cleared_while_woken_waiters_have_not_run() {
+        let procs = ProcTable::new(3);
+        let mut a = procs.attach().unwrap();
+        let mut w1 = procs.attach().unwrap();
+        let mut w2 = procs.attach().unwrap();
+        let lock: AtomicLwLock = AtomicLwLock::new("test");
+        lock.acquire(&mut a, X).unwrap();
+        lock.queue_self(&mut w1, X).unwrap();
+        lock.queue_self(&mut w2, X).unwrap();
+        lock.release(&mut a).unwrap();
+        // w1 was woken; RELEASE_OK is off and HAS_WAITERS still on (w2 waits).
+        let st = lock.state();
+        assert_eq!(st & Pg96Layout::RELEASE_OK, 0);
+        assert_ne!(st & Pg96Layout::HAS_WAITERS, 0);
+        // A second release before w1 runs wakes nobody.
+        lock.acquire(&mut a, X).unwrap();
+        lock.release(&mut a).unwrap();
+        assert!(!procs.slot(w2.procno()).sem.try_lock());
+    }
+
+    #[test]
+    fn wait_until_free_only_keeps_release_ok() {
+        let procs = ProcTable::new(2);
+        let mut a = procs.attach().unwrap();
+        let mut w = procs.attach().unwrap();
+        let lock: AtomicLwLock = AtomicLwLock::new("test");
+        lock.acquire(&mut a, X).unwrap();
+        lock.queue_self(&mut w, W).unwrap();
+        lock.release(&mut a).unwrap();
+        let st = lock.state();
+        assert_ne!(st & Pg96Layout::RELEASE_OK, 0);
+        assert_eq!(st & Pg96Layout::HAS_WAITERS, 0);
+    }
+
+    #[test]
+    fn layouts_keep_flags_clear_of_the_counts() {
+        fn check<L: StateLayout>() {
+            let flags = L::HAS_WAITERS | L::RELEASE_OK | L::LOCKED;
+            assert_eq!(flags & L::LOCK_MASK, 0);
+            assert_eq!(L::LOCK_MASK, L::VAL_EXCLUSIVE | L::SHARED_MASK);
+            assert!(
+                L::SHARED_MASK >= (1 << 18) - 1,
+                "room for MAX_BACKENDS shared holders"
+            );
+        }
+        check::<Pg96Layout>();
+        check::<Pg18Layout>();
+        assert_eq!(Pg18Layout::VAL_EXCLUSIVE, 0x40000);
+        assert_eq!(Pg96Layout::VAL_EXCLUSIVE, 0x0100_0000);
+    }
+}

@@ -1,0 +1,102 @@
+//! PostgreSQL's lightweight locks (lwlock.c, lwlock.h): shared/exclusive locks for data structures
+//! in shared memory, held for short stretches, with sleeping rather than spinning waiters.
+//!
+//! # The algorithm (9.6 and later, [`AtomicLwLock`])
+//! The whole lock is one 32-bit state word: an exclusive bit and a count of shared holders, plus
+//! three flags — `HAS_WAITERS` (the wait queue is not empty), `RELEASE_OK` (a releaser may wake
+//! waiters; cleared while woken waiters have not yet run, so that a stream of releases does not
+//! wake the whole queue one by one) and `LOCKED` (the wait queue itself is being changed: a tiny
+//! spinlock inside the word, taken with `fetch_or` and waited for with s_lock's spin-delay loop).
+//!
+//! Acquiring is a compare-and-swap when the lock is free. When it is not, the backend queues itself
+//! (at the tail; wait-until-free waiters at the head) and **tries once more**: between its first
+//! look and its queueing, the holder may have released without seeing anyone to wake, and the
+//! second attempt closes that window. If the second attempt succeeds, the backend takes itself off
+//! the queue again (or, if a releaser already took it off, absorbs the wake-up that is on its way).
+//! Otherwise it sleeps on its semaphore until a releaser marks it not-waiting, then competes again
+//! from the start: a release never hands the lock over, so a backend that releases can re-take the
+//! lock many times within its time slice, and a woken waiter may find it taken again.
+//!
+//! A release subtracts its share from the word; if that leaves the lock free and `HAS_WAITERS` and
+//! `RELEASE_OK` are both set, it wakes, in queue order: wait-until-free waiters, and either the
+//! first exclusive waiter alone (when it comes before any shared one) or every shared waiter in
+//! the queue (exclusive ones after the first wake are skipped).
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
+//!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
+//! - Misuse that PostgreSQL reports with `elog(ERROR)` returns [`LwLockError`]; the PANICs for
+//!   impossible states are debug assertions.
+//! - Interrupt holdoff (`HOLD_INTERRUPTS`) has nothing to model and is left out.
+//! - [`AtomicLwLock::attempt_lock`] returns without a compare-and-swap when the lock is visibly
+//!   taken (PostgreSQL swaps the unchanged value in anyway); the second attempt's correctness rests
+//!   on both attempts and the queueing being operations on the one state word, whose modification
+//!   order every thread agrees on.
+
+mod atomic;
+
+pub use atomic::{AtomicLwLock, Pg18Layout, Pg96Layout, StateLayout};
+
+/// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
+pub const MAX_SIMUL_LWLOCKS: usize = 200;
+
+/// lwlock.h's `LWLockMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LwLockMode {
+    /// `LW_EXCLUSIVE`.
+    Exclusive = 0,
+    /// `LW_SHARED`.
+    Shared = 1,
+    /// `LW_WAIT_UNTIL_FREE`: wait until the lock is free, without taking it (only as a waiter,
+    /// from `LWLockAcquireOrWait` and `LWLockWaitForVar`).
+    WaitUntilFree = 2,
+}
+
+impl LwLockMode {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => LwLockMode::Exclusive,
+            1 => LwLockMode::Shared,
+            _ => LwLockMode::WaitUntilFree,
+        }
+    }
+}
+
+/// `LWLockWaitState` (16+): a backend's `lwWaiting`.
+pub mod wait_state {
+    /// `LW_WS_NOT_WAITING`.
+    pub const NOT_WAITING: u8 = 0;
+    /// `LW_WS_WAITING`: on a wait queue.
+    pub const WAITING: u8 = 1;
+    /// `LW_WS_PENDING_WAKEUP`: taken off the queue by a waker, not yet told.
+    pub const PENDING_WAKEUP: u8 = 2;
+}
+
+/// Errors of this crate, in PostgreSQL's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LwLockError {
+    /// The backend already holds `MAX_SIMUL_LWLOCKS` locks.
+    #[error("too many LWLocks taken (a backend may hold at most {max} at once)")]
+    TooManyLwLocks {
+        /// The limit.
+        max: usize,
+    },
+    /// Releasing a lock the backend does not hold.
+    #[error("lock {lock} is not held")]
+    NotHeld {
+        /// The lock's tranche name.
+        lock: &'static str,
+    },
+    /// The wait-list spinlock of the lock never came free.
+    #[error(
+        "stuck spinlock detected at the wait list of LWLock {lock} (gave up after {delays} sleeps)"
+    )]
+    StuckWaitList {
+        /// The lock's tranche name.
+        lock: &'static str,
+        /// Sleeps before giving up.
+        delays: u32,
+    },
+}

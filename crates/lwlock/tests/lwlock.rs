@@ -1,0 +1,144 @@
+//! The 9.6+ LWLock under real threads, its errors, and a proptest state machine of several
+//! backends (conditional acquire / release) against a sequential reference model.
+#![cfg(not(loom))]
+
+use pglocks_lwlock::{AtomicLwLock, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_sync::ProcTable;
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[test]
+fn releasing_a_lock_not_held_names_it() {
+    let procs = ProcTable::new(2);
+    let (mut a, mut b) = (procs.attach().unwrap(), procs.attach().unwrap());
+    let lock: AtomicLwLock = AtomicLwLock::new("ProcArray");
+    let e = lock.release(&mut a).unwrap_err();
+    assert_eq!(e, LwLockError::NotHeld { lock: "ProcArray" });
+    assert_eq!(e.to_string(), "lock ProcArray is not held");
+    lock.acquire(&mut a, LwLockMode::Exclusive).unwrap();
+    // Held by a, not by b.
+    assert!(lock.release(&mut b).is_err());
+    lock.release(&mut a).unwrap();
+}
+
+#[test]
+fn too_many_lwlocks_taken() {
+    let procs = ProcTable::new(1);
+    let mut a = procs.attach().unwrap();
+    let locks: Vec<AtomicLwLock> = (0..=MAX_SIMUL_LWLOCKS)
+        .map(|_| AtomicLwLock::new("t"))
+        .collect();
+    for l in &locks[..MAX_SIMUL_LWLOCKS] {
+        assert!(l.acquire(&mut a, LwLockMode::Shared).unwrap());
+    }
+    let e = locks[MAX_SIMUL_LWLOCKS]
+        .acquire(&mut a, LwLockMode::Shared)
+        .unwrap_err();
+    assert!(e.to_string().contains("too many LWLocks taken"), "{e}");
+    let e = locks[MAX_SIMUL_LWLOCKS]
+        .conditional_acquire(&mut a, LwLockMode::Shared)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        LwLockError::TooManyLwLocks {
+            max: MAX_SIMUL_LWLOCKS
+        }
+    );
+    for l in locks[..MAX_SIMUL_LWLOCKS].iter().rev() {
+        l.release(&mut a).unwrap();
+    }
+    assert!(a.held_lwlocks.is_empty());
+}
+
+/// Four backends, mixed modes: writers keep two counters equal under the exclusive lock,
+/// readers check them under the shared lock; more threads than cores, so many sleep.
+#[test]
+fn readers_and_writers_under_threads() {
+    const THREADS: usize = 4;
+    const ITERS: u64 = 20_000;
+    let procs = ProcTable::new(THREADS);
+    let lock = Arc::new(AtomicLwLock::<pglocks_lwlock::Pg96Layout>::new(
+        "BufferMapping",
+    ));
+    let (x, y) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (lock, x, y, mut me) =
+                (lock.clone(), x.clone(), y.clone(), procs.attach().unwrap());
+            std::thread::spawn(move || {
+                let mut slept = 0u64;
+                for i in 0..ITERS {
+                    if (i + t as u64) % 3 == 0 {
+                        slept += u64::from(!lock.acquire(&mut me, LwLockMode::Exclusive).unwrap());
+                        // Relaxed on purpose: only the lock orders these.
+                        x.store(x.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                        y.store(y.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    } else {
+                        slept += u64::from(!lock.acquire(&mut me, LwLockMode::Shared).unwrap());
+                        assert_eq!(x.load(Ordering::Relaxed), y.load(Ordering::Relaxed));
+                    }
+                    lock.release(&mut me).unwrap();
+                }
+                slept
+            })
+        })
+        .collect();
+    let _slept: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let writes: u64 = (0..THREADS as u64)
+        .map(|t| (0..ITERS).filter(|i| (i + t) % 3 == 0).count() as u64)
+        .sum();
+    assert_eq!(x.load(Ordering::Relaxed), writes);
+    assert_eq!(lock.state() & 0x01FF_FFFF, 0, "free at the end");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Conditional(usize, bool),
+    Release(usize),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Sequential reference: an exclusive holder or a set of shared holders. Conditional acquire
+    /// succeeds exactly when the model allows; release fails exactly when the model says the
+    /// backend holds nothing.
+    #[test]
+    fn conditional_acquire_and_release_follow_the_model(
+        ops in prop::collection::vec(prop_oneof![
+            (0usize..3, any::<bool>()).prop_map(|(b, x)| Op::Conditional(b, x)),
+            (0usize..3).prop_map(Op::Release),
+        ], 0..60)
+    ) {
+        let procs = ProcTable::new(3);
+        let mut backends: Vec<_> = (0..3).map(|_| procs.attach().unwrap()).collect();
+        let lock: AtomicLwLock = AtomicLwLock::new("test");
+        // Model: modes each backend holds, in acquisition order.
+        let mut held: Vec<Vec<bool>> = vec![vec![]; 3];
+        for op in ops {
+            let exclusive_held = held.iter().flatten().any(|&x| x);
+            let shared_held = held.iter().flatten().any(|&x| !x);
+            match op {
+                Op::Conditional(b, exclusive) => {
+                    let mode = if exclusive { LwLockMode::Exclusive } else { LwLockMode::Shared };
+                    let allowed = if exclusive { !exclusive_held && !shared_held } else { !exclusive_held };
+                    let got = lock.conditional_acquire(&mut backends[b], mode).unwrap();
+                    prop_assert_eq!(got, allowed);
+                    if got {
+                        held[b].push(exclusive);
+                    }
+                }
+                Op::Release(b) => {
+                    let r = lock.release(&mut backends[b]);
+                    prop_assert_eq!(r.is_ok(), held[b].pop().is_some());
+                }
+            }
+            let n_shared = held.iter().flatten().filter(|&&x| !x).count() as u32;
+            let x = u32::from(held.iter().flatten().any(|&x| x));
+            prop_assert_eq!(lock.state() & 0x01FF_FFFF, x * (1 << 24) + n_shared);
+            for (b, h) in held.iter().enumerate() {
+                prop_assert_eq!(backends[b].held_lwlocks.len(), h.len());
+            }
+        }
+    }
+}
