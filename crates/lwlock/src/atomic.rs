@@ -9,6 +9,7 @@ use pglocks_spin::SpinDelayStatus;
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
+use pglocks_sync::time::Instant;
 use pglocks_sync::{Backend, ProcSlot, ProcTable};
 use std::marker::PhantomData;
 
@@ -229,13 +230,15 @@ impl<L: StateLayout> AtomicLwLock<L> {
     #[inline]
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
+        // Recorded before the attempt, so that the two stores drain with the attempt's locked
+        // instruction rather than stall the release's; taken back if the attempt fails.
+        if !b.held_lwlocks.push(self.id(), mode as u8) {
             return Err(too_many());
         }
         if !self.attempt_lock(mode) {
-            b.held_lwlocks.push((self.id(), mode as u8));
             return Ok(true);
         }
+        b.held_lwlocks.pop();
         self.acquire_slow(b, mode)
     }
 
@@ -250,6 +253,7 @@ impl<L: StateLayout> AtomicLwLock<L> {
                 self.dequeue_self(b)?;
                 break;
             }
+            let slept_at = Instant::now();
             let slot = b.procs().slot(b.procno());
             loop {
                 slot.sem.lock();
@@ -258,6 +262,9 @@ impl<L: StateLayout> AtomicLwLock<L> {
                 }
                 extra_waits += 1;
             }
+            // The wait event pg_stat_activity would show: LWLock / <tranche>.
+            let waited = slept_at.elapsed().as_nanos() as u64;
+            b.stats.waits.record(self.name, mode.name(), waited);
             // Woken: releases may wake waiters again.
             self.state.fetch_or(L::RELEASE_OK, Relaxed);
             result = false;
@@ -265,7 +272,7 @@ impl<L: StateLayout> AtomicLwLock<L> {
                 break;
             }
         }
-        b.held_lwlocks.push((self.id(), mode as u8));
+        b.held_lwlocks.push(self.id(), mode as u8);
         for _ in 0..extra_waits {
             b.semaphore().unlock();
         }
@@ -286,7 +293,7 @@ impl<L: StateLayout> AtomicLwLock<L> {
         if self.attempt_lock(mode) {
             return Ok(false);
         }
-        b.held_lwlocks.push((self.id(), mode as u8));
+        b.held_lwlocks.push(self.id(), mode as u8);
         Ok(true)
     }
 
@@ -294,11 +301,16 @@ impl<L: StateLayout> AtomicLwLock<L> {
     /// free and waking is allowed.
     #[inline]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        // Locks are mostly released in the reverse order of taking them, so the search (from
+        // the end, as lwlock.c's) usually stops at the last entry.
         let id = self.id();
-        let Some(pos) = b.held_lwlocks.iter().rposition(|&(l, _)| l == id) else {
-            return Err(LwLockError::NotHeld { lock: self.name });
+        let mode = match b.held_lwlocks.last() {
+            Some((l, mode)) if l == id => {
+                b.held_lwlocks.pop();
+                mode
+            }
+            _ => self.forget_held(b)?,
         };
-        let (_, mode) = b.held_lwlocks.remove(pos);
         let sub = if mode == LwLockMode::Exclusive as u8 {
             L::VAL_EXCLUSIVE
         } else {
@@ -310,6 +322,14 @@ impl<L: StateLayout> AtomicLwLock<L> {
             self.wakeup(b)?;
         }
         Ok(())
+    }
+
+    /// Removes this lock's entry from anywhere in the held array, or reports it not held.
+    #[cold]
+    fn forget_held(&self, b: &mut Backend) -> Result<u8, LwLockError> {
+        b.held_lwlocks
+            .remove(self.id())
+            .ok_or(LwLockError::NotHeld { lock: self.name })
     }
 
     /// Models `LWLockWakeup`: under the wait-list lock, takes off the queue every wait-until-free

@@ -38,7 +38,7 @@ mod atomic;
 pub use atomic::{AtomicLwLock, Pg18Layout, Pg96Layout, StateLayout};
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
-pub const MAX_SIMUL_LWLOCKS: usize = 200;
+pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;
 
 /// lwlock.h's `LWLockMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +54,15 @@ pub enum LwLockMode {
 }
 
 impl LwLockMode {
+    /// The mode as reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LwLockMode::Exclusive => "exclusive",
+            LwLockMode::Shared => "shared",
+            LwLockMode::WaitUntilFree => "wait-until-free",
+        }
+    }
+
     fn from_u8(v: u8) -> Self {
         match v {
             0 => LwLockMode::Exclusive,

@@ -140,7 +140,7 @@ impl ProcTable {
             procs: self.clone(),
             spin: SpinTuning::starting_from(self.shared_spins_per_delay(), self.inner.spin_config),
             stats: BackendStats::default(),
-            held_lwlocks: Vec::with_capacity(200),
+            held_lwlocks: HeldLwLocks::default(),
             rng: SmallRng::seed_from_u64(0x5eed_0000 + procno as u64),
         })
     }
@@ -158,9 +158,8 @@ pub struct Backend {
     pub spin: SpinTuning,
     /// What this backend counted; merged by the harness after a run.
     pub stats: BackendStats,
-    /// lwlock.c's `held_lwlocks[]`: the LWLocks this backend holds, oldest first, each as the
-    /// lock's address and the mode it was taken in (kept by pglocks-lwlock).
-    pub held_lwlocks: Vec<(usize, u8)>,
+    /// lwlock.c's `held_lwlocks[]` (kept by pglocks-lwlock).
+    pub held_lwlocks: HeldLwLocks,
     /// The backend's random-number state (PostgreSQL's `pg_global_prng_state`), seeded from its
     /// proc number so that runs, and loom executions, are reproducible.
     pub rng: SmallRng,
@@ -221,6 +220,20 @@ mod tests {
     }
 
     #[test]
+    fn held_lwlocks_keep_order_and_capacity() {
+        let mut h = HeldLwLocks::default();
+        for i in 0..HELD_LWLOCKS_CAPACITY {
+            assert!(h.push(i, (i % 2) as u8));
+        }
+        assert!(!h.push(999, 0));
+        assert_eq!(h.remove(5), Some(1));
+        assert_eq!(h.len(), HELD_LWLOCKS_CAPACITY - 1);
+        assert_eq!(h.as_slice()[5], (6, 0));
+        assert_eq!(h.pop(), Some((199, 1)));
+        assert_eq!(h.remove(12345), None);
+    }
+
+    #[test]
     fn exit_blends_estimate_fifteen_to_one() {
         let t = ProcTable::new(1);
         let mut b = t.attach().unwrap();
@@ -230,5 +243,84 @@ mod tests {
         // (100 * 15 + 1000) / 16 = 156
         assert_eq!(t.shared_spins_per_delay(), 156);
         assert_eq!(t.attach().unwrap().spin.spins_per_delay, 156);
+    }
+}
+
+/// How many LWLocks one backend can hold at once: the room in [`HeldLwLocks`] (lwlock.h's
+/// `MAX_SIMUL_LWLOCKS` of 9.5+; older releases' limit of 100 is checked by their models).
+pub const HELD_LWLOCKS_CAPACITY: usize = 200;
+
+/// Models lwlock.c's `held_lwlocks[]` and `num_held_lwlocks`: the LWLocks a backend holds,
+/// oldest first, each as the lock's address and the mode it was taken in. A fixed array, as in
+/// PostgreSQL, so that recording a lock on the uncontended path is one store and an increment.
+#[derive(Debug, Clone)]
+pub struct HeldLwLocks {
+    n: usize,
+    entries: [(usize, u8); HELD_LWLOCKS_CAPACITY],
+}
+
+impl Default for HeldLwLocks {
+    fn default() -> Self {
+        Self {
+            n: 0,
+            entries: [(0, 0); HELD_LWLOCKS_CAPACITY],
+        }
+    }
+}
+
+impl HeldLwLocks {
+    /// Number of locks held.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no lock is held.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The held locks, oldest first.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[(usize, u8)] {
+        &self.entries[..self.n]
+    }
+
+    /// Records a lock; `false` (and nothing recorded) when the array is full.
+    #[inline(always)]
+    pub fn push(&mut self, lock: usize, mode: u8) -> bool {
+        match self.entries.get_mut(self.n) {
+            Some(e) => {
+                *e = (lock, mode);
+                self.n += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The newest entry.
+    #[inline(always)]
+    pub fn last(&self) -> Option<(usize, u8)> {
+        self.n.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    /// Removes the newest entry.
+    #[inline(always)]
+    pub fn pop(&mut self) -> Option<(usize, u8)> {
+        let e = self.last()?;
+        self.n -= 1;
+        Some(e)
+    }
+
+    /// Removes the newest entry for `lock`, keeping the order of the others (`LWLockRelease`'s
+    /// search from the end and shift down). Returns its mode.
+    pub fn remove(&mut self, lock: usize) -> Option<u8> {
+        let pos = self.as_slice().iter().rposition(|&(l, _)| l == lock)?;
+        let mode = self.entries[pos].1;
+        self.entries.copy_within(pos + 1..self.n, pos);
+        self.n -= 1;
+        Some(mode)
     }
 }

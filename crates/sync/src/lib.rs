@@ -20,7 +20,7 @@ mod semaphore;
 pub mod spin_delay;
 pub mod stats;
 
-pub use backend::{Backend, ProcSlot, ProcTable};
+pub use backend::{Backend, HeldLwLocks, ProcSlot, ProcTable, HELD_LWLOCKS_CAPACITY};
 pub use crossbeam_utils::CachePadded;
 pub use semaphore::Semaphore;
 

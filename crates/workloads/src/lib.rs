@@ -5,6 +5,7 @@
 //! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
 //! hands the harness one operation per thread. Workloads never print and never time anything.
 
+mod lwlock;
 pub mod preset;
 mod spin;
 
@@ -24,11 +25,28 @@ pub struct WorkloadInfo {
 }
 
 /// Every workload.
-pub const WORKLOADS: &[WorkloadInfo] = &[WorkloadInfo {
-    name: "spin",
-    summary: "acquire a spinlock, bump a counter under it, release",
-    impls: spin::IMPLS,
-}];
+pub const WORKLOADS: &[WorkloadInfo] = &[
+    WorkloadInfo {
+        name: "spin",
+        summary: "acquire a spinlock, bump a counter under it, release",
+        impls: spin::IMPLS,
+    },
+    WorkloadInfo {
+        name: "lwlock-exclusive",
+        summary: "acquire one LWLock exclusive, release",
+        impls: lwlock::IMPLS,
+    },
+    WorkloadInfo {
+        name: "lwlock-shared",
+        summary: "acquire one LWLock shared, release",
+        impls: lwlock::IMPLS,
+    },
+    WorkloadInfo {
+        name: "lwlock-mixed",
+        summary: "acquire one LWLock shared (read_ratio of the time) or exclusive, release",
+        impls: lwlock::IMPLS,
+    },
+];
 
 /// Errors of workload selection and configuration, in words a user can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +96,14 @@ pub enum WorkloadError {
         /// What it takes.
         expected: String,
     },
+    /// A configuration whose model does not exist yet.
+    #[error("{what} is not modelled yet: {hint}")]
+    NotModelled {
+        /// What was asked for.
+        what: String,
+        /// What to do instead.
+        hint: String,
+    },
     /// `--set` without `=`.
     #[error("--set takes knob=value, got '{0}'")]
     BadSet(String),
@@ -125,6 +151,9 @@ pub fn series(
     }
     let run = match w.name {
         "spin" => spin::series(impl_name, &settings)?,
+        "lwlock-exclusive" => lwlock::series(w.name, lwlock::Mix::Exclusive, impl_name, &settings)?,
+        "lwlock-shared" => lwlock::series(w.name, lwlock::Mix::Shared, impl_name, &settings)?,
+        "lwlock-mixed" => lwlock::series(w.name, lwlock::Mix::Mixed, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -159,10 +188,37 @@ mod tests {
     }
 
     #[test]
+    fn every_lwlock_workload_and_impl_runs() {
+        for preset in ["pg96", "pg18"] {
+            let preset = Preset::by_name(preset).unwrap();
+            for w in ["lwlock-exclusive", "lwlock-shared", "lwlock-mixed"] {
+                for (name, _) in lwlock::IMPLS {
+                    let s = series(w, preset, name, &["read_ratio=0.5".into()]).unwrap();
+                    let spec = TeamSpec {
+                        threads: 3,
+                        duration: Duration::from_millis(20),
+                        warmup: Duration::from_millis(5),
+                        pin_order: vec![],
+                        sample_every: 8,
+                    };
+                    let run = (s.run)(&spec).unwrap();
+                    assert!(run.total_ops() > 0, "{w} {name}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn unknown_names_list_the_valid_ones() {
         let p = Preset::by_name("pg18").unwrap();
         let e = series("spinn", p, "pg", &[]).err().unwrap().to_string();
-        assert!(e.contains("valid: spin"), "{e}");
+        assert!(e.contains("valid: spin, lwlock-exclusive"), "{e}");
+        let pg94 = Preset::by_name("pg94").unwrap();
+        let e = series("lwlock-shared", pg94, "pg", &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not modelled yet"), "{e}");
         let e = series("spin", p, "futex", &[]).err().unwrap().to_string();
         assert!(
             e.contains("pg, tas, ticket, mcs, floor, parking_lot, std"),

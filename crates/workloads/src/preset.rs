@@ -18,10 +18,39 @@ pub struct Settings {
     pub num_delays: u32,
     /// The `spins_per_delay` every backend starts with (`DEFAULT_SPINS_PER_DELAY`).
     pub spins_per_delay: u32,
+    /// lwlock.c: which LWLock implementation the release has.
+    pub lwlock: LwLockVariant,
+    /// Workload `lwlock-mixed`: the fraction of acquisitions that are shared.
+    pub read_ratio: f64,
     /// Workload: dependent arithmetic steps done while holding the lock.
     pub cs_work: u32,
     /// Workload: dependent arithmetic steps done between acquisitions.
     pub think: u32,
+}
+
+/// The LWLock implementations of PostgreSQL's releases (DESIGN §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LwLockVariant {
+    /// ≤ 9.4: a struct guarded by an s_lock spinlock (not modelled yet).
+    SpinlockProtected,
+    /// 9.5: atomic state word, wait list under a separate spinlock (not modelled yet).
+    AtomicWithMutex,
+    /// 9.6–17: atomic state word with the LOCKED bit, flags in bits 28–30.
+    Atomic,
+    /// 18: as 9.6, flags in bits 29–31 and the exclusive value at 2^18.
+    Atomic18,
+}
+
+impl LwLockVariant {
+    /// The knob value naming this variant.
+    pub fn name(self) -> &'static str {
+        match self {
+            LwLockVariant::SpinlockProtected => "spin",
+            LwLockVariant::AtomicWithMutex => "atomic-mutex",
+            LwLockVariant::Atomic => "atomic",
+            LwLockVariant::Atomic18 => "atomic18",
+        }
+    }
 }
 
 /// One PostgreSQL release.
@@ -33,6 +62,7 @@ pub struct Preset {
     pub summary: &'static str,
     tas_spin: bool,
     delay_in_ms: bool,
+    lwlock: LwLockVariant,
 }
 
 const fn preset(
@@ -40,29 +70,33 @@ const fn preset(
     summary: &'static str,
     tas_spin: bool,
     delay_in_ms: bool,
+    lwlock: LwLockVariant,
 ) -> Preset {
     Preset {
         name,
         summary,
         tas_spin,
         delay_in_ms,
+        lwlock,
     }
 }
 
+use LwLockVariant::{Atomic, Atomic18, AtomicWithMutex, SpinlockProtected};
+
 /// Every preset, oldest first.
 pub const PRESETS: &[Preset] = &[
-    preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true),
-    preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true),
-    preset("pg91", "9.1: the last release before the fast-path lock work", false, true),
-    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT; TAS_SPIN macro (plain TAS on x86_64)", false, true),
-    preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true),
-    preset("pg94", "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks", true, false),
-    preset("pg95", "9.5: atomic LWLock state word; 128 buffer-mapping partitions", true, false),
-    preset("pg96", "9.6: LWLock wait list under the LOCKED bit; group XID clear", true, false),
-    preset("pg11", "11: CLOG group update", true, false),
-    preset("pg14", "14: dense ProcArray arrays and snapshot reuse", true, false),
-    preset("pg17", "17: SLRU banks", true, false),
-    preset("pg18", "18: fast-path lock groups", true, false),
+    preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true, SpinlockProtected),
+    preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true, SpinlockProtected),
+    preset("pg91", "9.1: the last release before the fast-path lock work", false, true, SpinlockProtected),
+    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT; TAS_SPIN macro (plain TAS on x86_64)", false, true, SpinlockProtected),
+    preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true, SpinlockProtected),
+    preset("pg94", "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks", true, false, SpinlockProtected),
+    preset("pg95", "9.5: atomic LWLock state word; 128 buffer-mapping partitions", true, false, AtomicWithMutex),
+    preset("pg96", "9.6: LWLock wait list under the LOCKED bit; group XID clear", true, false, Atomic),
+    preset("pg11", "11: CLOG group update", true, false, Atomic),
+    preset("pg14", "14: dense ProcArray arrays and snapshot reuse", true, false, Atomic),
+    preset("pg17", "17: SLRU banks", true, false, Atomic),
+    preset("pg18", "18: fast-path lock groups", true, false, Atomic18),
 ];
 
 /// The preset used when none is given.
@@ -77,6 +111,14 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("spin_delay_unit", "us|ms: unit of s_lock's growing sleep"),
     ("num_delays", "N >= 1: sleeps before \"stuck spinlock\""),
     ("spins_per_delay", "N in 1..=1000: starting spins_per_delay"),
+    (
+        "lwlock",
+        "spin|atomic-mutex|atomic|atomic18: the LWLock implementation",
+    ),
+    (
+        "read_ratio",
+        "0..1: share of shared acquisitions in lwlock-mixed (default 0.9)",
+    ),
     ("cs_work", "N: arithmetic steps inside the critical section"),
     ("think", "N: arithmetic steps between acquisitions"),
 ];
@@ -108,6 +150,8 @@ impl Preset {
             },
             num_delays: pglocks_sync::spin_delay::NUM_DELAYS,
             spins_per_delay: pglocks_sync::spin_delay::DEFAULT_SPINS_PER_DELAY,
+            lwlock: self.lwlock,
+            read_ratio: 0.9,
             cs_work: 0,
             think: 0,
         }
@@ -149,6 +193,19 @@ impl Settings {
                 }
             }
             "num_delays" => self.num_delays = number(1, u32::MAX)?,
+            "lwlock" => {
+                self.lwlock = [SpinlockProtected, AtomicWithMutex, Atomic, Atomic18]
+                    .into_iter()
+                    .find(|v| v.name() == value)
+                    .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
+            }
+            "read_ratio" => {
+                self.read_ratio = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| bad("a fraction from 0 to 1"))?
+            }
             "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
             "cs_work" => self.cs_work = number(0, 1_000_000)?,
             "think" => self.think = number(0, 1_000_000)?,

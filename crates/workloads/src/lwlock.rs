@@ -1,0 +1,147 @@
+//! The LWLock micro workloads: `lwlock-exclusive`, `lwlock-shared` and `lwlock-mixed` (shared
+//! with probability `read_ratio`, else exclusive) — one acquire and one release of a single lock
+//! per operation, the pattern of a hot individual LWLock such as ProcArrayLock.
+
+use crate::preset::{LwLockVariant, Settings};
+use crate::WorkloadError;
+use pglocks_harness::sweep::RunFn;
+use pglocks_harness::{run_team, TeamSpec};
+use pglocks_lwlock::{AtomicLwLock, LwLockError, LwLockMode, Pg18Layout, Pg96Layout, StateLayout};
+use pglocks_sync::atomic::{AtomicU32, Ordering};
+use pglocks_sync::{Backend, CachePadded, ProcTable};
+use rand::RngExt;
+use std::sync::Arc;
+
+/// Implementations of the LWLock workloads.
+pub const IMPLS: &[(&str, &str)] = &[
+    (
+        "pg",
+        "PostgreSQL's LWLock of the preset (9.6+ atomic state word so far)",
+    ),
+    ("parking_lot", "parking_lot::RwLock"),
+    ("std", "std::sync::RwLock"),
+    (
+        "floor",
+        "two bare read-modify-writes (fetch_add, fetch_sub): the physical floor",
+    ),
+];
+
+/// Which modes a workload asks for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mix {
+    Exclusive,
+    Shared,
+    Mixed,
+}
+
+/// A reader-writer lock, as the workload needs it.
+trait RwModel: Send + Sync + 'static {
+    fn new() -> Self;
+    fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError>;
+}
+
+impl<L: StateLayout> RwModel for AtomicLwLock<L> {
+    fn new() -> Self {
+        AtomicLwLock::new("lwlock")
+    }
+    #[inline(always)]
+    fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+        let mode = if shared {
+            LwLockMode::Shared
+        } else {
+            LwLockMode::Exclusive
+        };
+        self.acquire(b, mode)?;
+        self.release(b)
+    }
+}
+
+impl RwModel for parking_lot::RwLock<()> {
+    fn new() -> Self {
+        parking_lot::RwLock::new(())
+    }
+    #[inline(always)]
+    fn lock_unlock(&self, _b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+        if shared {
+            drop(self.read());
+        } else {
+            drop(self.write());
+        }
+        Ok(())
+    }
+}
+
+impl RwModel for std::sync::RwLock<()> {
+    fn new() -> Self {
+        std::sync::RwLock::new(())
+    }
+    #[inline(always)]
+    fn lock_unlock(&self, _b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+        if shared {
+            drop(self.read().unwrap_or_else(|e| e.into_inner()));
+        } else {
+            drop(self.write().unwrap_or_else(|e| e.into_inner()));
+        }
+        Ok(())
+    }
+}
+
+/// The floor: what any lock must at least do, one atomic read-modify-write to enter and one to
+/// leave. Not a lock.
+struct Floor(AtomicU32);
+
+impl RwModel for Floor {
+    fn new() -> Self {
+        Floor(AtomicU32::new(0))
+    }
+    #[inline(always)]
+    fn lock_unlock(&self, _b: &mut Backend, _shared: bool) -> Result<(), LwLockError> {
+        self.0.fetch_add(1, Ordering::Acquire);
+        self.0.fetch_sub(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+fn runner<M: RwModel>(mix: Mix, read_ratio: f64) -> RunFn<'static> {
+    Box::new(move |spec: &TeamSpec| {
+        let procs = ProcTable::new(spec.threads);
+        let lock = Arc::new(CachePadded::new(M::new()));
+        run_team(spec, &procs, |_| {
+            let lock = Arc::clone(&lock);
+            move |b: &mut Backend| {
+                let shared = match mix {
+                    Mix::Exclusive => false,
+                    Mix::Shared => true,
+                    Mix::Mixed => b.rng.random::<f64>() < read_ratio,
+                };
+                lock.lock_unlock(b, shared)
+            }
+        })
+    })
+}
+
+/// The runner for `impl_name` under `settings`.
+pub(crate) fn series(
+    workload: &str,
+    mix: Mix,
+    impl_name: &str,
+    settings: &Settings,
+) -> Result<RunFn<'static>, WorkloadError> {
+    let r = settings.read_ratio;
+    Ok(match impl_name {
+        "pg" => match settings.lwlock {
+            LwLockVariant::Atomic => runner::<AtomicLwLock<Pg96Layout>>(mix, r),
+            LwLockVariant::Atomic18 => runner::<AtomicLwLock<Pg18Layout>>(mix, r),
+            other => {
+                return Err(WorkloadError::NotModelled {
+                    what: format!("the '{}' LWLock (releases before 9.6)", other.name()),
+                    hint: "use --preset pg96 or later, or --set lwlock=atomic".into(),
+                })
+            }
+        },
+        "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
+        "std" => runner::<std::sync::RwLock<()>>(mix, r),
+        "floor" => runner::<Floor>(mix, r),
+        _ => return Err(crate::unknown_impl(workload, impl_name, IMPLS)),
+    })
+}
