@@ -279,6 +279,49 @@ impl<L: StateLayout> AtomicLwLock<L> {
         Ok(result)
     }
 
+    /// Models `LWLockAcquireOrWait` (9.2; this is its 9.5+ form): takes the lock if it is free;
+    /// otherwise waits, as a wait-until-free waiter at the head of the queue, until it is
+    /// released, and returns `false` **without** taking it. The group-commit primitive: a backend
+    /// that wanted to flush WAL and waited for the flusher finds, on waking, that its record has
+    /// usually been flushed for it.
+    pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+        debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
+            return Err(too_many());
+        }
+        let mut must_wait = self.attempt_lock(mode);
+        if must_wait {
+            self.queue_self(b, LwLockMode::WaitUntilFree)?;
+            must_wait = self.attempt_lock(mode);
+            if must_wait {
+                let slept_at = Instant::now();
+                let slot = b.procs().slot(b.procno());
+                let mut extra_waits = 0;
+                loop {
+                    slot.sem.lock();
+                    if slot.lw_waiting.load(Acquire) == NOT_WAITING {
+                        break;
+                    }
+                    extra_waits += 1;
+                }
+                for _ in 0..extra_waits {
+                    slot.sem.unlock();
+                }
+                let waited = slept_at.elapsed().as_nanos() as u64;
+                b.stats
+                    .waits
+                    .record(self.name, LwLockMode::WaitUntilFree.name(), waited);
+            } else {
+                self.dequeue_self(b)?;
+            }
+        }
+        if must_wait {
+            return Ok(false);
+        }
+        b.held_lwlocks.push(self.id(), mode as u8);
+        Ok(true)
+    }
+
     /// Models `LWLockConditionalAcquire`: takes the lock if it is free right now, never waits.
     #[inline]
     pub fn conditional_acquire(

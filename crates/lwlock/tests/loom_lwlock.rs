@@ -132,3 +132,41 @@ fn two_readers_and_a_writer_all_finish() {
         }
     });
 }
+
+/// `acquire_or_wait` either gets the lock, or returns without it only once the holder has
+/// released (the holder's write is then visible), and never leaves the lock held.
+#[test]
+fn acquire_or_wait_returns_without_the_lock_only_after_a_release() {
+    model(2, || {
+        let procs = procs(2);
+        let s = Arc::new(Shared {
+            lock: AtomicLwLock::new("WALWrite"),
+            data: UnsafeCell::new(0),
+        });
+        let (s2, mut flusher) = (Arc::clone(&s), procs.attach().unwrap());
+        let t = loom::thread::spawn(move || increment(&s2, &mut flusher));
+        let mut me = procs.attach().unwrap();
+        if s.lock
+            .acquire_or_wait(&mut me, LwLockMode::Exclusive)
+            .unwrap()
+        {
+            // SAFETY: held exclusively.
+            s.data.with_mut(|p| unsafe { *p += 10 });
+            s.lock.release(&mut me).unwrap();
+        } else {
+            // Not held: the other backend took and released the lock while we waited, and
+            // its write happened before our wake-up.
+            assert!(me.held_lwlocks.is_empty());
+            // SAFETY: the flusher is done with `data` (loom reports it if that is not ordered).
+            assert_eq!(s.data.with(|p| unsafe { *p }), 1);
+        }
+        t.join().unwrap();
+        assert!(s
+            .lock
+            .conditional_acquire(&mut me, LwLockMode::Exclusive)
+            .unwrap());
+        let v = s.data.with(|p| unsafe { *p });
+        assert!(v == 1 || v == 11, "{v}");
+        s.lock.release(&mut me).unwrap();
+    });
+}
