@@ -34,8 +34,10 @@
 //!   order every thread agrees on.
 
 mod atomic;
+pub mod tranche;
 
 pub use atomic::{AtomicLwLock, Pg18Layout, Pg96Layout, StateLayout};
+pub use tranche::PartitionedTranche;
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
 pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;

@@ -46,6 +46,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: "acquire one LWLock shared (read_ratio of the time) or exclusive, release",
         impls: lwlock::IMPLS,
     },
+    WorkloadInfo {
+        name: "buffer-lookup",
+        summary: "take the shared BufferMapping partition lock of a random hash, release",
+        impls: lwlock::BUFFER_IMPLS,
+    },
 ];
 
 /// Errors of workload selection and configuration, in words a user can act on.
@@ -154,6 +159,7 @@ pub fn series(
         "lwlock-exclusive" => lwlock::series(w.name, lwlock::Mix::Exclusive, impl_name, &settings)?,
         "lwlock-shared" => lwlock::series(w.name, lwlock::Mix::Shared, impl_name, &settings)?,
         "lwlock-mixed" => lwlock::series(w.name, lwlock::Mix::Mixed, impl_name, &settings)?,
+        "buffer-lookup" => lwlock::buffer_series(impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -191,8 +197,13 @@ mod tests {
     fn every_lwlock_workload_and_impl_runs() {
         for preset in ["pg96", "pg18"] {
             let preset = Preset::by_name(preset).unwrap();
-            for w in ["lwlock-exclusive", "lwlock-shared", "lwlock-mixed"] {
-                for (name, _) in lwlock::IMPLS {
+            for w in [
+                "lwlock-exclusive",
+                "lwlock-shared",
+                "lwlock-mixed",
+                "buffer-lookup",
+            ] {
+                for (name, _) in workload(w).unwrap().impls {
                     let s = series(w, preset, name, &["read_ratio=0.5".into()]).unwrap();
                     let spec = TeamSpec {
                         threads: 3,

@@ -26,6 +26,19 @@ pub const IMPLS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Implementations of `buffer-lookup`.
+pub const BUFFER_IMPLS: &[(&str, &str)] = &[
+    (
+        "pg",
+        "PostgreSQL's BufferMapping tranche: LWLocks of the preset, hashcode % partitions",
+    ),
+    (
+        "parking_lot",
+        "an array of parking_lot::RwLock, same partitioning",
+    ),
+    ("std", "an array of std::sync::RwLock, same partitioning"),
+];
+
 /// Which modes a workload asks for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Mix {
@@ -120,6 +133,55 @@ fn runner<M: RwModel>(mix: Mix, read_ratio: f64) -> RunFn<'static> {
     })
 }
 
+/// `buffer-lookup`: what `BufTableLookup` costs in locking — the shared partition lock of a
+/// random buffer tag's hash, taken and released (the hash-table probe itself is not modelled).
+fn buffer_runner<M: RwModel>(partitions: usize) -> RunFn<'static> {
+    Box::new(move |spec: &TeamSpec| {
+        let procs = ProcTable::new(spec.threads);
+        let locks: Arc<[CachePadded<M>]> = (0..partitions)
+            .map(|_| CachePadded::new(M::new()))
+            .collect();
+        run_team(spec, &procs, |_| {
+            let locks = Arc::clone(&locks);
+            move |b: &mut Backend| {
+                let hashcode: u32 = b.rng.random();
+                locks[hashcode as usize % locks.len()].lock_unlock(b, true)
+            }
+        })
+    })
+}
+
+/// The `buffer-lookup` runner for `impl_name` under `settings`.
+pub(crate) fn buffer_series(
+    impl_name: &str,
+    settings: &Settings,
+) -> Result<RunFn<'static>, WorkloadError> {
+    let n = settings.buffer_partitions;
+    Ok(match impl_name {
+        "pg" => match settings.lwlock {
+            LwLockVariant::Atomic => buffer_runner::<AtomicLwLock<Pg96Layout>>(n),
+            LwLockVariant::Atomic18 => buffer_runner::<AtomicLwLock<Pg18Layout>>(n),
+            other => return Err(not_modelled(other)),
+        },
+        "parking_lot" => buffer_runner::<parking_lot::RwLock<()>>(n),
+        "std" => buffer_runner::<std::sync::RwLock<()>>(n),
+        _ => {
+            return Err(crate::unknown_impl(
+                "buffer-lookup",
+                impl_name,
+                BUFFER_IMPLS,
+            ))
+        }
+    })
+}
+
+fn not_modelled(v: LwLockVariant) -> WorkloadError {
+    WorkloadError::NotModelled {
+        what: format!("the '{}' LWLock (releases before 9.6)", v.name()),
+        hint: "use --preset pg96 or later, or --set lwlock=atomic".into(),
+    }
+}
+
 /// The runner for `impl_name` under `settings`.
 pub(crate) fn series(
     workload: &str,
@@ -132,12 +194,7 @@ pub(crate) fn series(
         "pg" => match settings.lwlock {
             LwLockVariant::Atomic => runner::<AtomicLwLock<Pg96Layout>>(mix, r),
             LwLockVariant::Atomic18 => runner::<AtomicLwLock<Pg18Layout>>(mix, r),
-            other => {
-                return Err(WorkloadError::NotModelled {
-                    what: format!("the '{}' LWLock (releases before 9.6)", other.name()),
-                    hint: "use --preset pg96 or later, or --set lwlock=atomic".into(),
-                })
-            }
+            other => return Err(not_modelled(other)),
         },
         "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
         "std" => runner::<std::sync::RwLock<()>>(mix, r),

@@ -20,6 +20,8 @@ pub struct Settings {
     pub spins_per_delay: u32,
     /// lwlock.c: which LWLock implementation the release has.
     pub lwlock: LwLockVariant,
+    /// bufmgr: `NUM_BUFFER_PARTITIONS` (16 in 8.2–9.4, 128 from 9.5; 1 in 8.1).
+    pub buffer_partitions: usize,
     /// Workload `lwlock-mixed`: the fraction of acquisitions that are shared.
     pub read_ratio: f64,
     /// Workload: dependent arithmetic steps done while holding the lock.
@@ -151,6 +153,11 @@ impl Preset {
             num_delays: pglocks_sync::spin_delay::NUM_DELAYS,
             spins_per_delay: pglocks_sync::spin_delay::DEFAULT_SPINS_PER_DELAY,
             lwlock: self.lwlock,
+            buffer_partitions: match self.name {
+                "pg81" => 1,
+                "pg82" | "pg91" | "pg92" | "pg93" | "pg94" => 16,
+                _ => 128,
+            },
             read_ratio: 0.9,
             cs_work: 0,
             think: 0,
@@ -199,6 +206,7 @@ impl Settings {
                     .find(|v| v.name() == value)
                     .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
             }
+            "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
             "read_ratio" => {
                 self.read_ratio = value
                     .parse::<f64>()
