@@ -33,14 +33,61 @@
 //!   on both attempts and the queueing being operations on the one state word, whose modification
 //!   order every thread agrees on.
 
+use pglocks_sync::Backend;
+
 mod atomic;
+mod spinlock_protected;
 pub mod tranche;
 
 pub use atomic::{AtomicLwLock, Pg18Layout, Pg96Layout, StateLayout};
+pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::PartitionedTranche;
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
 pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;
+
+/// An LWLock implementation: PostgreSQL's of each release, or a new idea, measured through the
+/// same workloads. Every method takes the calling backend, as PostgreSQL's take `MyProc`.
+pub trait RawLwLock: Send + Sync + 'static {
+    /// A free lock of tranche `name` (`LWLockInitialize`).
+    fn new(name: &'static str) -> Self;
+    /// `LWLockAcquire` (exclusive or shared): `true` if had without sleeping.
+    fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError>;
+    /// `LWLockConditionalAcquire`: `true` if taken, never waits.
+    fn conditional_acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError>;
+    /// `LWLockAcquireOrWait`: `true` if taken; `false` after waiting for a release, not holding it.
+    fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError>;
+    /// `LWLockRelease`.
+    fn release(&self, b: &mut Backend) -> Result<(), LwLockError>;
+}
+
+macro_rules! impl_raw_lwlock {
+    ($ty:ty, $($bound:tt)*) => {
+        impl<$($bound)*> RawLwLock for $ty {
+            fn new(name: &'static str) -> Self {
+                <$ty>::new(name)
+            }
+            #[inline(always)]
+            fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+                <$ty>::acquire(self, b, mode)
+            }
+            #[inline(always)]
+            fn conditional_acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+                <$ty>::conditional_acquire(self, b, mode)
+            }
+            fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+                <$ty>::acquire_or_wait(self, b, mode)
+            }
+            #[inline(always)]
+            fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
+                <$ty>::release(self, b)
+            }
+        }
+    };
+}
+
+impl_raw_lwlock!(AtomicLwLock<L>, L: StateLayout);
+impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'static);
 
 /// lwlock.h's `LWLockMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

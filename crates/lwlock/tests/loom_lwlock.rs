@@ -1,4 +1,5 @@
-//! loom models of the 9.6+ LWLock: mutual exclusion of exclusive holders, shared holders never
+//! loom models of the LWLocks (9.6+ atomic, and the spinlock-protected one of 9.4 and before):
+//! mutual exclusion of exclusive holders, shared holders never
 //! overlapping an exclusive one, and no lost wake-up (every thread finishes: loom reports a
 //! deadlock if a sleeper is never woken).
 //!
@@ -6,19 +7,31 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use pglocks_lwlock::{AtomicLwLock, LwLockMode};
+use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock, SpinlockProtectedLwLock};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::spin_delay::SpinDelayConfig;
 use pglocks_sync::time::Duration;
 use pglocks_sync::{Backend, ProcTable};
 
-struct Shared {
-    lock: AtomicLwLock,
+struct Shared<K> {
+    lock: K,
     data: UnsafeCell<u32>,
 }
 
 // SAFETY: `data` is only touched while `lock` is held in a mode that permits it.
-unsafe impl Sync for Shared {}
+unsafe impl<K: Sync> Sync for Shared<K> {}
+
+impl<K: RawLwLock> Shared<K> {
+    fn new() -> Arc<Self> {
+        Arc::new(Shared {
+            lock: K::new("test"),
+            data: UnsafeCell::new(0),
+        })
+    }
+}
+
+type Atomic = AtomicLwLock;
+type Spin94 = SpinlockProtectedLwLock;
 
 fn procs(n: usize) -> ProcTable {
     ProcTable::with_spin_config(
@@ -40,7 +53,7 @@ fn model(threads: usize, f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
-fn increment(s: &Shared, me: &mut Backend) {
+fn increment<K: RawLwLock>(s: &Shared<K>, me: &mut Backend) {
     s.lock.acquire(me, LwLockMode::Exclusive).unwrap();
     // SAFETY: held exclusively.
     let seen = s.data.with(|p| unsafe { *p });
@@ -48,13 +61,10 @@ fn increment(s: &Shared, me: &mut Backend) {
     s.lock.release(me).unwrap();
 }
 
-fn exclusive_holders(threads: usize) {
+fn exclusive_holders<K: RawLwLock>(threads: usize) {
     model(threads, move || {
         let procs = procs(threads + 1);
-        let s = Arc::new(Shared {
-            lock: AtomicLwLock::new("test"),
-            data: UnsafeCell::new(0),
-        });
+        let s = Shared::<K>::new();
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (s, mut me) = (Arc::clone(&s), procs.attach().unwrap());
@@ -76,23 +86,27 @@ fn exclusive_holders(threads: usize) {
 
 #[test]
 fn exclusive_two_threads() {
-    exclusive_holders(2);
+    exclusive_holders::<Atomic>(2);
+    exclusive_holders::<Spin94>(2);
 }
 
 /// Three backends, so at least one sleeps on its semaphore and must be woken by a release.
 #[test]
 fn exclusive_three_threads_all_finish() {
-    exclusive_holders(3);
+    exclusive_holders::<Atomic>(3);
+    exclusive_holders::<Spin94>(3);
 }
 
 #[test]
 fn shared_never_overlaps_exclusive() {
+    shared_vs_exclusive::<Atomic>();
+    shared_vs_exclusive::<Spin94>();
+}
+
+fn shared_vs_exclusive<K: RawLwLock>() {
     model(2, || {
         let procs = procs(2);
-        let s = Arc::new(Shared {
-            lock: AtomicLwLock::new("test"),
-            data: UnsafeCell::new(0),
-        });
+        let s = Shared::<K>::new();
         let (s2, mut writer) = (Arc::clone(&s), procs.attach().unwrap());
         let w = loom::thread::spawn(move || increment(&s2, &mut writer));
         let mut reader = procs.attach().unwrap();
@@ -109,12 +123,14 @@ fn shared_never_overlaps_exclusive() {
 /// Two shared holders may overlap; an exclusive waiter behind them is woken once both leave.
 #[test]
 fn two_readers_and_a_writer_all_finish() {
+    readers_and_writer::<Atomic>();
+    readers_and_writer::<Spin94>();
+}
+
+fn readers_and_writer<K: RawLwLock>() {
     model(3, || {
         let procs = procs(3);
-        let s = Arc::new(Shared {
-            lock: AtomicLwLock::new("test"),
-            data: UnsafeCell::new(0),
-        });
+        let s = Shared::<K>::new();
         let readers: Vec<_> = (0..2)
             .map(|_| {
                 let (s, mut me) = (Arc::clone(&s), procs.attach().unwrap());
@@ -137,12 +153,14 @@ fn two_readers_and_a_writer_all_finish() {
 /// released (the holder's write is then visible), and never leaves the lock held.
 #[test]
 fn acquire_or_wait_returns_without_the_lock_only_after_a_release() {
+    or_wait::<Atomic>();
+    or_wait::<Spin94>();
+}
+
+fn or_wait<K: RawLwLock>() {
     model(2, || {
         let procs = procs(2);
-        let s = Arc::new(Shared {
-            lock: AtomicLwLock::new("WALWrite"),
-            data: UnsafeCell::new(0),
-        });
+        let s = Shared::<K>::new();
         let (s2, mut flusher) = (Arc::clone(&s), procs.attach().unwrap());
         let t = loom::thread::spawn(move || increment(&s2, &mut flusher));
         let mut me = procs.attach().unwrap();

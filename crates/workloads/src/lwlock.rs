@@ -6,7 +6,11 @@ use crate::preset::{LwLockVariant, Settings};
 use crate::WorkloadError;
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
-use pglocks_lwlock::{AtomicLwLock, LwLockError, LwLockMode, Pg18Layout, Pg96Layout, StateLayout};
+use pglocks_lwlock::{
+    AtomicLwLock, LwLockError, LwLockMode, Pg18Layout, Pg96Layout, RawLwLock,
+    SpinlockProtectedLwLock,
+};
+use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
 use pglocks_sync::{Backend, CachePadded, ProcTable};
 use rand::RngExt;
@@ -53,9 +57,12 @@ trait RwModel: Send + Sync + 'static {
     fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError>;
 }
 
-impl<L: StateLayout> RwModel for AtomicLwLock<L> {
+/// PostgreSQL's LWLock of some release.
+struct Pg<K>(K);
+
+impl<K: RawLwLock> RwModel for Pg<K> {
     fn new() -> Self {
-        AtomicLwLock::new("lwlock")
+        Pg(K::new("lwlock"))
     }
     #[inline(always)]
     fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
@@ -64,8 +71,8 @@ impl<L: StateLayout> RwModel for AtomicLwLock<L> {
         } else {
             LwLockMode::Exclusive
         };
-        self.acquire(b, mode)?;
-        self.release(b)
+        self.0.acquire(b, mode)?;
+        self.0.release(b)
     }
 }
 
@@ -158,10 +165,16 @@ pub(crate) fn buffer_series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let n = settings.buffer_partitions;
     Ok(match impl_name {
-        "pg" => match settings.lwlock {
-            LwLockVariant::Atomic => buffer_runner::<AtomicLwLock<Pg96Layout>>(n),
-            LwLockVariant::Atomic18 => buffer_runner::<AtomicLwLock<Pg18Layout>>(n),
-            other => return Err(not_modelled(other)),
+        "pg" => match (settings.lwlock, settings.tas_spin) {
+            (LwLockVariant::Atomic, _) => buffer_runner::<Pg<AtomicLwLock<Pg96Layout>>>(n),
+            (LwLockVariant::Atomic18, _) => buffer_runner::<Pg<AtomicLwLock<Pg18Layout>>>(n),
+            (LwLockVariant::SpinlockProtected, true) => {
+                buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(n)
+            }
+            (LwLockVariant::SpinlockProtected, false) => {
+                buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(n)
+            }
+            (other, _) => return Err(not_modelled(other)),
         },
         "parking_lot" => buffer_runner::<parking_lot::RwLock<()>>(n),
         "std" => buffer_runner::<std::sync::RwLock<()>>(n),
@@ -177,8 +190,8 @@ pub(crate) fn buffer_series(
 
 fn not_modelled(v: LwLockVariant) -> WorkloadError {
     WorkloadError::NotModelled {
-        what: format!("the '{}' LWLock (releases before 9.6)", v.name()),
-        hint: "use --preset pg96 or later, or --set lwlock=atomic".into(),
+        what: format!("the '{}' LWLock (9.5's)", v.name()),
+        hint: "use another preset, or --set lwlock=spin|atomic".into(),
     }
 }
 
@@ -191,10 +204,16 @@ pub(crate) fn series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let r = settings.read_ratio;
     Ok(match impl_name {
-        "pg" => match settings.lwlock {
-            LwLockVariant::Atomic => runner::<AtomicLwLock<Pg96Layout>>(mix, r),
-            LwLockVariant::Atomic18 => runner::<AtomicLwLock<Pg18Layout>>(mix, r),
-            other => return Err(not_modelled(other)),
+        "pg" => match (settings.lwlock, settings.tas_spin) {
+            (LwLockVariant::Atomic, _) => runner::<Pg<AtomicLwLock<Pg96Layout>>>(mix, r),
+            (LwLockVariant::Atomic18, _) => runner::<Pg<AtomicLwLock<Pg18Layout>>>(mix, r),
+            (LwLockVariant::SpinlockProtected, true) => {
+                runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(mix, r)
+            }
+            (LwLockVariant::SpinlockProtected, false) => {
+                runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(mix, r)
+            }
+            (other, _) => return Err(not_modelled(other)),
         },
         "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
         "std" => runner::<std::sync::RwLock<()>>(mix, r),

@@ -1,0 +1,348 @@
+//! Models the LWLock of 8.x–9.4: a small struct — `releaseOK`, `exclusive`, `shared` and a
+//! wait queue — guarded by an s_lock spinlock (`mutex`), in lwlock.c's `LWLockAcquire`,
+//! `LWLockConditionalAcquire`, `LWLockAcquireOrWait` and `LWLockRelease` of those releases.
+//!
+//! Every operation, even an uncontended shared acquisition, takes and releases the spinlock:
+//! two atomic operations plus the field updates, and every backend that wants the lock, in any
+//! mode, serialises on that one spinlock. That is what 9.5's atomic state word removed.
+//!
+//! Acquire: under the spinlock, take the lock if the mode allows (exclusive: no holder; shared:
+//! no exclusive holder), else append self to the queue and sleep; woken, retry from the start
+//! with `releaseOK` set again. Release: under the spinlock, drop the hold; if the lock is now
+//! entirely free and `releaseOK` is set, detach from the head of the queue the leading
+//! wait-until-free waiters plus either the one exclusive waiter then at the front or the
+//! contiguous run of non-exclusive waiters, clear `releaseOK` unless only wait-until-free
+//! waiters were woken, and wake them after dropping the spinlock.
+//!
+//! Differences from PostgreSQL: the spinlock is generic (presets pick `TAS` or `TAS_SPIN`); the
+//! queue is a [`ProcList`] (as from 10) rather than `lwWaitLink` pointers, which does not change
+//! the order or the rule.
+
+use crate::wait_state::{NOT_WAITING, WAITING};
+use crate::{LwLockError, LwLockMode};
+use pglocks_spin::{PgSpinLock, RawSpinLock};
+use pglocks_sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::proclist::{ProcList, ProcListNode};
+use pglocks_sync::time::Instant;
+use pglocks_sync::{Backend, ProcSlot, ProcTable};
+
+/// lwlock.c's `MAX_SIMUL_LWLOCKS` before 9.5.
+pub const MAX_SIMUL_LWLOCKS_94: usize = 100;
+
+fn wait_link(slot: &ProcSlot) -> &ProcListNode {
+    &slot.lw_wait_link
+}
+
+#[derive(Debug)]
+struct Fields {
+    release_ok: bool,
+    exclusive: u32,
+    shared: u32,
+    waiters: ProcList,
+}
+
+/// Models `LWLock` of 8.x–9.4 (lwlock.c): fields guarded by the spinlock `R`.
+#[derive(Debug)]
+pub struct SpinlockProtectedLwLock<R: RawSpinLock = PgSpinLock<true>> {
+    mutex: R,
+    fields: UnsafeCell<Fields>,
+    name: &'static str,
+}
+
+// SAFETY: `fields` is only touched while `mutex` is held (see `locked`).
+unsafe impl<R: RawSpinLock> Sync for SpinlockProtectedLwLock<R> {}
+
+impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
+    /// A free lock (`LWLockInitialize` of 9.4: `releaseOK` true).
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            mutex: R::new(),
+            fields: UnsafeCell::new(Fields {
+                release_ok: true,
+                exclusive: 0,
+                shared: 0,
+                waiters: ProcList::new(),
+            }),
+            name,
+        }
+    }
+
+    /// The tranche name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Runs `f` on the fields with the spinlock held (`SpinLockAcquire(&lock->mutex)` …
+    /// `SpinLockRelease`).
+    #[inline(always)]
+    fn locked<T>(
+        &self,
+        b: &mut Backend,
+        f: impl FnOnce(&mut Fields, &ProcTable, u32) -> T,
+    ) -> Result<T, LwLockError> {
+        self.mutex
+            .lock(b)
+            .map_err(|stuck| LwLockError::StuckWaitList {
+                lock: self.name,
+                delays: stuck.delays,
+            })?;
+        // SAFETY: the spinlock is held until the unlock below.
+        let r = self
+            .fields
+            .with_mut(|p| f(unsafe { &mut *p }, b.procs(), b.procno() as u32));
+        // SAFETY: taken above.
+        unsafe { self.mutex.unlock() };
+        Ok(r)
+    }
+
+    /// Takes the lock in `mode` if the fields allow it.
+    #[inline(always)]
+    fn grab(f: &mut Fields, mode: LwLockMode) -> bool {
+        match mode {
+            LwLockMode::Exclusive if f.exclusive == 0 && f.shared == 0 => {
+                f.exclusive += 1;
+                true
+            }
+            LwLockMode::Shared if f.exclusive == 0 => {
+                f.shared += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn enqueue(f: &mut Fields, procs: &ProcTable, me: u32, mode: LwLockMode) {
+        let slot = procs.slot(me as usize);
+        slot.lw_waiting.store(WAITING, Relaxed);
+        slot.lw_wait_mode.store(mode as u8, Relaxed);
+        f.waiters.push_tail(procs, wait_link, me);
+    }
+
+    /// Sleeps until a releaser marks this backend not waiting; returns stray wake-ups absorbed.
+    fn sleep(&self, b: &mut Backend, mode: LwLockMode) -> u32 {
+        let slept_at = Instant::now();
+        let slot = b.procs().slot(b.procno());
+        let mut extra = 0;
+        loop {
+            slot.sem.lock();
+            if slot.lw_waiting.load(Acquire) == NOT_WAITING {
+                break;
+            }
+            extra += 1;
+        }
+        b.stats
+            .waits
+            .record(self.name, mode.name(), slept_at.elapsed().as_nanos() as u64);
+        extra
+    }
+
+    /// Models `LWLockAcquire` (9.4): returns `true` if the lock was had without sleeping.
+    pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
+            return Err(LwLockError::TooManyLwLocks {
+                max: MAX_SIMUL_LWLOCKS_94,
+            });
+        }
+        let (mut retry, mut slept, mut extra) = (false, false, 0);
+        loop {
+            let got = self.locked(b, |f, procs, me| {
+                if retry {
+                    f.release_ok = true;
+                }
+                let got = Self::grab(f, mode);
+                if !got {
+                    Self::enqueue(f, procs, me, mode);
+                }
+                got
+            })?;
+            if got {
+                break;
+            }
+            extra += self.sleep(b, mode);
+            retry = true;
+            slept = true;
+        }
+        b.held_lwlocks.push(self.id(), mode as u8);
+        for _ in 0..extra {
+            b.semaphore().unlock();
+        }
+        Ok(!slept)
+    }
+
+    /// Models `LWLockConditionalAcquire` (9.4).
+    pub fn conditional_acquire(
+        &self,
+        b: &mut Backend,
+        mode: LwLockMode,
+    ) -> Result<bool, LwLockError> {
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
+            return Err(LwLockError::TooManyLwLocks {
+                max: MAX_SIMUL_LWLOCKS_94,
+            });
+        }
+        let got = self.locked(b, |f, _, _| Self::grab(f, mode))?;
+        if got {
+            b.held_lwlocks.push(self.id(), mode as u8);
+        }
+        Ok(got)
+    }
+
+    /// Models `LWLockAcquireOrWait` (9.2–9.4): takes the lock if free; else waits once, at the
+    /// tail of the queue, and returns `false` without the lock.
+    pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
+            return Err(LwLockError::TooManyLwLocks {
+                max: MAX_SIMUL_LWLOCKS_94,
+            });
+        }
+        let got = self.locked(b, |f, procs, me| {
+            let got = Self::grab(f, mode);
+            if !got {
+                Self::enqueue(f, procs, me, LwLockMode::WaitUntilFree);
+            }
+            got
+        })?;
+        if !got {
+            let extra = self.sleep(b, LwLockMode::WaitUntilFree);
+            for _ in 0..extra {
+                b.semaphore().unlock();
+            }
+            return Ok(false);
+        }
+        b.held_lwlocks.push(self.id(), mode as u8);
+        Ok(true)
+    }
+
+    /// Models `LWLockRelease` (9.4).
+    pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        let mode = b
+            .held_lwlocks
+            .remove(self.id())
+            .ok_or(LwLockError::NotHeld { lock: self.name })?;
+        let mut wake = ProcList::new();
+        self.locked(b, |f, procs, _| {
+            if mode == LwLockMode::Exclusive as u8 {
+                f.exclusive -= 1;
+            } else {
+                f.shared -= 1;
+            }
+            if f.exclusive == 0 && f.shared == 0 && f.release_ok && !f.waiters.is_empty() {
+                wake = Self::detach_wakeable(f, procs);
+            }
+        })?;
+        let procs = b.procs();
+        while let Some(p) = wake.pop_head(procs, wait_link) {
+            let slot = procs.slot(p as usize);
+            slot.lw_waiting.store(NOT_WAITING, Release);
+            slot.sem.unlock();
+        }
+        Ok(())
+    }
+
+    /// The 9.4 wake rule: from the head, the leading wait-until-free waiters (while another
+    /// follows), then the exclusive waiter now at the front alone, or the run of non-exclusive
+    /// waiters. Moves them to the returned list and sets `releaseOK`.
+    fn detach_wakeable(f: &mut Fields, procs: &ProcTable) -> ProcList {
+        let mode_of =
+            |p: u32| LwLockMode::from_u8(procs.slot(p as usize).lw_wait_mode.load(Relaxed));
+        let queue: Vec<u32> = {
+            let mut v = Vec::new();
+            f.waiters.for_each_modify(procs, wait_link, |_, p| {
+                v.push(p);
+                true
+            });
+            v
+        };
+        let mut last = 0;
+        while mode_of(queue[last]) == LwLockMode::WaitUntilFree && last + 1 < queue.len() {
+            last += 1;
+        }
+        let mut release_ok = true;
+        if mode_of(queue[last]) != LwLockMode::Exclusive {
+            while last + 1 < queue.len() && mode_of(queue[last + 1]) != LwLockMode::Exclusive {
+                if mode_of(queue[last]) != LwLockMode::WaitUntilFree {
+                    release_ok = false;
+                }
+                last += 1;
+            }
+        }
+        if mode_of(queue[last]) != LwLockMode::WaitUntilFree {
+            release_ok = false;
+        }
+        f.release_ok = release_ok;
+        let mut wake = ProcList::new();
+        for &p in &queue[..=last] {
+            f.waiters.delete(procs, wait_link, p);
+            wake.push_tail(procs, wait_link, p);
+        }
+        wake
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use LwLockMode::{Exclusive as X, Shared as S, WaitUntilFree as W};
+
+    /// Queues backends 1.. with `modes` behind an exclusive holder, releases, returns who woke.
+    fn woken_by_release(modes: &[LwLockMode]) -> Vec<usize> {
+        let procs = ProcTable::new(modes.len() + 1);
+        let mut holder = procs.attach().unwrap();
+        let waiters: Vec<Backend> = modes.iter().map(|_| procs.attach().unwrap()).collect();
+        let lock: SpinlockProtectedLwLock = SpinlockProtectedLwLock::new("test");
+        assert!(lock.conditional_acquire(&mut holder, X).unwrap());
+        lock.locked(&mut holder, |f, procs, _| {
+            for (b, &m) in waiters.iter().zip(modes) {
+                SpinlockProtectedLwLock::<PgSpinLock<true>>::enqueue(
+                    f,
+                    procs,
+                    b.procno() as u32,
+                    m,
+                );
+            }
+        })
+        .unwrap();
+        lock.release(&mut holder).unwrap();
+        waiters
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.procs().slot(b.procno()).lw_waiting.load(Relaxed) == NOT_WAITING)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn front_exclusive_waiter_alone() {
+        assert_eq!(woken_by_release(&[X, S, S]), vec![0]);
+    }
+
+    #[test]
+    fn only_the_leading_run_of_shared_waiters() {
+        // Unlike 9.5+, the shared waiter behind the exclusive one stays asleep.
+        assert_eq!(woken_by_release(&[S, S, X, S]), vec![0, 1]);
+    }
+
+    #[test]
+    fn leading_wait_until_free_waiters_then_the_front_exclusive() {
+        assert_eq!(woken_by_release(&[W, W, X, S]), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn too_many_is_100_before_95() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let locks: Vec<SpinlockProtectedLwLock> = (0..=100)
+            .map(|_| SpinlockProtectedLwLock::new("t"))
+            .collect();
+        for l in &locks[..100] {
+            assert!(l.acquire(&mut b, S).unwrap());
+        }
+        let e = locks[100].acquire(&mut b, S).unwrap_err();
+        assert_eq!(e, LwLockError::TooManyLwLocks { max: 100 });
+    }
+}
