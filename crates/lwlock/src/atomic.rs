@@ -5,7 +5,7 @@
 
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
 use crate::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
-use pglocks_spin::SpinDelayStatus;
+use pglocks_spin::{PgSpinLock, RawSpinLock, SpinDelayStatus};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
@@ -59,15 +59,128 @@ impl StateLayout for Pg18Layout {
     const SHARED_MASK: u32 = (1 << 18) - 1;
 }
 
+/// The layout of 9.5 (commit ab5194e6f6; `LW_SHARED_MASK` as corrected by 98d5b084d2): no
+/// `LOCKED` bit, the wait list has a spinlock of its own ([`SeparateMutex`]).
+#[derive(Debug)]
+pub struct Pg95Layout;
+
+impl StateLayout for Pg95Layout {
+    const HAS_WAITERS: u32 = 1 << 30;
+    const RELEASE_OK: u32 = 1 << 29;
+    /// Unused: 9.5 has no wait-list bit.
+    const LOCKED: u32 = 0;
+    const VAL_EXCLUSIVE: u32 = 1 << 24;
+    const LOCK_MASK: u32 = (1 << 25) - 1;
+    const SHARED_MASK: u32 = (1 << 24) - 1;
+}
+
+/// How an atomic LWLock's wait queue is locked: the `LOCKED` bit of the state word (9.6+) or
+/// a separate s_lock spinlock (9.5).
+pub trait WaitListLock: Send + Sync + Default + std::fmt::Debug + 'static {
+    /// Models `LWLockWaitListLock` (9.6+) / `SpinLockAcquire(&lock->mutex)` (9.5).
+    fn lock<L: StateLayout>(
+        &self,
+        state: &AtomicU32,
+        b: &mut Backend,
+        name: &'static str,
+    ) -> Result<(), LwLockError>;
+    /// Models `LWLockWaitListUnlock` / `SpinLockRelease(&lock->mutex)`.
+    fn unlock<L: StateLayout>(&self, state: &AtomicU32);
+    /// The end of `LWLockWakeup`: sets `set` and clears `clear` in the state word and unlocks
+    /// the wait list.
+    fn unlock_with_flags<L: StateLayout>(&self, state: &AtomicU32, set: u32, clear: u32);
+}
+
+/// 9.6+: the `LOCKED` bit, taken with `fetch_or` and waited for with s_lock's spin-delay loop.
+#[derive(Debug, Default)]
+pub struct LockedBit;
+
+impl WaitListLock for LockedBit {
+    fn lock<L: StateLayout>(
+        &self,
+        state: &AtomicU32,
+        b: &mut Backend,
+        name: &'static str,
+    ) -> Result<(), LwLockError> {
+        loop {
+            if state.fetch_or(L::LOCKED, Acquire) & L::LOCKED == 0 {
+                return Ok(());
+            }
+            let mut delay = SpinDelayStatus::new();
+            while state.load(Relaxed) & L::LOCKED != 0 {
+                delay
+                    .perform_spin_delay(b)
+                    .map_err(|stuck| LwLockError::StuckWaitList {
+                        lock: name,
+                        delays: stuck.delays,
+                    })?;
+            }
+            delay.finish_spin_delay(b);
+        }
+    }
+
+    fn unlock<L: StateLayout>(&self, state: &AtomicU32) {
+        state.fetch_and(!L::LOCKED, Release);
+    }
+
+    /// One compare-and-swap changes the flags and releases the wait list together (9.6).
+    fn unlock_with_flags<L: StateLayout>(&self, state: &AtomicU32, set: u32, clear: u32) {
+        let mut old = state.load(Relaxed);
+        loop {
+            let new = (old | set) & !(clear | L::LOCKED);
+            match state.compare_exchange_weak(old, new, Release, Relaxed) {
+                Ok(_) => return,
+                Err(now) => old = now,
+            }
+        }
+    }
+}
+
+/// 9.5: the `mutex` spinlock beside the state word.
+#[derive(Debug, Default)]
+pub struct SeparateMutex(PgSpinLock<true>);
+
+impl WaitListLock for SeparateMutex {
+    fn lock<L: StateLayout>(
+        &self,
+        _state: &AtomicU32,
+        b: &mut Backend,
+        name: &'static str,
+    ) -> Result<(), LwLockError> {
+        self.0.lock(b).map_err(|stuck| LwLockError::StuckWaitList {
+            lock: name,
+            delays: stuck.delays,
+        })
+    }
+
+    fn unlock<L: StateLayout>(&self, _state: &AtomicU32) {
+        // SAFETY: only called after `lock` succeeded.
+        unsafe { self.0.unlock() }
+    }
+
+    /// Separate atomic operations while the spinlock is held, then its release (9.5).
+    fn unlock_with_flags<L: StateLayout>(&self, state: &AtomicU32, set: u32, clear: u32) {
+        if set != 0 {
+            state.fetch_or(set, Relaxed);
+        }
+        if clear != 0 {
+            state.fetch_and(!clear, Relaxed);
+        }
+        self.unlock::<L>(state);
+    }
+}
+
 fn wait_link(slot: &ProcSlot) -> &ProcListNode {
     &slot.lw_wait_link
 }
 
-/// Models `LWLock` (lwlock.h) of 9.6+: one atomic state word and a wait queue of backends
-/// guarded by the word's `LOCKED` bit.
+/// Models `LWLock` (lwlock.h) of 9.5+: one atomic state word and a wait queue of backends,
+/// guarded by the word's `LOCKED` bit (9.6+, `W` = [`LockedBit`]) or by a spinlock of its own
+/// (9.5, `W` = [`SeparateMutex`]).
 #[derive(Debug)]
-pub struct AtomicLwLock<L: StateLayout = Pg96Layout> {
+pub struct AtomicLwLock<L: StateLayout = Pg96Layout, W: WaitListLock = LockedBit> {
     state: AtomicU32,
+    wait_list: W,
     waiters: UnsafeCell<ProcList>,
     name: &'static str,
     _layout: PhantomData<L>,
@@ -75,13 +188,14 @@ pub struct AtomicLwLock<L: StateLayout = Pg96Layout> {
 
 // SAFETY: `waiters` is only touched between wait_list_lock and wait_list_unlock, which exclude
 // each other through the LOCKED bit (acquire on set, release on clear); the rest is atomics.
-unsafe impl<L: StateLayout> Sync for AtomicLwLock<L> {}
+unsafe impl<L: StateLayout, W: WaitListLock> Sync for AtomicLwLock<L, W> {}
 
-impl<L: StateLayout> AtomicLwLock<L> {
+impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// Models `LWLockInitialize`: a free lock of tranche `name`, `RELEASE_OK` set.
     pub fn new(name: &'static str) -> Self {
         Self {
             state: AtomicU32::new(L::RELEASE_OK),
+            wait_list: W::default(),
             waiters: UnsafeCell::new(ProcList::new()),
             name,
             _layout: PhantomData,
@@ -132,29 +246,14 @@ impl<L: StateLayout> AtomicLwLock<L> {
         }
     }
 
-    /// Models `LWLockWaitListLock`: sets `LOCKED`, waiting with s_lock's spin-delay loop (reads
-    /// only) while someone else has it.
+    /// Locks the wait queue (see [`WaitListLock`]).
     fn wait_list_lock(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        loop {
-            if self.state.fetch_or(L::LOCKED, Acquire) & L::LOCKED == 0 {
-                return Ok(());
-            }
-            let mut delay = SpinDelayStatus::new();
-            while self.state.load(Relaxed) & L::LOCKED != 0 {
-                delay
-                    .perform_spin_delay(b)
-                    .map_err(|stuck| LwLockError::StuckWaitList {
-                        lock: self.name,
-                        delays: stuck.delays,
-                    })?;
-            }
-            delay.finish_spin_delay(b);
-        }
+        self.wait_list.lock::<L>(&self.state, b, self.name)
     }
 
-    /// Models `LWLockWaitListUnlock`.
+    /// Unlocks the wait queue.
     fn wait_list_unlock(&self) {
-        self.state.fetch_and(!L::LOCKED, Release);
+        self.wait_list.unlock::<L>(&self.state);
     }
 
     /// Runs `f` on the wait queue. Only between `wait_list_lock` and its unlock.
@@ -405,22 +504,17 @@ impl<L: StateLayout> AtomicLwLock<L> {
             });
             w.is_empty()
         });
-        let mut old = self.state.load(Relaxed);
-        loop {
-            let mut new = old & !L::LOCKED;
-            if new_release_ok {
-                new |= L::RELEASE_OK;
-            } else {
-                new &= !L::RELEASE_OK;
-            }
-            if queue_empty {
-                new &= !L::HAS_WAITERS;
-            }
-            match self.state.compare_exchange_weak(old, new, Release, Relaxed) {
-                Ok(_) => break,
-                Err(now) => old = now,
-            }
+        let (mut set, mut clear) = (0, 0);
+        if new_release_ok {
+            set |= L::RELEASE_OK;
+        } else {
+            clear |= L::RELEASE_OK;
         }
+        if queue_empty {
+            clear |= L::HAS_WAITERS;
+        }
+        self.wait_list
+            .unlock_with_flags::<L>(&self.state, set, clear);
         while let Some(p) = wake.pop_head(procs, wait_link) {
             let slot = procs.slot(p as usize);
             // The link is free before the waiter can run and queue somewhere else.
@@ -445,17 +539,23 @@ mod tests {
     /// Queues backends 1.. with `modes` (as blocked acquirers would be), releases the lock held
     /// by backend 0, and returns which of them were woken.
     fn woken_by_release(modes: &[LwLockMode]) -> Vec<usize> {
+        let woken = woken_with::<Pg96Layout, LockedBit>(modes);
+        assert_eq!(woken_with::<Pg95Layout, SeparateMutex>(modes), woken, "9.5 wakes the same");
+        woken
+    }
+
+    fn woken_with<L: StateLayout, W: WaitListLock>(modes: &[LwLockMode]) -> Vec<usize> {
         let procs = ProcTable::new(modes.len() + 1);
         let mut holder = procs.attach().unwrap();
         let mut waiters: Vec<Backend> = modes.iter().map(|_| procs.attach().unwrap()).collect();
-        let lock: AtomicLwLock = AtomicLwLock::new("test");
+        let lock: AtomicLwLock<L, W> = AtomicLwLock::new("test");
         assert!(lock
             .conditional_acquire(&mut holder, LwLockMode::Exclusive)
             .unwrap());
         for (b, &m) in waiters.iter_mut().zip(modes) {
             lock.queue_self(b, m).unwrap();
         }
-        assert_ne!(lock.state() & Pg96Layout::HAS_WAITERS, 0);
+        assert_ne!(lock.state() & L::HAS_WAITERS, 0);
         lock.release(&mut holder).unwrap();
         waiters
             .iter()

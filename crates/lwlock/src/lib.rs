@@ -22,6 +22,12 @@
 //! first exclusive waiter alone (when it comes before any shared one) or every shared waiter in
 //! the queue (exclusive ones after the first wake are skipped).
 //!
+//! # 9.5 and 9.4
+//! 9.5 ([`MutexWaitListLwLock`]) had the same state word without `LOCKED`: its wait queue was
+//! guarded by a separate spinlock, and `LWLockWakeup` changed the flags with separate atomic
+//! operations before releasing it. Up to 9.4 ([`SpinlockProtectedLwLock`]) the whole lock was a
+//! struct under a spinlock, and a release woke only the leading run of shared waiters.
+//!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
 //!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
@@ -32,6 +38,8 @@
 //!   taken (PostgreSQL swaps the unchanged value in anyway); the second attempt's correctness rests
 //!   on both attempts and the queueing being operations on the one state word, whose modification
 //!   order every thread agrees on.
+//! - 9.5 and 9.6 found a dequeuing backend by scanning the queue; the model uses the wait states
+//!   of 16 for every release (the same outcome, without the quadratic scan).
 
 use pglocks_sync::Backend;
 
@@ -39,7 +47,13 @@ mod atomic;
 mod spinlock_protected;
 pub mod tranche;
 
-pub use atomic::{AtomicLwLock, Pg18Layout, Pg96Layout, StateLayout};
+pub use atomic::{
+    AtomicLwLock, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout, SeparateMutex, StateLayout,
+    WaitListLock,
+};
+
+/// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
+pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::PartitionedTranche;
 
@@ -86,7 +100,7 @@ macro_rules! impl_raw_lwlock {
     };
 }
 
-impl_raw_lwlock!(AtomicLwLock<L>, L: StateLayout);
+impl_raw_lwlock!(AtomicLwLock<L, W>, L: StateLayout, W: WaitListLock);
 impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'static);
 
 /// lwlock.h's `LWLockMode`.

@@ -1,4 +1,5 @@
-//! loom models of the LWLocks (9.6+ atomic, and the spinlock-protected one of 9.4 and before):
+//! loom models of the LWLocks (9.6+ atomic, 9.5 atomic with a wait-list spinlock, and the
+//! spinlock-protected one of 9.4 and before):
 //! mutual exclusion of exclusive holders, shared holders never
 //! overlapping an exclusive one, and no lost wake-up (every thread finishes: loom reports a
 //! deadlock if a sleeper is never woken).
@@ -7,7 +8,9 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock, SpinlockProtectedLwLock};
+use pglocks_lwlock::{
+    AtomicLwLock, LwLockMode, MutexWaitListLwLock, RawLwLock, SpinlockProtectedLwLock,
+};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::spin_delay::SpinDelayConfig;
 use pglocks_sync::time::Duration;
@@ -32,6 +35,7 @@ impl<K: RawLwLock> Shared<K> {
 
 type Atomic = AtomicLwLock;
 type Spin94 = SpinlockProtectedLwLock;
+type Mutex95 = MutexWaitListLwLock;
 
 fn procs(n: usize) -> ProcTable {
     ProcTable::with_spin_config(
@@ -88,6 +92,7 @@ fn exclusive_holders<K: RawLwLock>(threads: usize) {
 fn exclusive_two_threads() {
     exclusive_holders::<Atomic>(2);
     exclusive_holders::<Spin94>(2);
+    exclusive_holders::<Mutex95>(2);
 }
 
 /// Three backends, so at least one sleeps on its semaphore and must be woken by a release.
@@ -95,12 +100,14 @@ fn exclusive_two_threads() {
 fn exclusive_three_threads_all_finish() {
     exclusive_holders::<Atomic>(3);
     exclusive_holders::<Spin94>(3);
+    exclusive_holders::<Mutex95>(3);
 }
 
 #[test]
 fn shared_never_overlaps_exclusive() {
     shared_vs_exclusive::<Atomic>();
     shared_vs_exclusive::<Spin94>();
+    shared_vs_exclusive::<Mutex95>();
 }
 
 fn shared_vs_exclusive<K: RawLwLock>() {
@@ -125,6 +132,7 @@ fn shared_vs_exclusive<K: RawLwLock>() {
 fn two_readers_and_a_writer_all_finish() {
     readers_and_writer::<Atomic>();
     readers_and_writer::<Spin94>();
+    readers_and_writer::<Mutex95>();
 }
 
 fn readers_and_writer<K: RawLwLock>() {
@@ -155,6 +163,7 @@ fn readers_and_writer<K: RawLwLock>() {
 fn acquire_or_wait_returns_without_the_lock_only_after_a_release() {
     or_wait::<Atomic>();
     or_wait::<Spin94>();
+    or_wait::<Mutex95>();
 }
 
 fn or_wait<K: RawLwLock>() {

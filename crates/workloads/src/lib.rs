@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn every_lwlock_workload_and_impl_runs() {
-        for preset in ["pg92", "pg94", "pg96", "pg18"] {
+        for preset in ["pg92", "pg94", "pg95", "pg96", "pg18"] {
             let preset = Preset::by_name(preset).unwrap();
             for w in [
                 "lwlock-exclusive",
@@ -224,12 +224,6 @@ mod tests {
         let p = Preset::by_name("pg18").unwrap();
         let e = series("spinn", p, "pg", &[]).err().unwrap().to_string();
         assert!(e.contains("valid: spin, lwlock-exclusive"), "{e}");
-        let pg95 = Preset::by_name("pg95").unwrap();
-        let e = series("lwlock-shared", pg95, "pg", &[])
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("not modelled yet"), "{e}");
         let e = series("spin", p, "futex", &[]).err().unwrap().to_string();
         assert!(
             e.contains("pg, tas, ticket, mcs, floor, parking_lot, std"),

@@ -7,7 +7,7 @@ use crate::WorkloadError;
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockError, LwLockMode, Pg18Layout, Pg96Layout, RawLwLock,
+    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, Pg18Layout, Pg96Layout, RawLwLock,
     SpinlockProtectedLwLock,
 };
 use pglocks_spin::PgSpinLock;
@@ -168,13 +168,13 @@ pub(crate) fn buffer_series(
         "pg" => match (settings.lwlock, settings.tas_spin) {
             (LwLockVariant::Atomic, _) => buffer_runner::<Pg<AtomicLwLock<Pg96Layout>>>(n),
             (LwLockVariant::Atomic18, _) => buffer_runner::<Pg<AtomicLwLock<Pg18Layout>>>(n),
+            (LwLockVariant::AtomicWithMutex, _) => buffer_runner::<Pg<MutexWaitListLwLock>>(n),
             (LwLockVariant::SpinlockProtected, true) => {
                 buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(n)
             }
             (LwLockVariant::SpinlockProtected, false) => {
                 buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(n)
             }
-            (other, _) => return Err(not_modelled(other)),
         },
         "parking_lot" => buffer_runner::<parking_lot::RwLock<()>>(n),
         "std" => buffer_runner::<std::sync::RwLock<()>>(n),
@@ -186,13 +186,6 @@ pub(crate) fn buffer_series(
             ))
         }
     })
-}
-
-fn not_modelled(v: LwLockVariant) -> WorkloadError {
-    WorkloadError::NotModelled {
-        what: format!("the '{}' LWLock (9.5's)", v.name()),
-        hint: "use another preset, or --set lwlock=spin|atomic".into(),
-    }
 }
 
 /// The runner for `impl_name` under `settings`.
@@ -207,13 +200,13 @@ pub(crate) fn series(
         "pg" => match (settings.lwlock, settings.tas_spin) {
             (LwLockVariant::Atomic, _) => runner::<Pg<AtomicLwLock<Pg96Layout>>>(mix, r),
             (LwLockVariant::Atomic18, _) => runner::<Pg<AtomicLwLock<Pg18Layout>>>(mix, r),
+            (LwLockVariant::AtomicWithMutex, _) => runner::<Pg<MutexWaitListLwLock>>(mix, r),
             (LwLockVariant::SpinlockProtected, true) => {
                 runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(mix, r)
             }
             (LwLockVariant::SpinlockProtected, false) => {
                 runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(mix, r)
             }
-            (other, _) => return Err(not_modelled(other)),
         },
         "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
         "std" => runner::<std::sync::RwLock<()>>(mix, r),

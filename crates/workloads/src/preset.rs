@@ -33,9 +33,9 @@ pub struct Settings {
 /// The LWLock implementations of PostgreSQL's releases (DESIGN §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LwLockVariant {
-    /// ≤ 9.4: a struct guarded by an s_lock spinlock (not modelled yet).
+    /// ≤ 9.4: a struct guarded by an s_lock spinlock.
     SpinlockProtected,
-    /// 9.5: atomic state word, wait list under a separate spinlock (not modelled yet).
+    /// 9.5: atomic state word, wait list under a separate spinlock.
     AtomicWithMutex,
     /// 9.6–17: atomic state word with the LOCKED bit, flags in bits 28–30.
     Atomic,
