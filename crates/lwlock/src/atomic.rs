@@ -540,7 +540,11 @@ mod tests {
     /// by backend 0, and returns which of them were woken.
     fn woken_by_release(modes: &[LwLockMode]) -> Vec<usize> {
         let woken = woken_with::<Pg96Layout, LockedBit>(modes);
-        assert_eq!(woken_with::<Pg95Layout, SeparateMutex>(modes), woken, "9.5 wakes the same");
+        assert_eq!(
+            woken_with::<Pg95Layout, SeparateMutex>(modes),
+            woken,
+            "9.5 wakes the same"
+        );
         woken
     }
 
