@@ -4,12 +4,11 @@
 //! states of 16+ (`LW_WS_*`). The crate documentation describes the algorithm.
 
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
-use crate::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use crate::{sleep_until_woken, wait_for_wakeup, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinDelayStatus};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::time::Instant;
 use pglocks_sync::{Backend, ProcSlot, ProcTable};
 use std::marker::PhantomData;
 
@@ -310,15 +309,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         }
         // The waker cleared RELEASE_OK expecting us to run; we are running.
         self.state.fetch_or(L::RELEASE_OK, Relaxed);
-        let mut extra_waits = 0;
-        loop {
-            slot.sem.lock();
-            if slot.lw_waiting.load(Acquire) == NOT_WAITING {
-                break;
-            }
-            extra_waits += 1;
-        }
-        for _ in 0..extra_waits {
+        for _ in 0..wait_for_wakeup(slot) {
             slot.sem.unlock();
         }
         Ok(())
@@ -352,18 +343,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
                 self.dequeue_self(b)?;
                 break;
             }
-            let slept_at = Instant::now();
-            let slot = b.procs().slot(b.procno());
-            loop {
-                slot.sem.lock();
-                if slot.lw_waiting.load(Acquire) == NOT_WAITING {
-                    break;
-                }
-                extra_waits += 1;
-            }
-            // The wait event pg_stat_activity would show: LWLock / <tranche>.
-            let waited = slept_at.elapsed().as_nanos() as u64;
-            b.stats.waits.record(self.name, mode.name(), waited);
+            extra_waits += sleep_until_woken(b, self.name, mode);
             // Woken: releases may wake waiters again.
             self.state.fetch_or(L::RELEASE_OK, Relaxed);
             result = false;
@@ -393,23 +373,9 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             self.queue_self(b, LwLockMode::WaitUntilFree)?;
             must_wait = self.attempt_lock(mode);
             if must_wait {
-                let slept_at = Instant::now();
-                let slot = b.procs().slot(b.procno());
-                let mut extra_waits = 0;
-                loop {
-                    slot.sem.lock();
-                    if slot.lw_waiting.load(Acquire) == NOT_WAITING {
-                        break;
-                    }
-                    extra_waits += 1;
+                for _ in 0..sleep_until_woken(b, self.name, LwLockMode::WaitUntilFree) {
+                    b.semaphore().unlock();
                 }
-                for _ in 0..extra_waits {
-                    slot.sem.unlock();
-                }
-                let waited = slept_at.elapsed().as_nanos() as u64;
-                b.stats
-                    .waits
-                    .record(self.name, LwLockMode::WaitUntilFree.name(), waited);
             } else {
                 self.dequeue_self(b)?;
             }

@@ -103,6 +103,34 @@ macro_rules! impl_raw_lwlock {
 impl_raw_lwlock!(AtomicLwLock<L, W>, L: StateLayout, W: WaitListLock);
 impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'static);
 
+/// The sleep of `LWLockAcquire` and friends: waits on the backend's semaphore until a releaser
+/// has marked it not waiting. Wake-ups meant for something else may be absorbed on the way; their
+/// number is returned, and the caller re-posts them once it is done (lwlock.c's `extraWaits`).
+fn wait_for_wakeup(slot: &pglocks_sync::ProcSlot) -> u32 {
+    let mut extra_waits = 0;
+    loop {
+        slot.sem.lock();
+        if slot
+            .lw_waiting
+            .load(pglocks_sync::atomic::Ordering::Acquire)
+            == wait_state::NOT_WAITING
+        {
+            return extra_waits;
+        }
+        extra_waits += 1;
+    }
+}
+
+/// [`wait_for_wakeup`] for backend `b`, counted as the wait event `lock` / `mode` (what
+/// pg_stat_activity shows as `LWLock` / tranche).
+fn sleep_until_woken(b: &mut Backend, lock: &'static str, mode: LwLockMode) -> u32 {
+    let slept_at = pglocks_sync::time::Instant::now();
+    let extra_waits = wait_for_wakeup(b.procs().slot(b.procno()));
+    let waited = slept_at.elapsed().as_nanos() as u64;
+    b.stats.waits.record(lock, mode.name(), waited);
+    extra_waits
+}
+
 /// lwlock.h's `LWLockMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -19,12 +19,11 @@
 //! the order or the rule.
 
 use crate::wait_state::{NOT_WAITING, WAITING};
-use crate::{LwLockError, LwLockMode};
+use crate::{sleep_until_woken, LwLockError, LwLockMode};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
-use pglocks_sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use pglocks_sync::atomic::Ordering::{Relaxed, Release};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::time::Instant;
 use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// lwlock.c's `MAX_SIMUL_LWLOCKS` before 9.5.
@@ -123,24 +122,6 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         f.waiters.push_tail(procs, wait_link, me);
     }
 
-    /// Sleeps until a releaser marks this backend not waiting; returns stray wake-ups absorbed.
-    fn sleep(&self, b: &mut Backend, mode: LwLockMode) -> u32 {
-        let slept_at = Instant::now();
-        let slot = b.procs().slot(b.procno());
-        let mut extra = 0;
-        loop {
-            slot.sem.lock();
-            if slot.lw_waiting.load(Acquire) == NOT_WAITING {
-                break;
-            }
-            extra += 1;
-        }
-        b.stats
-            .waits
-            .record(self.name, mode.name(), slept_at.elapsed().as_nanos() as u64);
-        extra
-    }
-
     /// Models `LWLockAcquire` (9.4): returns `true` if the lock was had without sleeping.
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
@@ -163,7 +144,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             if got {
                 break;
             }
-            extra += self.sleep(b, mode);
+            extra += sleep_until_woken(b, self.name, mode);
             retry = true;
             slept = true;
         }
@@ -208,7 +189,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             got
         })?;
         if !got {
-            let extra = self.sleep(b, LwLockMode::WaitUntilFree);
+            let extra = sleep_until_woken(b, self.name, LwLockMode::WaitUntilFree);
             for _ in 0..extra {
                 b.semaphore().unlock();
             }
