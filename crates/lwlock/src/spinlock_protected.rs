@@ -229,38 +229,23 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
     /// follows), then the exclusive waiter now at the front alone, or the run of non-exclusive
     /// waiters. Moves them to the returned list and sets `releaseOK`.
     fn detach_wakeable(f: &mut Fields, procs: &ProcTable) -> ProcList {
-        let mode_of =
-            |p: u32| LwLockMode::from_u8(procs.slot(p as usize).lw_wait_mode.load(Relaxed));
-        let queue: Vec<u32> = {
-            let mut v = Vec::new();
-            f.waiters.for_each_modify(procs, wait_link, |_, p| {
-                v.push(p);
-                true
-            });
-            v
-        };
-        let mut last = 0;
-        while mode_of(queue[last]) == LwLockMode::WaitUntilFree && last + 1 < queue.len() {
-            last += 1;
-        }
-        let mut release_ok = true;
-        if mode_of(queue[last]) != LwLockMode::Exclusive {
-            while last + 1 < queue.len() && mode_of(queue[last + 1]) != LwLockMode::Exclusive {
-                if mode_of(queue[last]) != LwLockMode::WaitUntilFree {
-                    release_ok = false;
-                }
-                last += 1;
-            }
-        }
-        if mode_of(queue[last]) != LwLockMode::WaitUntilFree {
-            release_ok = false;
-        }
-        f.release_ok = release_ok;
+        // One pass, no allocation (this runs under the spinlock). Leading wait-until-free
+        // waiters are taken; the first other waiter is taken too, and if it is exclusive it ends
+        // the batch; after a shared one, every waiter up to the next exclusive one is taken.
+        // `releaseOK` stays set only if every waiter taken waits until free.
         let mut wake = ProcList::new();
-        for &p in &queue[..=last] {
-            f.waiters.delete(procs, wait_link, p);
+        let mut took_lockers = false;
+        f.waiters.for_each_modify(procs, wait_link, |waiters, p| {
+            let mode = LwLockMode::from_u8(procs.slot(p as usize).lw_wait_mode.load(Relaxed));
+            if mode == LwLockMode::Exclusive && took_lockers {
+                return false;
+            }
+            waiters.delete(procs, wait_link, p);
             wake.push_tail(procs, wait_link, p);
-        }
+            took_lockers |= mode != LwLockMode::WaitUntilFree;
+            mode != LwLockMode::Exclusive
+        });
+        f.release_ok = !took_lockers;
         wake
     }
 }
@@ -311,6 +296,12 @@ mod tests {
     #[test]
     fn leading_wait_until_free_waiters_then_the_front_exclusive() {
         assert_eq!(woken_by_release(&[W, W, X, S]), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_shared_run_takes_wait_until_free_waiters_up_to_the_next_exclusive() {
+        assert_eq!(woken_by_release(&[W, S, W, X, S]), vec![0, 1, 2]);
+        assert_eq!(woken_by_release(&[W, W]), vec![0, 1]);
     }
 
     #[test]
