@@ -158,6 +158,43 @@ fn buffer_runner<M: RwModel>(partitions: usize) -> RunFn<'static> {
     })
 }
 
+/// Builds a runner for some lock model `M`: lets one `match` on the preset pick PostgreSQL's
+/// LWLock type for every LWLock workload.
+trait MakeRunner {
+    fn make<M: RwModel>(self) -> RunFn<'static>;
+}
+
+/// The runner of `make` for the preset's LWLock implementation.
+fn with_pg_lwlock(settings: &Settings, make: impl MakeRunner) -> RunFn<'static> {
+    match (settings.lwlock, settings.tas_spin) {
+        (LwLockVariant::Atomic, _) => make.make::<Pg<AtomicLwLock<Pg96Layout>>>(),
+        (LwLockVariant::Atomic18, _) => make.make::<Pg<AtomicLwLock<Pg18Layout>>>(),
+        (LwLockVariant::AtomicWithMutex, _) => make.make::<Pg<MutexWaitListLwLock>>(),
+        (LwLockVariant::SpinlockProtected, true) => {
+            make.make::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>()
+        }
+        (LwLockVariant::SpinlockProtected, false) => {
+            make.make::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>()
+        }
+    }
+}
+
+struct Buffer(usize);
+
+impl MakeRunner for Buffer {
+    fn make<M: RwModel>(self) -> RunFn<'static> {
+        buffer_runner::<M>(self.0)
+    }
+}
+
+struct Single(Mix, f64);
+
+impl MakeRunner for Single {
+    fn make<M: RwModel>(self) -> RunFn<'static> {
+        runner::<M>(self.0, self.1)
+    }
+}
+
 /// The `buffer-lookup` runner for `impl_name` under `settings`.
 pub(crate) fn buffer_series(
     impl_name: &str,
@@ -165,17 +202,7 @@ pub(crate) fn buffer_series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let n = settings.buffer_partitions;
     Ok(match impl_name {
-        "pg" => match (settings.lwlock, settings.tas_spin) {
-            (LwLockVariant::Atomic, _) => buffer_runner::<Pg<AtomicLwLock<Pg96Layout>>>(n),
-            (LwLockVariant::Atomic18, _) => buffer_runner::<Pg<AtomicLwLock<Pg18Layout>>>(n),
-            (LwLockVariant::AtomicWithMutex, _) => buffer_runner::<Pg<MutexWaitListLwLock>>(n),
-            (LwLockVariant::SpinlockProtected, true) => {
-                buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(n)
-            }
-            (LwLockVariant::SpinlockProtected, false) => {
-                buffer_runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(n)
-            }
-        },
+        "pg" => with_pg_lwlock(settings, Buffer(n)),
         "parking_lot" => buffer_runner::<parking_lot::RwLock<()>>(n),
         "std" => buffer_runner::<std::sync::RwLock<()>>(n),
         _ => {
@@ -197,17 +224,7 @@ pub(crate) fn series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let r = settings.read_ratio;
     Ok(match impl_name {
-        "pg" => match (settings.lwlock, settings.tas_spin) {
-            (LwLockVariant::Atomic, _) => runner::<Pg<AtomicLwLock<Pg96Layout>>>(mix, r),
-            (LwLockVariant::Atomic18, _) => runner::<Pg<AtomicLwLock<Pg18Layout>>>(mix, r),
-            (LwLockVariant::AtomicWithMutex, _) => runner::<Pg<MutexWaitListLwLock>>(mix, r),
-            (LwLockVariant::SpinlockProtected, true) => {
-                runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>(mix, r)
-            }
-            (LwLockVariant::SpinlockProtected, false) => {
-                runner::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>(mix, r)
-            }
-        },
+        "pg" => with_pg_lwlock(settings, Single(mix, r)),
         "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
         "std" => runner::<std::sync::RwLock<()>>(mix, r),
         "floor" => runner::<Floor>(mix, r),
