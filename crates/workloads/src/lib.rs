@@ -101,14 +101,6 @@ pub enum WorkloadError {
         /// What it takes.
         expected: String,
     },
-    /// A configuration whose model does not exist yet.
-    #[error("{what} is not modelled yet: {hint}")]
-    NotModelled {
-        /// What was asked for.
-        what: String,
-        /// What to do instead.
-        hint: String,
-    },
     /// `--set` without `=`.
     #[error("--set takes knob=value, got '{0}'")]
     BadSet(String),
