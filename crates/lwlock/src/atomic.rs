@@ -1,14 +1,18 @@
 //! Models the LWLock of 9.6 and later: `LWLockAttemptLock`, `LWLockWaitListLock` /
 //! `LWLockWaitListUnlock`, `LWLockQueueSelf`, `LWLockDequeueSelf`, `LWLockAcquire`,
-//! `LWLockConditionalAcquire`, `LWLockRelease` and `LWLockWakeup` in lwlock.c, with the wait
-//! states of 16+ (`LW_WS_*`). The crate documentation describes the algorithm.
+//! `LWLockConditionalAcquire`, `LWLockAcquireOrWait`, `LWLockRelease` and `LWLockWakeup` in
+//! lwlock.c, with the wait states of 16+ (`LW_WS_*`), and the variable functions of 9.5+
+//! (`LWLockWaitForVar`, `LWLockUpdateVar`, `LWLockReleaseClearVar`; see [`crate::var`]). The
+//! crate documentation describes the algorithm.
 
+use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
 use crate::{sleep_until_woken, wait_for_wakeup, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinDelayStatus};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
+use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
 use pglocks_sync::{Backend, ProcSlot, ProcTable};
 use std::marker::PhantomData;
 
@@ -81,7 +85,7 @@ pub trait WaitListLock: Send + Sync + Default + std::fmt::Debug + 'static {
         &self,
         state: &AtomicU32,
         b: &mut Backend,
-        name: &'static str,
+        tranche: TrancheId,
     ) -> Result<(), LwLockError>;
     /// Models `LWLockWaitListUnlock` / `SpinLockRelease(&lock->mutex)`.
     fn unlock<L: StateLayout>(&self, state: &AtomicU32);
@@ -99,7 +103,7 @@ impl WaitListLock for LockedBit {
         &self,
         state: &AtomicU32,
         b: &mut Backend,
-        name: &'static str,
+        tranche: TrancheId,
     ) -> Result<(), LwLockError> {
         loop {
             if state.fetch_or(L::LOCKED, Acquire) & L::LOCKED == 0 {
@@ -109,10 +113,10 @@ impl WaitListLock for LockedBit {
             while state.load(Relaxed) & L::LOCKED != 0 {
                 delay
                     .perform_spin_delay(b)
-                    .map_err(|stuck| LwLockError::StuckWaitList {
-                        lock: name,
-                        delays: stuck.delays,
-                    })?;
+                    .map_err(|stuck| stuck_wait_list(tranche, stuck.delays))?;
+            }
+            if b.stats.lwlock.enabled() {
+                b.stats.lwlock.tranche(tranche).spin_delay += u64::from(delay.delays);
             }
             delay.finish_spin_delay(b);
         }
@@ -144,12 +148,9 @@ impl WaitListLock for SeparateMutex {
         &self,
         _state: &AtomicU32,
         b: &mut Backend,
-        name: &'static str,
+        tranche: TrancheId,
     ) -> Result<(), LwLockError> {
-        self.0.lock(b).map_err(|stuck| LwLockError::StuckWaitList {
-            lock: name,
-            delays: stuck.delays,
-        })
+        crate::lock_counting_delays(&self.0, b, tranche)
     }
 
     fn unlock<L: StateLayout>(&self, _state: &AtomicU32) {
@@ -178,10 +179,10 @@ fn wait_link(slot: &ProcSlot) -> &ProcListNode {
 /// (9.5, `W` = [`SeparateMutex`]).
 #[derive(Debug)]
 pub struct AtomicLwLock<L: StateLayout = Pg96Layout, W: WaitListLock = LockedBit> {
+    tranche: TrancheId,
     state: AtomicU32,
     wait_list: W,
     waiters: UnsafeCell<ProcList>,
-    name: &'static str,
     _layout: PhantomData<L>,
 }
 
@@ -193,17 +194,17 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// Models `LWLockInitialize`: a free lock of tranche `name`, `RELEASE_OK` set.
     pub fn new(name: &'static str) -> Self {
         Self {
+            tranche: tranche_id(name),
             state: AtomicU32::new(L::RELEASE_OK),
             wait_list: W::default(),
             waiters: UnsafeCell::new(ProcList::new()),
-            name,
             _layout: PhantomData,
         }
     }
 
-    /// The tranche name, as errors and statistics show it.
+    /// The tranche name, as errors and statistics show it (`GetLWTrancheName`).
     pub fn name(&self) -> &'static str {
-        self.name
+        tranche_name(self.tranche)
     }
 
     /// The raw state word (for tests and `LOCK_DEBUG`-style inspection).
@@ -247,7 +248,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
 
     /// Locks the wait queue (see [`WaitListLock`]).
     fn wait_list_lock(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        self.wait_list.lock::<L>(&self.state, b, self.name)
+        self.wait_list.lock::<L>(&self.state, b, self.tranche)
     }
 
     /// Unlocks the wait queue.
@@ -290,6 +291,9 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// succeeded. If a releaser took it off first, a wake-up is on its way: wait for it, so it
     /// cannot arrive later and be mistaken for another lock's, and re-post any strays.
     fn dequeue_self(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        if b.stats.lwlock.enabled() {
+            b.stats.lwlock.tranche(self.tranche).dequeue_self += 1;
+        }
         self.wait_list_lock(b)?;
         let (procs, me) = (b.procs(), b.procno() as u32);
         let slot = procs.slot(me as usize);
@@ -325,6 +329,9 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         if !b.held_lwlocks.push(self.id(), mode as u8) {
             return Err(too_many());
         }
+        b.stats
+            .lwlock
+            .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
         if !self.attempt_lock(mode) {
             return Ok(true);
         }
@@ -343,7 +350,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
                 self.dequeue_self(b)?;
                 break;
             }
-            extra_waits += sleep_until_woken(b, self.name, mode);
+            extra_waits += sleep_until_woken(b, self.tranche, mode);
             // Woken: releases may wake waiters again.
             self.state.fetch_or(L::RELEASE_OK, Relaxed);
             result = false;
@@ -373,7 +380,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             self.queue_self(b, LwLockMode::WaitUntilFree)?;
             must_wait = self.attempt_lock(mode);
             if must_wait {
-                for _ in 0..sleep_until_woken(b, self.name, LwLockMode::WaitUntilFree) {
+                for _ in 0..sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree) {
                     b.semaphore().unlock();
                 }
             } else {
@@ -437,7 +444,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     fn forget_held(&self, b: &mut Backend) -> Result<u8, LwLockError> {
         b.held_lwlocks
             .remove(self.id())
-            .ok_or(LwLockError::NotHeld { lock: self.name })
+            .ok_or_else(|| LwLockError::NotHeld { lock: self.name() })
     }
 
     /// Models `LWLockWakeup`: under the wait-list lock, takes off the queue every wait-until-free
@@ -481,13 +488,136 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         }
         self.wait_list
             .unlock_with_flags::<L>(&self.state, set, clear);
-        while let Some(p) = wake.pop_head(procs, wait_link) {
-            let slot = procs.slot(p as usize);
-            // The link is free before the waiter can run and queue somewhere else.
-            slot.lw_waiting.store(NOT_WAITING, Release);
-            slot.sem.unlock();
-        }
+        wake_all(procs, wake);
         Ok(())
+    }
+}
+
+impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
+    /// Models `LWLockConflictsWithVar`: `None` if the caller must wait (the lock is held
+    /// exclusively and the variable still reads `oldval`), else what it found. Shared holders are
+    /// ignored, as in PostgreSQL.
+    fn conflicts_with_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        oldval: u64,
+    ) -> Result<Option<VarWait>, LwLockError> {
+        if self.state.load(Relaxed) & L::VAL_EXCLUSIVE == 0 {
+            return Ok(Some(VarWait::Free));
+        }
+        let value = if P::ATOMIC {
+            var.read()
+        } else {
+            self.wait_list_lock(b)?;
+            let v = var.read();
+            self.wait_list_unlock();
+            v
+        };
+        Ok((value != oldval).then_some(VarWait::Changed(value)))
+    }
+
+    /// Models `LWLockWaitForVar` (9.5+): waits until the lock is free or its variable no longer
+    /// reads `oldval`. Queues as a wait-until-free waiter, sets `RELEASE_OK` so that the next
+    /// release wakes it, checks again, and sleeps only if still needed.
+    pub fn wait_for_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        oldval: u64,
+    ) -> Result<VarWait, LwLockError> {
+        let mut extra_waits = 0;
+        let result = loop {
+            if let Some(found) = self.conflicts_with_var(b, var, oldval)? {
+                break found;
+            }
+            self.queue_self(b, LwLockMode::WaitUntilFree)?;
+            self.state.fetch_or(L::RELEASE_OK, Relaxed);
+            if let Some(found) = self.conflicts_with_var(b, var, oldval)? {
+                self.dequeue_self(b)?;
+                break found;
+            }
+            extra_waits += sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
+        };
+        for _ in 0..extra_waits {
+            b.semaphore().unlock();
+        }
+        Ok(result)
+    }
+
+    /// Models `LWLockUpdateVar`: the exclusive holder sets the variable to `value` and wakes the
+    /// wait-until-free waiters at the head of the queue (those of `wait_for_var`), which then
+    /// see the new value. 9.5–16 write the variable under the wait-list lock; 17+ exchange it
+    /// first and take the wait-list lock only to wake.
+    pub fn update_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        debug_assert_ne!(self.state.load(Relaxed) & L::VAL_EXCLUSIVE, 0);
+        if P::ATOMIC {
+            var.exchange(value);
+        }
+        self.wait_list_lock(b)?;
+        if !P::ATOMIC {
+            var.write_locked(value);
+        }
+        let procs: &ProcTable = b.procs();
+        let mut wake = ProcList::new();
+        self.with_waiters(|w| {
+            w.for_each_modify(procs, wait_link, |w, p| {
+                let slot = procs.slot(p as usize);
+                if LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed)) != LwLockMode::WaitUntilFree
+                {
+                    return false;
+                }
+                w.delete(procs, wait_link, p);
+                wake.push_tail(procs, wait_link, p);
+                slot.lw_waiting.store(PENDING_WAKEUP, Relaxed);
+                true
+            });
+        });
+        self.wait_list_unlock();
+        wake_all(procs, wake);
+        Ok(())
+    }
+
+    /// Models `LWLockReleaseClearVar`: sets the variable to `value` (under the wait-list lock
+    /// before 17, by exchange from 17) and releases the lock.
+    pub fn release_clear_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        if P::ATOMIC {
+            var.exchange(value);
+        } else {
+            self.wait_list_lock(b)?;
+            var.write_locked(value);
+            self.wait_list_unlock();
+        }
+        self.release(b)
+    }
+}
+
+/// Tells every backend on `wake` that it is no longer waiting and posts its semaphore (the end
+/// of `LWLockWakeup` and `LWLockUpdateVar`).
+pub(crate) fn wake_all(procs: &ProcTable, mut wake: ProcList) {
+    while let Some(p) = wake.pop_head(procs, wait_link) {
+        let slot = procs.slot(p as usize);
+        // The link is free before the waiter can run and queue somewhere else.
+        slot.lw_waiting.store(NOT_WAITING, Release);
+        slot.sem.unlock();
+    }
+}
+
+#[cold]
+fn stuck_wait_list(tranche: TrancheId, delays: u32) -> LwLockError {
+    LwLockError::StuckWaitList {
+        lock: tranche_name(tranche),
+        delays,
     }
 }
 
@@ -596,6 +726,41 @@ mod tests {
         let st = lock.state();
         assert_ne!(st & Pg96Layout::RELEASE_OK, 0);
         assert_eq!(st & Pg96Layout::HAS_WAITERS, 0);
+    }
+
+    #[test]
+    fn update_var_wakes_only_the_leading_wait_until_free_waiters() {
+        let procs = ProcTable::new(4);
+        let mut holder = procs.attach().unwrap();
+        let mut others: Vec<Backend> = (0..3).map(|_| procs.attach().unwrap()).collect();
+        let lock: AtomicLwLock = AtomicLwLock::new("WALInsert");
+        let var: LwLockVar = LwLockVar::new(0);
+        lock.acquire(&mut holder, X).unwrap();
+        // Wait-until-free waiters go to the head: the queue is others[2], others[0], others[1].
+        for (b, m) in others.iter_mut().zip([W, X, W]) {
+            lock.queue_self(b, m).unwrap();
+        }
+        lock.update_var(&mut holder, &var, 42).unwrap();
+        assert_eq!(var.get(), 42);
+        let woken: Vec<bool> = others
+            .iter()
+            .map(|b| b.procs().slot(b.procno()).lw_waiting.load(Relaxed) == NOT_WAITING)
+            .collect();
+        assert_eq!(woken, [true, false, true]);
+        assert_ne!(
+            lock.state() & Pg96Layout::HAS_WAITERS,
+            0,
+            "the exclusive waiter stays"
+        );
+        // The variable moved, so a waiter from 0 returns at once; from 42 it would wait.
+        let mut w = others.remove(0);
+        assert_eq!(
+            lock.wait_for_var(&mut w, &var, 0).unwrap(),
+            VarWait::Changed(42)
+        );
+        lock.release_clear_var(&mut holder, &var, 0).unwrap();
+        assert_eq!(var.get(), 0);
+        assert_eq!(lock.wait_for_var(&mut w, &var, 42).unwrap(), VarWait::Free);
     }
 
     #[test]

@@ -41,11 +41,14 @@
 //! - 9.5 and 9.6 found a dequeuing backend by scanning the queue; the model uses the wait states
 //!   of 16 for every release (the same outcome, without the quadratic scan).
 
+use pglocks_spin::RawSpinLock;
+use pglocks_sync::tranche::{tranche_name, TrancheId};
 use pglocks_sync::Backend;
 
 mod atomic;
 mod spinlock_protected;
 pub mod tranche;
+pub mod var;
 
 pub use atomic::{
     AtomicLwLock, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout, SeparateMutex, StateLayout,
@@ -55,7 +58,8 @@ pub use atomic::{
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
-pub use tranche::PartitionedTranche;
+pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
+pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
 pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;
@@ -73,6 +77,49 @@ pub trait RawLwLock: Send + Sync + 'static {
     fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError>;
     /// `LWLockRelease`.
     fn release(&self, b: &mut Backend) -> Result<(), LwLockError>;
+
+    /// `LWLockWaitForVar` (9.4): waits until the lock is free or its holder has moved `var` away
+    /// from `oldval` (see [`var`]).
+    ///
+    /// The default, for locks without a variable protocol, waits until the lock is free (through
+    /// [`Self::acquire_or_wait`] in shared mode) and never returns early on an update: correct
+    /// for WAL's use, only slower.
+    fn wait_for_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        oldval: u64,
+    ) -> Result<VarWait, LwLockError> {
+        let _ = (var, oldval);
+        if self.acquire_or_wait(b, LwLockMode::Shared)? {
+            self.release(b)?;
+        }
+        Ok(VarWait::Free)
+    }
+
+    /// `LWLockUpdateVar`: the exclusive holder publishes `value` and wakes `wait_for_var`
+    /// waiters. The default only stores the value (its waiters wait for the release anyway).
+    fn update_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        let _ = b;
+        var.exchange(value);
+        Ok(())
+    }
+
+    /// `LWLockReleaseClearVar`: sets `var` to `value` and releases the lock.
+    fn release_clear_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        var.exchange(value);
+        self.release(b)
+    }
 }
 
 macro_rules! impl_raw_lwlock {
@@ -95,6 +142,30 @@ macro_rules! impl_raw_lwlock {
             #[inline(always)]
             fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
                 <$ty>::release(self, b)
+            }
+            fn wait_for_var<P: VarProtocol>(
+                &self,
+                b: &mut Backend,
+                var: &LwLockVar<P>,
+                oldval: u64,
+            ) -> Result<VarWait, LwLockError> {
+                <$ty>::wait_for_var(self, b, var, oldval)
+            }
+            fn update_var<P: VarProtocol>(
+                &self,
+                b: &mut Backend,
+                var: &LwLockVar<P>,
+                value: u64,
+            ) -> Result<(), LwLockError> {
+                <$ty>::update_var(self, b, var, value)
+            }
+            fn release_clear_var<P: VarProtocol>(
+                &self,
+                b: &mut Backend,
+                var: &LwLockVar<P>,
+                value: u64,
+            ) -> Result<(), LwLockError> {
+                <$ty>::release_clear_var(self, b, var, value)
             }
         }
     };
@@ -121,14 +192,43 @@ fn wait_for_wakeup(slot: &pglocks_sync::ProcSlot) -> u32 {
     }
 }
 
-/// [`wait_for_wakeup`] for backend `b`, counted as the wait event `lock` / `mode` (what
-/// pg_stat_activity shows as `LWLock` / tranche).
-fn sleep_until_woken(b: &mut Backend, lock: &'static str, mode: LwLockMode) -> u32 {
+/// [`wait_for_wakeup`] for backend `b`, counted as the wait event tranche / `mode` (what
+/// pg_stat_activity shows as `LWLock` / tranche) and, with `LWLOCK_STATS` on, as a block.
+#[cold]
+fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u32 {
     let slept_at = pglocks_sync::time::Instant::now();
     let extra_waits = wait_for_wakeup(b.procs().slot(b.procno()));
     let waited = slept_at.elapsed().as_nanos() as u64;
-    b.stats.waits.record(lock, mode.name(), waited);
+    b.stats
+        .waits
+        .record(tranche_name(tranche), mode.name(), waited);
+    if b.stats.lwlock.enabled() {
+        let c = b.stats.lwlock.tranche(tranche);
+        c.block += 1;
+        c.wait_ns += waited;
+    }
     extra_waits
+}
+
+/// `SpinLockAcquire` of an LWLock's spinlock (9.5's wait-list `mutex`, ≤ 9.4's whole-lock
+/// `mutex`), adding its spin-delay sleeps to the tranche's `LWLOCK_STATS` count as those
+/// releases did with `s_lock`'s return value.
+#[inline(always)]
+fn lock_counting_delays<R: RawSpinLock>(
+    mutex: &R,
+    b: &mut Backend,
+    tranche: TrancheId,
+) -> Result<(), LwLockError> {
+    let delays_before = b.stats.spin.delays;
+    mutex.lock(b).map_err(|stuck| LwLockError::StuckWaitList {
+        lock: tranche_name(tranche),
+        delays: stuck.delays,
+    })?;
+    if b.stats.lwlock.enabled() {
+        let delays = b.stats.spin.delays - delays_before;
+        b.stats.lwlock.tranche(tranche).spin_delay += delays;
+    }
+    Ok(())
 }
 
 /// lwlock.h's `LWLockMode`.

@@ -1,6 +1,7 @@
 //! Models the LWLock of 8.x–9.4: a small struct — `releaseOK`, `exclusive`, `shared` and a
 //! wait queue — guarded by an s_lock spinlock (`mutex`), in lwlock.c's `LWLockAcquire`,
-//! `LWLockConditionalAcquire`, `LWLockAcquireOrWait` and `LWLockRelease` of those releases.
+//! `LWLockConditionalAcquire`, `LWLockAcquireOrWait`, `LWLockRelease` of those releases and
+//! 9.4's `LWLockWaitForVar` / `LWLockUpdateVar`.
 //!
 //! Every operation, even an uncontended shared acquisition, takes and releases the spinlock:
 //! two atomic operations plus the field updates, and every backend that wants the lock, in any
@@ -14,16 +15,24 @@
 //! contiguous run of non-exclusive waiters, clear `releaseOK` unless only wait-until-free
 //! waiters were woken, and wake them after dropping the spinlock.
 //!
+//! The variable functions (9.4) work under the same spinlock: `wait_for_var` returns at once if
+//! the lock is not held exclusively or the variable moved, else queues (at the tail, as every
+//! 9.4 waiter) as a wait-until-free waiter and sleeps; `update_var` writes the variable and wakes
+//! the wait-until-free waiters at the head of the queue.
+//!
 //! Differences from PostgreSQL: the spinlock is generic (presets pick `TAS` or `TAS_SPIN`); the
 //! queue is a [`ProcList`] (as from 10) rather than `lwWaitLink` pointers, which does not change
 //! the order or the rule.
 
-use crate::wait_state::{NOT_WAITING, WAITING};
-use crate::{sleep_until_woken, LwLockError, LwLockMode};
+use crate::atomic::wake_all;
+use crate::var::{LwLockVar, VarProtocol, VarWait};
+use crate::wait_state::WAITING;
+use crate::{lock_counting_delays, sleep_until_woken, LwLockError, LwLockMode};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
-use pglocks_sync::atomic::Ordering::{Relaxed, Release};
+use pglocks_sync::atomic::Ordering::Relaxed;
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::proclist::{ProcList, ProcListNode};
+use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
 use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// lwlock.c's `MAX_SIMUL_LWLOCKS` before 9.5.
@@ -45,8 +54,8 @@ struct Fields {
 #[derive(Debug)]
 pub struct SpinlockProtectedLwLock<R: RawSpinLock = PgSpinLock<true>> {
     mutex: R,
+    tranche: TrancheId,
     fields: UnsafeCell<Fields>,
-    name: &'static str,
 }
 
 // SAFETY: `fields` is only touched while `mutex` is held (see `locked`).
@@ -63,13 +72,13 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
                 shared: 0,
                 waiters: ProcList::new(),
             }),
-            name,
+            tranche: tranche_id(name),
         }
     }
 
     /// The tranche name.
     pub fn name(&self) -> &'static str {
-        self.name
+        tranche_name(self.tranche)
     }
 
     fn id(&self) -> usize {
@@ -84,12 +93,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         b: &mut Backend,
         f: impl FnOnce(&mut Fields, &ProcTable, u32) -> T,
     ) -> Result<T, LwLockError> {
-        self.mutex
-            .lock(b)
-            .map_err(|stuck| LwLockError::StuckWaitList {
-                lock: self.name,
-                delays: stuck.delays,
-            })?;
+        lock_counting_delays(&self.mutex, b, self.tranche)?;
         // SAFETY: the spinlock is held until the unlock below.
         let r = self
             .fields
@@ -129,6 +133,9 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
                 max: MAX_SIMUL_LWLOCKS_94,
             });
         }
+        b.stats
+            .lwlock
+            .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
         let (mut retry, mut slept, mut extra) = (false, false, 0);
         loop {
             let got = self.locked(b, |f, procs, me| {
@@ -144,7 +151,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             if got {
                 break;
             }
-            extra += sleep_until_woken(b, self.name, mode);
+            extra += sleep_until_woken(b, self.tranche, mode);
             retry = true;
             slept = true;
         }
@@ -189,7 +196,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             got
         })?;
         if !got {
-            let extra = sleep_until_woken(b, self.name, LwLockMode::WaitUntilFree);
+            let extra = sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
             for _ in 0..extra {
                 b.semaphore().unlock();
             }
@@ -204,7 +211,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         let mode = b
             .held_lwlocks
             .remove(self.id())
-            .ok_or(LwLockError::NotHeld { lock: self.name })?;
+            .ok_or_else(|| LwLockError::NotHeld { lock: self.name() })?;
         let mut wake = ProcList::new();
         self.locked(b, |f, procs, _| {
             if mode == LwLockMode::Exclusive as u8 {
@@ -216,13 +223,77 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
                 wake = Self::detach_wakeable(f, procs);
             }
         })?;
-        let procs = b.procs();
-        while let Some(p) = wake.pop_head(procs, wait_link) {
-            let slot = procs.slot(p as usize);
-            slot.lw_waiting.store(NOT_WAITING, Release);
-            slot.sem.unlock();
-        }
+        wake_all(b.procs(), wake);
         Ok(())
+    }
+
+    /// Models `LWLockWaitForVar` (9.4): see the module documentation.
+    pub fn wait_for_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        oldval: u64,
+    ) -> Result<VarWait, LwLockError> {
+        let mut extra = 0;
+        let result = loop {
+            let found = self.locked(b, |f, procs, me| {
+                if f.exclusive == 0 {
+                    return Some(VarWait::Free);
+                }
+                let value = var.read();
+                if value != oldval {
+                    return Some(VarWait::Changed(value));
+                }
+                Self::enqueue(f, procs, me, LwLockMode::WaitUntilFree);
+                None
+            })?;
+            if let Some(found) = found {
+                break found;
+            }
+            extra += sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
+        };
+        for _ in 0..extra {
+            b.semaphore().unlock();
+        }
+        Ok(result)
+    }
+
+    /// Models `LWLockUpdateVar` (9.4): under the spinlock, writes the variable and detaches the
+    /// wait-until-free waiters at the head of the queue; wakes them after.
+    pub fn update_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        let wake = self.locked(b, |f, procs, _| {
+            var.write_locked(value);
+            let mut wake = ProcList::new();
+            f.waiters.for_each_modify(procs, wait_link, |w, p| {
+                let mode = procs.slot(p as usize).lw_wait_mode.load(Relaxed);
+                if LwLockMode::from_u8(mode) != LwLockMode::WaitUntilFree {
+                    return false;
+                }
+                w.delete(procs, wait_link, p);
+                wake.push_tail(procs, wait_link, p);
+                true
+            });
+            wake
+        })?;
+        wake_all(b.procs(), wake);
+        Ok(())
+    }
+
+    /// Sets the variable under the spinlock, then releases (the `LWLockReleaseClearVar` of later
+    /// releases; 9.4 itself set the variable in `LWLockAcquireWithVar` instead).
+    pub fn release_clear_var<P: VarProtocol>(
+        &self,
+        b: &mut Backend,
+        var: &LwLockVar<P>,
+        value: u64,
+    ) -> Result<(), LwLockError> {
+        self.locked(b, |_, _, _| var.write_locked(value))?;
+        self.release(b)
     }
 
     /// The 9.4 wake rule: from the head, the leading wait-until-free waiters (while another
@@ -277,7 +348,10 @@ mod tests {
         waiters
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.procs().slot(b.procno()).lw_waiting.load(Relaxed) == NOT_WAITING)
+            .filter(|(_, b)| {
+                b.procs().slot(b.procno()).lw_waiting.load(Relaxed)
+                    == crate::wait_state::NOT_WAITING
+            })
             .map(|(i, _)| i)
             .collect()
     }
@@ -302,6 +376,35 @@ mod tests {
     fn a_shared_run_takes_wait_until_free_waiters_up_to_the_next_exclusive() {
         assert_eq!(woken_by_release(&[W, S, W, X, S]), vec![0, 1, 2]);
         assert_eq!(woken_by_release(&[W, W]), vec![0, 1]);
+    }
+
+    #[test]
+    fn update_var_wakes_wait_until_free_waiters_at_the_head_only() {
+        // The wait-until-free waiter at the head is woken; the exclusive one behind it stays.
+        let procs = ProcTable::new(3);
+        let mut holder = procs.attach().unwrap();
+        let (w, x) = (procs.attach().unwrap(), procs.attach().unwrap());
+        let lock: SpinlockProtectedLwLock = SpinlockProtectedLwLock::new("WALInsert");
+        let var: LwLockVar<crate::LockedVar> = LwLockVar::new(0);
+        lock.acquire(&mut holder, X).unwrap();
+        let queue = |order: [&Backend; 2], holder: &mut Backend| {
+            lock.locked(holder, |f, procs, _| {
+                for (b, m) in order.iter().zip([W, X]) {
+                    SpinlockProtectedLwLock::<PgSpinLock<true>>::enqueue(
+                        f,
+                        procs,
+                        b.procno() as u32,
+                        m,
+                    );
+                }
+            })
+            .unwrap()
+        };
+        let waiting = |b: &Backend| b.procs().slot(b.procno()).lw_waiting.load(Relaxed) == WAITING;
+        queue([&w, &x], &mut holder);
+        lock.update_var(&mut holder, &var, 1).unwrap();
+        assert!(!waiting(&w) && waiting(&x));
+        assert_eq!(var.get(), 1);
     }
 
     #[test]

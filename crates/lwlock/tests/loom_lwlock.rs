@@ -7,9 +7,11 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-lwlock --test loom_lwlock --release`
 #![cfg(loom)]
 
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockMode, MutexWaitListLwLock, RawLwLock, SpinlockProtectedLwLock,
+    AtomicLwLock, AtomicVar, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock, RawLwLock,
+    SpinlockProtectedLwLock, VarProtocol, VarWait,
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::spin_delay::SpinDelayConfig;
@@ -195,5 +197,64 @@ fn or_wait<K: RawLwLock>() {
         let v = s.data.with(|p| unsafe { *p });
         assert!(v == 1 || v == 11, "{v}");
         s.lock.release(&mut me).unwrap();
+    });
+}
+
+/// `wait_for_var` / `update_var` / `release_clear_var`, as WAL insertion uses them: an inserter
+/// holds the lock, publishes progress 1, and keeps holding the lock until the flusher has seen
+/// it — so the flusher must be woken by the update itself, not by a release (an update that
+/// missed a queued waiter leaves both stuck, which loom reports). Then the inserter releases,
+/// clearing the variable to 0, and the flusher waits on until the lock is free: every value it is
+/// told differs from the one it waited on, and `Free` comes after the inserter's write.
+#[test]
+fn wait_for_var_is_woken_by_update_and_by_release() {
+    var_protocol::<Atomic, LockedVar>();
+    var_protocol::<Atomic, AtomicVar>();
+    var_protocol::<Mutex95, LockedVar>();
+    var_protocol::<Spin94, LockedVar>();
+}
+
+fn var_protocol<K: RawLwLock, P: VarProtocol>() {
+    model(2, || {
+        let procs = procs(2);
+        let s = Shared::<K>::new();
+        let var = Arc::new(LwLockVar::<P>::new(0));
+        let seen = Arc::new(AtomicBool::new(false));
+        let mut inserter = procs.attach().unwrap();
+        let mut flusher = procs.attach().unwrap();
+        // The inserter holds the lock before the flusher looks, as WAL's flusher only waits on
+        // insertions it saw in progress.
+        s.lock
+            .acquire(&mut inserter, LwLockMode::Exclusive)
+            .unwrap();
+        let t = {
+            let (s, var, seen) = (Arc::clone(&s), Arc::clone(&var), Arc::clone(&seen));
+            loom::thread::spawn(move || {
+                // SAFETY: held exclusively.
+                s.data.with_mut(|p| unsafe { *p = 7 });
+                s.lock.update_var(&mut inserter, &var, 1).unwrap();
+                while !seen.load(Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+                s.lock.release_clear_var(&mut inserter, &var, 0).unwrap();
+            })
+        };
+        // Held until we see 1: the first answer must be the update.
+        assert_eq!(
+            s.lock.wait_for_var(&mut flusher, &var, 0).unwrap(),
+            VarWait::Changed(1)
+        );
+        seen.store(true, Ordering::Release);
+        let mut old = 1;
+        while let VarWait::Changed(v) = s.lock.wait_for_var(&mut flusher, &var, old).unwrap() {
+            assert_ne!(v, old);
+            old = v;
+        }
+        assert!(flusher.held_lwlocks.is_empty());
+        t.join().unwrap();
+        s.lock.acquire(&mut flusher, LwLockMode::Shared).unwrap();
+        // SAFETY: held shared.
+        assert_eq!(s.data.with(|p| unsafe { *p }), 7);
+        s.lock.release(&mut flusher).unwrap();
     });
 }

@@ -1,8 +1,12 @@
 //! The 9.6+ LWLock under real threads, its errors, and a proptest state machine of several
-//! backends (conditional acquire / release) against a sequential reference model.
+//! backends (conditional acquire / release / release-all over several locks) against a
+//! sequential reference model, for each PostgreSQL implementation.
 #![cfg(not(loom))]
 
-use pglocks_lwlock::{AtomicLwLock, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_lwlock::{
+    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, PartitionedTranche,
+    RawLwLock, SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS,
+};
 use pglocks_sync::ProcTable;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,51 +98,132 @@ fn readers_and_writers_under_threads() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Conditional(usize, bool),
-    Release(usize),
+    Conditional {
+        backend: usize,
+        lock: usize,
+        exclusive: bool,
+    },
+    Release {
+        backend: usize,
+        lock: usize,
+    },
+    ReleaseAll {
+        backend: usize,
+    },
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            4 => (0usize..3, 0usize..LOCKS, any::<bool>()).prop_map(|(backend, lock, exclusive)| {
+                Op::Conditional { backend, lock, exclusive }
+            }),
+            3 => (0usize..3, 0usize..LOCKS).prop_map(|(backend, lock)| Op::Release { backend, lock }),
+            1 => (0usize..3).prop_map(|backend| Op::ReleaseAll { backend }),
+        ],
+        0..60,
+    )
+}
+
+const LOCKS: usize = 3;
+
+/// Runs `ops` on a tranche of `LOCKS` locks of type `K` and three backends, against a sequential
+/// reference model: each backend's held locks, in acquisition order. Conditional acquire succeeds
+/// exactly when the model allows; release fails exactly when the backend holds nothing of that
+/// lock; release-all releases exactly the backend's locks. After every step a fourth backend
+/// probes each lock (conditional exclusive and shared acquisition, released at once): it gets
+/// what the model says is free.
+fn follows_the_model<K: RawLwLock>(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let procs = ProcTable::new(4);
+    let mut backends: Vec<_> = (0..3).map(|_| procs.attach().unwrap()).collect();
+    let mut probe = procs.attach().unwrap();
+    let tranche: PartitionedTranche<K, NoPadding> = PartitionedTranche::new("model", LOCKS);
+    let mut held: Vec<Vec<(usize, bool)>> = vec![vec![]; 3];
+    for op in ops {
+        match op {
+            Op::Conditional {
+                backend,
+                lock,
+                exclusive,
+            } => {
+                let holders = held.iter().flatten().filter(|h| h.0 == lock);
+                let allowed = if exclusive {
+                    holders.count() == 0
+                } else {
+                    !holders.clone().any(|h| h.1)
+                };
+                let mode = if exclusive {
+                    LwLockMode::Exclusive
+                } else {
+                    LwLockMode::Shared
+                };
+                let got = tranche
+                    .lock(lock)
+                    .conditional_acquire(&mut backends[backend], mode)
+                    .unwrap();
+                prop_assert_eq!(got, allowed);
+                if got {
+                    held[backend].push((lock, exclusive));
+                }
+            }
+            Op::Release { backend, lock } => {
+                let r = tranche.lock(lock).release(&mut backends[backend]);
+                match held[backend].iter().rposition(|h| h.0 == lock) {
+                    Some(i) => {
+                        prop_assert!(r.is_ok());
+                        held[backend].remove(i);
+                    }
+                    None => prop_assert_eq!(r, Err(LwLockError::NotHeld { lock: "model" })),
+                }
+            }
+            Op::ReleaseAll { backend } => {
+                let n = tranche.release_all(&mut backends[backend]).unwrap();
+                prop_assert_eq!(n, held[backend].len());
+                held[backend].clear();
+            }
+        }
+        for (b, h) in held.iter().enumerate() {
+            prop_assert_eq!(backends[b].held_lwlocks.len(), h.len());
+        }
+        for lock in 0..LOCKS {
+            let holders: Vec<bool> = held
+                .iter()
+                .flatten()
+                .filter(|h| h.0 == lock)
+                .map(|h| h.1)
+                .collect();
+            for (mode, free) in [
+                (LwLockMode::Exclusive, holders.is_empty()),
+                (LwLockMode::Shared, !holders.contains(&true)),
+            ] {
+                let got = tranche
+                    .lock(lock)
+                    .conditional_acquire(&mut probe, mode)
+                    .unwrap();
+                prop_assert_eq!(got, free, "lock {} in {:?}", lock, mode);
+                if got {
+                    tranche.lock(lock).release(&mut probe).unwrap();
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-    /// Sequential reference: an exclusive holder or a set of shared holders. Conditional acquire
-    /// succeeds exactly when the model allows; release fails exactly when the model says the
-    /// backend holds nothing.
+    #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
-    fn conditional_acquire_and_release_follow_the_model(
-        ops in prop::collection::vec(prop_oneof![
-            (0usize..3, any::<bool>()).prop_map(|(b, x)| Op::Conditional(b, x)),
-            (0usize..3).prop_map(Op::Release),
-        ], 0..60)
-    ) {
-        let procs = ProcTable::new(3);
-        let mut backends: Vec<_> = (0..3).map(|_| procs.attach().unwrap()).collect();
-        let lock: AtomicLwLock = AtomicLwLock::new("test");
-        // Model: modes each backend holds, in acquisition order.
-        let mut held: Vec<Vec<bool>> = vec![vec![]; 3];
-        for op in ops {
-            let exclusive_held = held.iter().flatten().any(|&x| x);
-            let shared_held = held.iter().flatten().any(|&x| !x);
-            match op {
-                Op::Conditional(b, exclusive) => {
-                    let mode = if exclusive { LwLockMode::Exclusive } else { LwLockMode::Shared };
-                    let allowed = if exclusive { !exclusive_held && !shared_held } else { !exclusive_held };
-                    let got = lock.conditional_acquire(&mut backends[b], mode).unwrap();
-                    prop_assert_eq!(got, allowed);
-                    if got {
-                        held[b].push(exclusive);
-                    }
-                }
-                Op::Release(b) => {
-                    let r = lock.release(&mut backends[b]);
-                    prop_assert_eq!(r.is_ok(), held[b].pop().is_some());
-                }
-            }
-            let n_shared = held.iter().flatten().filter(|&&x| !x).count() as u32;
-            let x = u32::from(held.iter().flatten().any(|&x| x));
-            prop_assert_eq!(lock.state() & 0x01FF_FFFF, x * (1 << 24) + n_shared);
-            for (b, h) in held.iter().enumerate() {
-                prop_assert_eq!(backends[b].held_lwlocks.len(), h.len());
-            }
-        }
+    fn atomic_lwlock_follows_the_model(ops in ops()) {
+        follows_the_model::<AtomicLwLock>(ops)?;
+    }
+
+    #[test]
+    fn atomic_lwlock_of_95_follows_the_model(ops in ops()) {
+        follows_the_model::<MutexWaitListLwLock>(ops)?;
+    }
+
+    #[test]
+    fn spinlock_protected_lwlock_follows_the_model(ops in ops()) {
+        follows_the_model::<SpinlockProtectedLwLock>(ops)?;
     }
 }

@@ -19,6 +19,7 @@ pub mod proclist;
 mod semaphore;
 pub mod spin_delay;
 pub mod stats;
+pub mod tranche;
 
 pub use backend::{Backend, HeldLwLocks, ProcSlot, ProcTable, HELD_LWLOCKS_CAPACITY};
 pub use crossbeam_utils::CachePadded;

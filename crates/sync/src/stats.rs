@@ -4,6 +4,8 @@
 //! the hot path, no atomics, no false sharing) and the harness merges them when the threads are done,
 //! as PostgreSQL's `LWLOCK_STATS` build dumps per-process counters at exit.
 
+use crate::tranche::{tranche_name, TrancheId};
+
 /// Counters of the s_lock.c spinlocks a backend took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpinStats {
@@ -87,6 +89,136 @@ impl WaitTable {
     }
 }
 
+/// Models lwlock.c's `lwlock_stats` entry (built with `LWLOCK_STATS`), kept per tranche rather
+/// than per lock, plus the time spent asleep (which PostgreSQL's counters do not have).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LwLockCounters {
+    /// `sh_acquire_count`: `LWLockAcquire` calls in shared mode.
+    pub sh_acquire: u64,
+    /// `ex_acquire_count`: `LWLockAcquire` calls in exclusive mode.
+    pub ex_acquire: u64,
+    /// `block_count`: sleeps on the semaphore.
+    pub block: u64,
+    /// `dequeue_self_count`: second attempts that succeeded after queueing.
+    pub dequeue_self: u64,
+    /// `spin_delay_count`: spin-delay sleeps while taking the wait-list lock.
+    pub spin_delay: u64,
+    /// Nanoseconds asleep on the semaphore.
+    pub wait_ns: u64,
+}
+
+impl LwLockCounters {
+    fn merge(&mut self, o: &Self) {
+        self.sh_acquire += o.sh_acquire;
+        self.ex_acquire += o.ex_acquire;
+        self.block += o.block;
+        self.dequeue_self += o.dequeue_self;
+        self.spin_delay += o.spin_delay;
+        self.wait_ns += o.wait_ns;
+    }
+}
+
+/// Models the `LWLOCK_STATS` build of lwlock.c: a backend's LWLock counters by tranche, indexed
+/// by [`TrancheId`] (an array, so counting costs an index and an increment, not PostgreSQL's
+/// per-lock hash lookup).
+///
+/// Acquisitions are counted only when switched on ([`Self::set_enabled`]), as PostgreSQL counts
+/// them only in an `LWLOCK_STATS` build: switched off, the uncontended path pays one test of a
+/// backend-local flag. Blocks, dequeues, spin delays and wait time are on slow paths and always
+/// counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LwLockStats {
+    enabled: bool,
+    by_tranche: Vec<LwLockCounters>,
+}
+
+impl LwLockStats {
+    /// Switches the counting of acquisitions on or off.
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    /// Whether acquisitions are counted.
+    #[inline(always)]
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The counters of `tranche`, made on first use.
+    #[inline(always)]
+    pub fn tranche(&mut self, tranche: TrancheId) -> &mut LwLockCounters {
+        let i = tranche as usize;
+        if i >= self.by_tranche.len() {
+            self.grow(i);
+        }
+        &mut self.by_tranche[i]
+    }
+
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        self.by_tranche.resize(i + 1, LwLockCounters::default());
+    }
+
+    /// Counts one `LWLockAcquire` of `tranche` if counting is on.
+    #[inline(always)]
+    pub fn count_acquire(&mut self, tranche: TrancheId, exclusive: bool) {
+        if self.enabled {
+            let c = self.tranche(tranche);
+            if exclusive {
+                c.ex_acquire += 1;
+            } else {
+                c.sh_acquire += 1;
+            }
+        }
+    }
+
+    /// Adds `other`'s counters into these (tranche numbers are process-wide).
+    pub fn merge(&mut self, other: &LwLockStats) {
+        self.enabled |= other.enabled;
+        for (i, c) in other.by_tranche.iter().enumerate() {
+            if *c != LwLockCounters::default() {
+                self.tranche(i as TrancheId).merge(c);
+            }
+        }
+    }
+
+    /// The tranches with any count, with their names, by tranche number.
+    pub fn tranches(&self) -> Vec<(&'static str, LwLockCounters)> {
+        self.by_tranche
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != LwLockCounters::default())
+            .map(|(i, c)| (tranche_name(i as TrancheId), *c))
+            .collect()
+    }
+
+    /// The counters as wait-table rows, the shape of the report's `waits` array: per tranche,
+    /// `shacq` and `exacq` (acquisitions, when counted), `blk` (sleeps, with the time asleep),
+    /// `dequeue self` and `spindelay` — the fields of PostgreSQL's `LWLOCK_STATS` output line.
+    pub fn rows(&self) -> Vec<WaitEntry> {
+        let mut rows = Vec::new();
+        for (lock, c) in self.tranches() {
+            for (mode, count, wait_ns) in [
+                ("shacq", c.sh_acquire, 0),
+                ("exacq", c.ex_acquire, 0),
+                ("blk", c.block, c.wait_ns),
+                ("dequeue self", c.dequeue_self, 0),
+                ("spindelay", c.spin_delay, 0),
+            ] {
+                if count > 0 {
+                    rows.push(WaitEntry {
+                        lock,
+                        mode,
+                        count,
+                        wait_ns,
+                    });
+                }
+            }
+        }
+        rows
+    }
+}
+
 /// Everything one backend counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackendStats {
@@ -94,6 +226,8 @@ pub struct BackendStats {
     pub spin: SpinStats,
     /// Wait events.
     pub waits: WaitTable,
+    /// `LWLOCK_STATS` counters.
+    pub lwlock: LwLockStats,
 }
 
 impl BackendStats {
@@ -101,12 +235,41 @@ impl BackendStats {
     pub fn merge(&mut self, other: &BackendStats) {
         self.spin.merge(&other.spin);
         self.waits.merge(&other.waits);
+        self.lwlock.merge(&other.lwlock);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tranche::tranche_id;
+
+    #[test]
+    fn lwlock_acquisitions_count_only_when_enabled_and_merge_by_tranche() {
+        let t = tranche_id("StatsTestTranche");
+        let mut a = LwLockStats::default();
+        a.count_acquire(t, true);
+        assert!(a.tranches().is_empty(), "off by default");
+        a.set_enabled(true);
+        a.count_acquire(t, true);
+        a.count_acquire(t, false);
+        a.tranche(t).block += 1;
+        a.tranche(t).wait_ns += 40;
+        let mut b = LwLockStats::default();
+        b.tranche(t).dequeue_self += 2;
+        b.merge(&a);
+        assert!(b.enabled());
+        let (name, c) = b.tranches()[0];
+        assert_eq!(name, "StatsTestTranche");
+        assert_eq!(
+            (c.ex_acquire, c.sh_acquire, c.block, c.dequeue_self),
+            (1, 1, 1, 2)
+        );
+        let rows = b.rows();
+        let modes: Vec<_> = rows.iter().map(|r| r.mode).collect();
+        assert_eq!(modes, ["shacq", "exacq", "blk", "dequeue self"]);
+        assert_eq!(rows[2].wait_ns, 40);
+    }
 
     #[test]
     fn wait_rows_merge_by_lock_and_mode() {
