@@ -74,8 +74,8 @@ fn tables(report: &Report, preset: &str) -> String {
     waits.load_preset(preset).set_header(vec![
         "series",
         "threads",
-        "wait event",
-        "mode",
+        "wait event / tranche",
+        "mode / LWLOCK_STATS",
         "count",
         "wait ms",
     ]);
@@ -119,7 +119,9 @@ fn tables(report: &Report, preset: &str) -> String {
         c.workload, c.duration_ms, c.repeat, c.pin, m.cpus, m.nodes, m.model
     );
     if any_waits {
-        out += &format!("\nwait events (median run of each point)\n\n{waits}\n");
+        out += &format!(
+            "\nwait events and LWLOCK_STATS counters (median run of each point)\n\n{waits}\n"
+        );
     }
     out
 }

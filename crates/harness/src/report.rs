@@ -141,11 +141,13 @@ impl Point {
                 max: if h.is_empty() { 0 } else { h.max() },
             },
             efficiency: None,
+            // Wait events, then the LWLOCK_STATS counters (rows only when they were counted).
             waits: median
                 .stats
                 .waits
                 .entries()
                 .iter()
+                .chain(&median.stats.lwlock.rows())
                 .map(|w| Wait {
                     lock: w.lock.to_string(),
                     mode: w.mode.to_string(),

@@ -46,6 +46,7 @@ use pglocks_sync::tranche::{tranche_name, TrancheId};
 use pglocks_sync::Backend;
 
 mod atomic;
+mod parking_lot_adapter;
 mod spinlock_protected;
 pub mod tranche;
 pub mod var;
@@ -57,6 +58,7 @@ pub use atomic::{
 
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
+pub use parking_lot_adapter::ParkingLotLwLock;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
 pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};

@@ -4,8 +4,8 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, PartitionedTranche,
-    RawLwLock, SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS,
+    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, ParkingLotLwLock,
+    PartitionedTranche, RawLwLock, SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS,
 };
 use pglocks_sync::ProcTable;
 use proptest::prelude::*;
@@ -225,5 +225,10 @@ proptest! {
     #[test]
     fn spinlock_protected_lwlock_follows_the_model(ops in ops()) {
         follows_the_model::<SpinlockProtectedLwLock>(ops)?;
+    }
+
+    #[test]
+    fn parking_lot_adapter_follows_the_model(ops in ops()) {
+        follows_the_model::<ParkingLotLwLock>(ops)?;
     }
 }

@@ -54,6 +54,8 @@ struct ProcGlobal {
     /// `ProcGlobal->spins_per_delay`: where new backends start their spin estimate.
     shared_spins_per_delay: AtomicU32,
     spin_config: SpinDelayConfig,
+    /// Whether backends count `LWLOCK_STATS` acquisitions (PostgreSQL's is a build option).
+    lwlock_stats: AtomicBool,
 }
 
 /// Errors of this crate, in PostgreSQL's words.
@@ -92,6 +94,7 @@ impl ProcTable {
                 slots,
                 shared_spins_per_delay: AtomicU32::new(config.default_spins_per_delay),
                 spin_config: config,
+                lwlock_stats: AtomicBool::new(false),
             }),
         }
     }
@@ -120,6 +123,12 @@ impl ProcTable {
         self.inner.shared_spins_per_delay.load(Ordering::Relaxed)
     }
 
+    /// Switches `LWLOCK_STATS` counting on or off for backends attached from now on (as
+    /// building PostgreSQL with or without it).
+    pub fn set_lwlock_stats(&self, on: bool) {
+        self.inner.lwlock_stats.store(on, Ordering::Relaxed);
+    }
+
     /// Models `InitProcess` (proc.c): claims a free slot and returns the backend's handle, whose
     /// spin estimate starts from the shared one (`set_spins_per_delay`).
     pub fn attach(&self) -> Result<Backend, SyncError> {
@@ -135,11 +144,15 @@ impl ProcTable {
             .ok_or(SyncError::TooManyClients {
                 max: self.inner.slots.len(),
             })?;
+        let mut stats = BackendStats::default();
+        stats
+            .lwlock
+            .set_enabled(self.inner.lwlock_stats.load(Ordering::Relaxed));
         Ok(Backend {
             procno,
             procs: self.clone(),
             spin: SpinTuning::starting_from(self.shared_spins_per_delay(), self.inner.spin_config),
-            stats: BackendStats::default(),
+            stats,
             held_lwlocks: HeldLwLocks::default(),
             rng: SmallRng::seed_from_u64(0x5eed_0000 + procno as u64),
         })
@@ -184,9 +197,11 @@ impl Backend {
         &self.procs.slot(self.procno).sem
     }
 
-    /// Takes the statistics counted so far, leaving zeroes.
+    /// Takes the statistics counted so far, leaving zeroes (and counting as before).
     pub fn take_stats(&mut self) -> BackendStats {
-        std::mem::take(&mut self.stats)
+        let mut fresh = BackendStats::default();
+        fresh.lwlock.set_enabled(self.stats.lwlock.enabled());
+        std::mem::replace(&mut self.stats, fresh)
     }
 }
 

@@ -106,6 +106,34 @@ pub enum WorkloadError {
     BadSet(String),
 }
 
+/// `n` dependent multiply-adds: CPU time that touches no shared memory (`cs_work`, `think`).
+#[inline(always)]
+pub(crate) fn work(n: u32, seed: u64) -> u64 {
+    let mut x = seed;
+    for _ in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+    }
+    x
+}
+
+/// The backend table of one run: `threads` slots with the settings' s_lock constants and
+/// `LWLOCK_STATS` switch.
+pub(crate) fn proc_table(settings: &Settings, threads: usize) -> pglocks_sync::ProcTable {
+    let procs = pglocks_sync::ProcTable::with_spin_config(
+        threads,
+        pglocks_sync::spin_delay::SpinDelayConfig {
+            num_delays: settings.num_delays,
+            default_spins_per_delay: settings.spins_per_delay,
+            delay_unit: settings.spin_delay_unit,
+            ..Default::default()
+        },
+    );
+    procs.set_lwlock_stats(settings.lwlock_stats);
+    procs
+}
+
 fn names(list: &[(&str, &str)]) -> String {
     list.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
 }

@@ -1,28 +1,35 @@
 //! The LWLock micro workloads: `lwlock-exclusive`, `lwlock-shared` and `lwlock-mixed` (shared
 //! with probability `read_ratio`, else exclusive) — one acquire and one release of a single lock
-//! per operation, the pattern of a hot individual LWLock such as ProcArrayLock.
+//! per operation, the pattern of a hot individual LWLock such as ProcArrayLock — and
+//! `buffer-lookup`, the shared acquisition of a random `BufferMapping` partition.
+//!
+//! `--set cs_work=N` adds work inside the critical section, `--set think=N` between operations;
+//! `--set lwlock_padding=` spaces the partitions of `buffer-lookup`, `--set lwlock_stats=on`
+//! counts LWLOCK_STATS acquisitions (its cost is the difference in throughput).
 
 use crate::preset::{LwLockVariant, Settings};
-use crate::WorkloadError;
+use crate::{proc_table, work, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, Pg18Layout, Pg96Layout, RawLwLock,
-    SpinlockProtectedLwLock,
+    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, Pad128, Pad32, Pad64,
+    Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
 };
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::{Backend, CachePadded};
 use rand::RngExt;
+use std::hint::black_box;
 use std::sync::Arc;
 
 /// Implementations of the LWLock workloads.
 pub const IMPLS: &[(&str, &str)] = &[
-    (
-        "pg",
-        "PostgreSQL's LWLock of the preset (9.6+ atomic state word so far)",
-    ),
+    ("pg", "PostgreSQL's LWLock of the preset"),
     ("parking_lot", "parking_lot::RwLock"),
+    (
+        "parking_lot-lwlock",
+        "parking_lot's RawRwLock behind the LWLock trait (with the held-locks array)",
+    ),
     ("std", "std::sync::RwLock"),
     (
         "floor",
@@ -38,9 +45,12 @@ pub const BUFFER_IMPLS: &[(&str, &str)] = &[
     ),
     (
         "parking_lot",
-        "an array of parking_lot::RwLock, same partitioning",
+        "an array of parking_lot::RwLock, same partitioning and padding",
     ),
-    ("std", "an array of std::sync::RwLock, same partitioning"),
+    (
+        "std",
+        "an array of std::sync::RwLock, same partitioning and padding",
+    ),
 ];
 
 /// Which modes a workload asks for.
@@ -51,56 +61,61 @@ pub(crate) enum Mix {
     Mixed,
 }
 
-/// A reader-writer lock, as the workload needs it.
+/// A reader-writer lock, as the workloads need it: take it in one mode, run `f`, release.
 trait RwModel: Send + Sync + 'static {
-    fn new() -> Self;
-    fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError>;
+    fn new(name: &'static str) -> Self;
+    fn locked(&self, b: &mut Backend, shared: bool, f: impl FnOnce()) -> Result<(), LwLockError>;
 }
 
-/// PostgreSQL's LWLock of some release.
-struct Pg<K>(K);
+/// Any [`RawLwLock`]: PostgreSQL's of some release, or a prototype.
+struct Lw<K>(K);
 
-impl<K: RawLwLock> RwModel for Pg<K> {
-    fn new() -> Self {
-        Pg(K::new("lwlock"))
+impl<K: RawLwLock> RwModel for Lw<K> {
+    fn new(name: &'static str) -> Self {
+        Lw(K::new(name))
     }
     #[inline(always)]
-    fn lock_unlock(&self, b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+    fn locked(&self, b: &mut Backend, shared: bool, f: impl FnOnce()) -> Result<(), LwLockError> {
         let mode = if shared {
             LwLockMode::Shared
         } else {
             LwLockMode::Exclusive
         };
         self.0.acquire(b, mode)?;
+        f();
         self.0.release(b)
     }
 }
 
 impl RwModel for parking_lot::RwLock<()> {
-    fn new() -> Self {
+    fn new(_: &'static str) -> Self {
         parking_lot::RwLock::new(())
     }
     #[inline(always)]
-    fn lock_unlock(&self, _b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+    fn locked(&self, _b: &mut Backend, shared: bool, f: impl FnOnce()) -> Result<(), LwLockError> {
         if shared {
-            drop(self.read());
+            let _g = self.read();
+            f();
         } else {
-            drop(self.write());
+            let _g = self.write();
+            f();
         }
         Ok(())
     }
 }
 
 impl RwModel for std::sync::RwLock<()> {
-    fn new() -> Self {
+    fn new(_: &'static str) -> Self {
         std::sync::RwLock::new(())
     }
     #[inline(always)]
-    fn lock_unlock(&self, _b: &mut Backend, shared: bool) -> Result<(), LwLockError> {
+    fn locked(&self, _b: &mut Backend, shared: bool, f: impl FnOnce()) -> Result<(), LwLockError> {
         if shared {
-            drop(self.read().unwrap_or_else(|e| e.into_inner()));
+            let _g = self.read().unwrap_or_else(|e| e.into_inner());
+            f();
         } else {
-            drop(self.write().unwrap_or_else(|e| e.into_inner()));
+            let _g = self.write().unwrap_or_else(|e| e.into_inner());
+            f();
         }
         Ok(())
     }
@@ -111,30 +126,52 @@ impl RwModel for std::sync::RwLock<()> {
 struct Floor(AtomicU32);
 
 impl RwModel for Floor {
-    fn new() -> Self {
+    fn new(_: &'static str) -> Self {
         Floor(AtomicU32::new(0))
     }
     #[inline(always)]
-    fn lock_unlock(&self, _b: &mut Backend, _shared: bool) -> Result<(), LwLockError> {
+    fn locked(&self, _b: &mut Backend, _shared: bool, f: impl FnOnce()) -> Result<(), LwLockError> {
         self.0.fetch_add(1, Ordering::Acquire);
+        f();
         self.0.fetch_sub(1, Ordering::Release);
         Ok(())
     }
 }
 
-fn runner<M: RwModel>(mix: Mix, read_ratio: f64) -> RunFn<'static> {
+/// One operation: the lock taken in the mode `shared` says, `cs_work` inside, `think` after.
+#[inline(always)]
+fn operation<M: RwModel>(
+    lock: &M,
+    b: &mut Backend,
+    shared: bool,
+    settings: &Settings,
+) -> Result<(), LwLockError> {
+    let cs_work = settings.cs_work;
+    lock.locked(b, shared, || {
+        if cs_work > 0 {
+            black_box(work(cs_work, 1));
+        }
+    })?;
+    if settings.think > 0 {
+        black_box(work(settings.think, 2));
+    }
+    Ok(())
+}
+
+fn runner<M: RwModel>(mix: Mix, settings: &Settings) -> RunFn<'static> {
+    let settings = settings.clone();
     Box::new(move |spec: &TeamSpec| {
-        let procs = ProcTable::new(spec.threads);
-        let lock = Arc::new(CachePadded::new(M::new()));
+        let procs = proc_table(&settings, spec.threads);
+        let lock = Arc::new(CachePadded::new(M::new("BenchLock")));
         run_team(spec, &procs, |_| {
-            let lock = Arc::clone(&lock);
+            let (lock, settings) = (Arc::clone(&lock), settings.clone());
             move |b: &mut Backend| {
                 let shared = match mix {
                     Mix::Exclusive => false,
                     Mix::Shared => true,
-                    Mix::Mixed => b.rng.random::<f64>() < read_ratio,
+                    Mix::Mixed => b.rng.random::<f64>() < settings.read_ratio,
                 };
-                lock.lock_unlock(b, shared)
+                operation(&**lock, b, shared, &settings)
             }
         })
     })
@@ -142,17 +179,20 @@ fn runner<M: RwModel>(mix: Mix, read_ratio: f64) -> RunFn<'static> {
 
 /// `buffer-lookup`: what `BufTableLookup` costs in locking — the shared partition lock of a
 /// random buffer tag's hash, taken and released (the hash-table probe itself is not modelled).
-fn buffer_runner<M: RwModel>(partitions: usize) -> RunFn<'static> {
+/// The partitions are an array padded as `P` says, as `MainLWLockArray` is.
+fn buffer_runner<M: RwModel, P: Padding>(settings: &Settings) -> RunFn<'static> {
+    let settings = settings.clone();
     Box::new(move |spec: &TeamSpec| {
-        let procs = ProcTable::new(spec.threads);
-        let locks: Arc<[CachePadded<M>]> = (0..partitions)
-            .map(|_| CachePadded::new(M::new()))
+        let procs = proc_table(&settings, spec.threads);
+        let locks: Arc<[P::Cell<M>]> = (0..settings.buffer_partitions)
+            .map(|_| P::pad(M::new("BufferMapping")))
             .collect();
         run_team(spec, &procs, |_| {
-            let locks = Arc::clone(&locks);
+            let (locks, settings) = (Arc::clone(&locks), settings.clone());
             move |b: &mut Backend| {
                 let hashcode: u32 = b.rng.random();
-                locks[hashcode as usize % locks.len()].lock_unlock(b, true)
+                let lock = &locks[hashcode as usize % locks.len()];
+                operation(&**lock, b, true, &settings)
             }
         })
     })
@@ -167,29 +207,34 @@ trait MakeRunner {
 /// The runner of `make` for the preset's LWLock implementation.
 fn with_pg_lwlock(settings: &Settings, make: impl MakeRunner) -> RunFn<'static> {
     match (settings.lwlock, settings.tas_spin) {
-        (LwLockVariant::Atomic, _) => make.make::<Pg<AtomicLwLock<Pg96Layout>>>(),
-        (LwLockVariant::Atomic18, _) => make.make::<Pg<AtomicLwLock<Pg18Layout>>>(),
-        (LwLockVariant::AtomicWithMutex, _) => make.make::<Pg<MutexWaitListLwLock>>(),
+        (LwLockVariant::Atomic, _) => make.make::<Lw<AtomicLwLock<Pg96Layout>>>(),
+        (LwLockVariant::Atomic18, _) => make.make::<Lw<AtomicLwLock<Pg18Layout>>>(),
+        (LwLockVariant::AtomicWithMutex, _) => make.make::<Lw<MutexWaitListLwLock>>(),
         (LwLockVariant::SpinlockProtected, true) => {
-            make.make::<Pg<SpinlockProtectedLwLock<PgSpinLock<true>>>>()
+            make.make::<Lw<SpinlockProtectedLwLock<PgSpinLock<true>>>>()
         }
         (LwLockVariant::SpinlockProtected, false) => {
-            make.make::<Pg<SpinlockProtectedLwLock<PgSpinLock<false>>>>()
+            make.make::<Lw<SpinlockProtectedLwLock<PgSpinLock<false>>>>()
         }
     }
 }
 
-struct Buffer(usize);
+struct Buffer<'a>(&'a Settings);
 
-impl MakeRunner for Buffer {
+impl MakeRunner for Buffer<'_> {
     fn make<M: RwModel>(self) -> RunFn<'static> {
-        buffer_runner::<M>(self.0)
+        match self.0.lwlock_padding {
+            0 => buffer_runner::<M, NoPadding>(self.0),
+            32 => buffer_runner::<M, Pad32>(self.0),
+            64 => buffer_runner::<M, Pad64>(self.0),
+            _ => buffer_runner::<M, Pad128>(self.0),
+        }
     }
 }
 
-struct Single(Mix, f64);
+struct Single<'a>(Mix, &'a Settings);
 
-impl MakeRunner for Single {
+impl MakeRunner for Single<'_> {
     fn make<M: RwModel>(self) -> RunFn<'static> {
         runner::<M>(self.0, self.1)
     }
@@ -200,11 +245,11 @@ pub(crate) fn buffer_series(
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
-    let n = settings.buffer_partitions;
+    let make = Buffer(settings);
     Ok(match impl_name {
-        "pg" => with_pg_lwlock(settings, Buffer(n)),
-        "parking_lot" => buffer_runner::<parking_lot::RwLock<()>>(n),
-        "std" => buffer_runner::<std::sync::RwLock<()>>(n),
+        "pg" => with_pg_lwlock(settings, make),
+        "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
+        "std" => make.make::<std::sync::RwLock<()>>(),
         _ => {
             return Err(crate::unknown_impl(
                 "buffer-lookup",
@@ -222,12 +267,13 @@ pub(crate) fn series(
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
-    let r = settings.read_ratio;
+    let make = Single(mix, settings);
     Ok(match impl_name {
-        "pg" => with_pg_lwlock(settings, Single(mix, r)),
-        "parking_lot" => runner::<parking_lot::RwLock<()>>(mix, r),
-        "std" => runner::<std::sync::RwLock<()>>(mix, r),
-        "floor" => runner::<Floor>(mix, r),
+        "pg" => with_pg_lwlock(settings, make),
+        "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
+        "parking_lot-lwlock" => make.make::<Lw<ParkingLotLwLock>>(),
+        "std" => make.make::<std::sync::RwLock<()>>(),
+        "floor" => make.make::<Floor>(),
         _ => return Err(crate::unknown_impl(workload, impl_name, IMPLS)),
     })
 }

@@ -20,8 +20,15 @@ pub struct Settings {
     pub spins_per_delay: u32,
     /// lwlock.c: which LWLock implementation the release has.
     pub lwlock: LwLockVariant,
-    /// bufmgr: `NUM_BUFFER_PARTITIONS` (16 in 8.2–9.4, 128 from 9.5; 1 in 8.1).
+    /// bufmgr: `NUM_BUFFER_PARTITIONS` (16 in 8.2–9.4, 128 from 9.5; 1 in 8.1; 2048 with the
+    /// Unisys patches).
     pub buffer_partitions: usize,
+    /// lwlock.c: `LWLOCK_PADDED_SIZE`, bytes per lock in an array (32 up to 9.5, 128 from 9.6;
+    /// 0 = packed at the lock's own size).
+    pub lwlock_padding: usize,
+    /// lwlock.c built with `LWLOCK_STATS`: count acquisitions per tranche (off, as in a default
+    /// build; blocks and waits are always reported as wait events).
+    pub lwlock_stats: bool,
     /// Workload `lwlock-mixed`: the fraction of acquisitions that are shared.
     pub read_ratio: f64,
     /// Workload: dependent arithmetic steps done while holding the lock.
@@ -89,6 +96,7 @@ use LwLockVariant::{Atomic, Atomic18, AtomicWithMutex, SpinlockProtected};
 pub const PRESETS: &[Preset] = &[
     preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true, SpinlockProtected),
     preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true, SpinlockProtected),
+    preset("pg82uis", "8.2 with the 2007 Unisys patches: 2048 buffer partitions, 64-byte LWLocks, read-first TAS", true, true, SpinlockProtected),
     preset("pg91", "9.1: the last release before the fast-path lock work", false, true, SpinlockProtected),
     preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT; TAS_SPIN macro (plain TAS on x86_64)", false, true, SpinlockProtected),
     preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true, SpinlockProtected),
@@ -116,6 +124,18 @@ pub const KNOBS: &[(&str, &str)] = &[
     (
         "lwlock",
         "spin|atomic-mutex|atomic|atomic18: the LWLock implementation",
+    ),
+    (
+        "partitions",
+        "N in 1..=65536: BufferMapping partitions (buffer-lookup)",
+    ),
+    (
+        "lwlock_padding",
+        "none|32|64|128: bytes per LWLock in a partitioned array",
+    ),
+    (
+        "lwlock_stats",
+        "on|off: count LWLOCK_STATS acquisitions per tranche (shown with the waits)",
     ),
     (
         "read_ratio",
@@ -155,9 +175,16 @@ impl Preset {
             lwlock: self.lwlock,
             buffer_partitions: match self.name {
                 "pg81" => 1,
+                "pg82uis" => 2048,
                 "pg82" | "pg91" | "pg92" | "pg93" | "pg94" => 16,
                 _ => 128,
             },
+            lwlock_padding: match self.name {
+                "pg82uis" => 64,
+                _ if matches!(self.lwlock, SpinlockProtected | AtomicWithMutex) => 32,
+                _ => 128,
+            },
+            lwlock_stats: false,
             read_ratio: 0.9,
             cs_work: 0,
             think: 0,
@@ -184,12 +211,21 @@ impl Settings {
                 .filter(|n| (lo..=hi).contains(n))
                 .ok_or_else(|| bad(&format!("a whole number from {lo} to {hi}")))
         };
+        let on_off = || match value {
+            "on" | "true" | "1" => Ok(true),
+            "off" | "false" | "0" => Ok(false),
+            _ => Err(bad("on or off")),
+        };
         match knob {
-            "tas_spin" => {
-                self.tas_spin = match value {
-                    "on" | "true" | "1" => true,
-                    "off" | "false" | "0" => false,
-                    _ => return Err(bad("on or off")),
+            "tas_spin" => self.tas_spin = on_off()?,
+            "lwlock_stats" => self.lwlock_stats = on_off()?,
+            "lwlock_padding" => {
+                self.lwlock_padding = match value {
+                    "none" | "0" => 0,
+                    "32" => 32,
+                    "64" => 64,
+                    "128" => 128,
+                    _ => return Err(bad("none, 32, 64 or 128")),
                 }
             }
             "spin_delay_unit" => {
@@ -240,6 +276,32 @@ mod tests {
             Preset::by_name("pg93").unwrap().settings().spin_delay_unit,
             Duration::from_millis(1)
         );
+    }
+
+    #[test]
+    fn padding_and_partitions_follow_the_release() {
+        let s = |p: &str| Preset::by_name(p).unwrap().settings();
+        assert_eq!(
+            (s("pg94").lwlock_padding, s("pg94").buffer_partitions),
+            (32, 16)
+        );
+        assert_eq!(
+            (s("pg95").lwlock_padding, s("pg95").buffer_partitions),
+            (32, 128)
+        );
+        assert_eq!(
+            (s("pg96").lwlock_padding, s("pg96").buffer_partitions),
+            (128, 128)
+        );
+        assert_eq!(
+            (s("pg82uis").lwlock_padding, s("pg82uis").buffer_partitions),
+            (64, 2048)
+        );
+        let mut x = s("pg18");
+        x.apply("lwlock_padding=none").unwrap();
+        x.apply("lwlock_stats=on").unwrap();
+        assert_eq!((x.lwlock_padding, x.lwlock_stats), (0, true));
+        assert!(x.apply("lwlock_padding=48").is_err());
     }
 
     #[test]

@@ -7,13 +7,13 @@
 
 use crate::preset::Settings;
 use crate::WorkloadError;
+use crate::{proc_table, work};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinError, SpinLock, TicketLock,
 };
-use pglocks_sync::spin_delay::SpinDelayConfig;
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::{Backend, CachePadded};
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -82,31 +82,10 @@ impl Guarded for std::sync::Mutex<u64> {
     }
 }
 
-/// `n` dependent multiply-adds: CPU time that touches no shared memory.
-#[inline(always)]
-fn work(n: u32, seed: u64) -> u64 {
-    let mut x = seed;
-    for _ in 0..n {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-    }
-    x
-}
-
-fn spin_config(s: &Settings) -> SpinDelayConfig {
-    SpinDelayConfig {
-        num_delays: s.num_delays,
-        default_spins_per_delay: s.spins_per_delay,
-        delay_unit: s.spin_delay_unit,
-        ..SpinDelayConfig::default()
-    }
-}
-
 fn runner<L: Guarded>(settings: &Settings) -> RunFn<'static> {
-    let (cs_work, think, cfg) = (settings.cs_work, settings.think, spin_config(settings));
+    let (cs_work, think, settings) = (settings.cs_work, settings.think, settings.clone());
     Box::new(move |spec: &TeamSpec| {
-        let procs = ProcTable::with_spin_config(spec.threads, cfg);
+        let procs = proc_table(&settings, spec.threads);
         let lock = Arc::new(CachePadded::new(L::new()));
         run_team(spec, &procs, |_| {
             let lock = Arc::clone(&lock);
