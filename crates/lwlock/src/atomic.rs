@@ -221,7 +221,11 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     #[inline(always)]
     pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
         let exclusive = mode == LwLockMode::Exclusive;
-        let mut old = self.state.load(Relaxed);
+        // A free lock that nobody waits for reads `RELEASE_OK` alone: the first compare-exchange
+        // assumes that value rather than loading the word, so the uncontended path is one locked
+        // instruction with nothing before it to wait for. A wrong guess costs no extra access:
+        // the failed compare-exchange returns the word, as the load would have.
+        let mut old = L::RELEASE_OK;
         loop {
             let free = if exclusive {
                 old & L::LOCK_MASK == 0
@@ -321,7 +325,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
 
     /// Models `LWLockAcquire`: takes the lock in `mode` (exclusive or shared), sleeping while it
     /// is taken. Returns `true` if it was had without sleeping.
-    #[inline]
+    #[inline(always)]
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         // Recorded before the attempt, so that the two stores drain with the attempt's locked
@@ -414,7 +418,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
 
     /// Models `LWLockRelease`: drops the backend's hold and wakes waiters if that left the lock
     /// free and waking is allowed.
-    #[inline]
+    #[inline(always)]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         // Locks are mostly released in the reverse order of taking them, so the search (from
         // the end, as lwlock.c's) usually stops at the last entry.

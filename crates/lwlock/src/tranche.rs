@@ -202,7 +202,7 @@ fn release_all_found<'a, K: RawLwLock>(
     let mut i = b.held_lwlocks.len();
     while i > 0 {
         i -= 1;
-        let (addr, _) = b.held_lwlocks.as_slice()[i];
+        let (addr, _) = b.held_lwlocks.get(i);
         if let Some(lock) = find(addr) {
             lock.release(b)?;
             released += 1;
@@ -388,7 +388,7 @@ mod tests {
         t.acquire_ascending(&mut b, LwLockMode::Exclusive, &mut parts)
             .unwrap();
         assert_eq!(parts, vec![0, 3, 9]);
-        let held: Vec<usize> = b.held_lwlocks.as_slice().iter().map(|e| e.0).collect();
+        let held: Vec<usize> = b.held_lwlocks.iter().map(|e| e.0).collect();
         let want: Vec<usize> = parts
             .iter()
             .map(|&p| t.lock(p) as *const _ as usize)

@@ -243,7 +243,8 @@ mod tests {
         assert!(!h.push(999, 0));
         assert_eq!(h.remove(5), Some(1));
         assert_eq!(h.len(), HELD_LWLOCKS_CAPACITY - 1);
-        assert_eq!(h.as_slice()[5], (6, 0));
+        assert_eq!(h.get(5), (6, 0));
+        assert_eq!(h.iter().next(), Some((0, 0)));
         assert_eq!(h.pop(), Some((199, 1)));
         assert_eq!(h.remove(12345), None);
     }
@@ -267,20 +268,33 @@ pub const HELD_LWLOCKS_CAPACITY: usize = 200;
 
 /// Models lwlock.c's `held_lwlocks[]` and `num_held_lwlocks`: the LWLocks a backend holds,
 /// oldest first, each as the lock's address and the mode it was taken in. A fixed array, as in
-/// PostgreSQL, so that recording a lock on the uncontended path is one store and an increment.
+/// PostgreSQL, so that recording a lock on the uncontended path is one store and an increment:
+/// an entry is one word, the address shifted left by two with the mode in the low bits
+/// (addresses fit: user-space pointers use far fewer than 62 bits).
 #[derive(Debug, Clone)]
 pub struct HeldLwLocks {
     n: usize,
-    entries: [(usize, u8); HELD_LWLOCKS_CAPACITY],
+    entries: [usize; HELD_LWLOCKS_CAPACITY],
 }
 
 impl Default for HeldLwLocks {
     fn default() -> Self {
         Self {
             n: 0,
-            entries: [(0, 0); HELD_LWLOCKS_CAPACITY],
+            entries: [0; HELD_LWLOCKS_CAPACITY],
         }
     }
+}
+
+#[inline(always)]
+fn entry(lock: usize, mode: u8) -> usize {
+    debug_assert!(mode < 4 && lock < 1 << 62);
+    (lock << 2) | mode as usize
+}
+
+#[inline(always)]
+fn unpack(e: usize) -> (usize, u8) {
+    (e >> 2, (e & 3) as u8)
 }
 
 impl HeldLwLocks {
@@ -296,18 +310,27 @@ impl HeldLwLocks {
         self.n == 0
     }
 
-    /// The held locks, oldest first.
+    /// Held lock number `i` (0 = oldest): its address and mode.
+    ///
+    /// # Panics
+    /// If `i` is not below [`Self::len`].
     #[inline(always)]
-    pub fn as_slice(&self) -> &[(usize, u8)] {
-        &self.entries[..self.n]
+    pub fn get(&self, i: usize) -> (usize, u8) {
+        unpack(self.entries[..self.n][i])
     }
 
-    /// Records a lock; `false` (and nothing recorded) when the array is full.
+    /// The held locks, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (usize, u8)> + '_ {
+        self.entries[..self.n].iter().map(|&e| unpack(e))
+    }
+
+    /// Records a lock taken in `mode` (0–3); `false` (and nothing recorded) when the array is
+    /// full.
     #[inline(always)]
     pub fn push(&mut self, lock: usize, mode: u8) -> bool {
         match self.entries.get_mut(self.n) {
             Some(e) => {
-                *e = (lock, mode);
+                *e = entry(lock, mode);
                 self.n += 1;
                 true
             }
@@ -318,7 +341,7 @@ impl HeldLwLocks {
     /// The newest entry.
     #[inline(always)]
     pub fn last(&self) -> Option<(usize, u8)> {
-        self.n.checked_sub(1).map(|i| self.entries[i])
+        self.n.checked_sub(1).map(|i| unpack(self.entries[i]))
     }
 
     /// Removes the newest entry.
@@ -332,8 +355,10 @@ impl HeldLwLocks {
     /// Removes the newest entry for `lock`, keeping the order of the others (`LWLockRelease`'s
     /// search from the end and shift down). Returns its mode.
     pub fn remove(&mut self, lock: usize) -> Option<u8> {
-        let pos = self.as_slice().iter().rposition(|&(l, _)| l == lock)?;
-        let mode = self.entries[pos].1;
+        let pos = self.entries[..self.n]
+            .iter()
+            .rposition(|&e| unpack(e).0 == lock)?;
+        let mode = unpack(self.entries[pos]).1;
         self.entries.copy_within(pos + 1..self.n, pos);
         self.n -= 1;
         Some(mode)
