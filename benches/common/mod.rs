@@ -1,7 +1,14 @@
-//! What the criterion benches share.
+//! What the criterion benches share: the short configuration, and the pool of pinned worker
+//! threads that the multi-threaded benches time with `iter_custom`.
+//!
+//! Every bench compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
 
 use criterion::Criterion;
-use std::time::Duration;
+use pglocks_harness::topology::{cpu_for_thread, pin_current_thread};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Short runs (10 samples, 200 ms warm-up, 1 s measurement) unless `PGLOCKS_BENCH_LONG=1`, which
 /// restores criterion's defaults.
@@ -14,4 +21,189 @@ pub fn config() -> Criterion {
             .warm_up_time(Duration::from_millis(200))
             .measurement_time(Duration::from_secs(1))
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the main thread tells the workers.
+struct Control {
+    /// Bumped once per timed run; a worker runs when it sees a generation it has not run.
+    generation: u64,
+    /// What every worker's operation is called with in the current generation.
+    iters: u64,
+    /// The pool is being dropped: exit.
+    shutdown: bool,
+}
+
+/// What the workers tell the main thread.
+struct Done {
+    /// Workers finished with the current generation.
+    count: usize,
+    /// A worker panicked (the run can never complete).
+    failed: bool,
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    go: Condvar,
+    done: Mutex<Done>,
+    all_done: Condvar,
+}
+
+/// Reports a worker's end of a generation, or its panic, to the main thread.
+struct DoneGuard<'a> {
+    shared: &'a Shared,
+    threads: usize,
+}
+
+impl DoneGuard<'_> {
+    fn finished(&self) {
+        let mut done = lock(&self.shared.done);
+        done.count += 1;
+        if done.count == self.threads {
+            self.shared.all_done.notify_one();
+        }
+    }
+}
+
+impl Drop for DoneGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            lock(&self.shared.done).failed = true;
+            self.shared.all_done.notify_one();
+        }
+    }
+}
+
+/// Pinned worker threads that run their operation whenever [`Pool::run`] asks, and sleep
+/// otherwise: they wait on a condition variable between runs, so that the timed part is only
+/// "start a generation, wait until every worker has done its part". Dropping the pool stops and
+/// joins them.
+pub struct Pool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    /// The `iters` of every run so far, summed.
+    iters_run: u64,
+}
+
+impl Pool {
+    /// Starts `threads` workers, worker `i` pinned to `cpu_for_thread(pin_order, i)` (none if the
+    /// order is empty). Each builds its operation with `make(i)` after pinning, on its own thread
+    /// (so a `Backend` attached there stays there); every run calls the operation with `iters`.
+    pub fn new<M, W>(threads: usize, pin_order: &[usize], make: M) -> Self
+    where
+        M: Fn(usize) -> W + Send + Sync + 'static,
+        W: FnMut(u64),
+    {
+        let shared = Arc::new(Shared {
+            control: Mutex::new(Control {
+                generation: 0,
+                iters: 0,
+                shutdown: false,
+            }),
+            go: Condvar::new(),
+            done: Mutex::new(Done {
+                count: 0,
+                failed: false,
+            }),
+            all_done: Condvar::new(),
+        });
+        let make = Arc::new(make);
+        let workers = (0..threads)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                let make = Arc::clone(&make);
+                let cpu = cpu_for_thread(pin_order, i);
+                std::thread::Builder::new()
+                    .name(format!("bench-{i}"))
+                    .spawn(move || {
+                        if let Some(cpu) = cpu {
+                            pin_current_thread(cpu);
+                        }
+                        let mut op = make(i);
+                        let guard = DoneGuard {
+                            shared: &shared,
+                            threads,
+                        };
+                        let mut seen = 0;
+                        loop {
+                            let iters = {
+                                let mut c = lock(&shared.control);
+                                while c.generation == seen && !c.shutdown {
+                                    c = shared.go.wait(c).unwrap_or_else(PoisonError::into_inner);
+                                }
+                                if c.shutdown {
+                                    return;
+                                }
+                                seen = c.generation;
+                                c.iters
+                            };
+                            op(iters);
+                            guard.finished();
+                        }
+                    })
+                    .expect("could not start a benchmark thread")
+            })
+            .collect();
+        Self {
+            shared,
+            workers,
+            iters_run: 0,
+        }
+    }
+
+    /// Calls every worker's operation with `iters`; returns the wall time from the start signal
+    /// to the last worker's finish.
+    pub fn run(&mut self, iters: u64) -> Duration {
+        let threads = self.workers.len();
+        // All workers finished the previous generation, so none touches the count now.
+        lock(&self.shared.done).count = 0;
+        let start = Instant::now();
+        {
+            let mut c = lock(&self.shared.control);
+            c.generation += 1;
+            c.iters = iters;
+        }
+        self.shared.go.notify_all();
+        let mut done = lock(&self.shared.done);
+        while done.count < threads && !done.failed {
+            done = self
+                .shared
+                .all_done
+                .wait(done)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let elapsed = start.elapsed();
+        assert!(!done.failed, "a benchmark worker panicked");
+        self.iters_run += iters;
+        elapsed
+    }
+
+    /// The `iters` of every run so far, summed.
+    pub fn iters_run(&self) -> u64 {
+        self.iters_run
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        lock(&self.shared.control).shutdown = true;
+        self.shared.go.notify_all();
+        for w in self.workers.drain(..) {
+            // A worker's panic was already reported by `run`; do not panic again while dropping.
+            let _ = w.join();
+        }
+    }
+}
+
+/// 1, 2, 4, ... below `2 * cpus`, then `2 * cpus` itself (so the last point oversubscribes).
+pub fn thread_counts(cpus: usize) -> Vec<usize> {
+    let max = 2 * cpus.max(1);
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |t| Some(t * 2))
+        .take_while(|&t| t < max)
+        .collect();
+    counts.push(max);
+    counts
 }
