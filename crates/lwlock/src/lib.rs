@@ -28,6 +28,19 @@
 //! operations before releasing it. Up to 9.4 ([`SpinlockProtectedLwLock`]) the whole lock was a
 //! struct under a spinlock, and a release woke only the leading run of shared waiters.
 //!
+//! # Around the lock
+//! - [`var`]: `LWLockWaitForVar` / `LWLockUpdateVar` / `LWLockReleaseClearVar`, the protocol WAL
+//!   insertion locks are built on (9.4; lock-free variable reads from 17).
+//! - [`tranche`]: `MainLWLockArray` with the named individual locks, the partitioned tranches
+//!   (`BufferMapping`, `LockManager`, `PredicateLockManager`), padding per release and
+//!   `LWLockReleaseAll`.
+//! - `LWLOCK_STATS`: with [`ProcTable::set_lwlock_stats`](pglocks_sync::ProcTable::set_lwlock_stats)
+//!   on, every acquisition, block, dequeue-self and spin delay is counted per tranche in the
+//!   backend's [`LwLockStats`](pglocks_sync::stats::LwLockStats); a lock carries a 16-bit tranche
+//!   number (as PostgreSQL's does), so counting is an array index.
+//! - [`ParkingLotLwLock`]: parking_lot's reader-writer lock behind the same trait, for
+//!   comparison; `examples/custom_lwlock.rs` shows how to plug in a lock of one's own.
+//!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
 //!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
@@ -40,6 +53,11 @@
 //!   order every thread agrees on.
 //! - 9.5 and 9.6 found a dequeuing backend by scanning the queue; the model uses the wait states
 //!   of 16 for every release (the same outcome, without the quadratic scan).
+//! - The first attempt's compare-and-swap assumes the word of a free lock nobody waits for
+//!   (`RELEASE_OK` alone) instead of reading it first; when wrong, the failed swap returns the
+//!   word and the attempt goes on as PostgreSQL's does.
+//! - `held_lwlocks[]` entries are one word (address and mode packed), so recording a lock is
+//!   one store.
 
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::tranche::{tranche_name, TrancheId};
