@@ -363,9 +363,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             }
         }
         b.held_lwlocks.push(self.id(), mode as u8);
-        for _ in 0..extra_waits {
-            b.semaphore().unlock();
-        }
+        crate::repost_absorbed_wakeups(b, extra_waits);
         Ok(result)
     }
 
@@ -384,9 +382,8 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             self.queue_self(b, LwLockMode::WaitUntilFree)?;
             must_wait = self.attempt_lock(mode);
             if must_wait {
-                for _ in 0..sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree) {
-                    b.semaphore().unlock();
-                }
+                let extra = sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
+                crate::repost_absorbed_wakeups(b, extra);
             } else {
                 self.dequeue_self(b)?;
             }
@@ -543,9 +540,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             }
             extra_waits += sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
         };
-        for _ in 0..extra_waits {
-            b.semaphore().unlock();
-        }
+        crate::repost_absorbed_wakeups(b, extra_waits);
         Ok(result)
     }
 
@@ -568,20 +563,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             var.write_locked(value);
         }
         let procs: &ProcTable = b.procs();
-        let mut wake = ProcList::new();
-        self.with_waiters(|w| {
-            w.for_each_modify(procs, wait_link, |w, p| {
-                let slot = procs.slot(p as usize);
-                if LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed)) != LwLockMode::WaitUntilFree
-                {
-                    return false;
-                }
-                w.delete(procs, wait_link, p);
-                wake.push_tail(procs, wait_link, p);
-                slot.lw_waiting.store(PENDING_WAKEUP, Relaxed);
-                true
-            });
-        });
+        let wake = self.with_waiters(|w| detach_leading_wait_until_free(w, procs));
         self.wait_list_unlock();
         wake_all(procs, wake);
         Ok(())
@@ -604,6 +586,26 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         }
         self.release(b)
     }
+}
+
+/// Takes the wait-until-free waiters at the head of `waiters` off it, marked pending wake-up,
+/// and returns them (the queue walk of `LWLockUpdateVar`).
+pub(crate) fn detach_leading_wait_until_free(
+    waiters: &mut ProcList,
+    procs: &ProcTable,
+) -> ProcList {
+    let mut wake = ProcList::new();
+    waiters.for_each_modify(procs, wait_link, |w, p| {
+        let slot = procs.slot(p as usize);
+        if LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed)) != LwLockMode::WaitUntilFree {
+            return false;
+        }
+        w.delete(procs, wait_link, p);
+        wake.push_tail(procs, wait_link, p);
+        slot.lw_waiting.store(PENDING_WAKEUP, Relaxed);
+        true
+    });
+    wake
 }
 
 /// Tells every backend on `wake` that it is no longer waiting and posts its semaphore (the end

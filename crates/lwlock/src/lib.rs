@@ -230,6 +230,14 @@ fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u
     extra_waits
 }
 
+/// Re-posts the `extra` wake-ups a backend absorbed while waiting for its own (lwlock.c's
+/// `extraWaits` loop), so that whatever they were meant for still sees them.
+fn repost_absorbed_wakeups(b: &Backend, extra: u32) {
+    for _ in 0..extra {
+        b.semaphore().unlock();
+    }
+}
+
 /// `SpinLockAcquire` of an LWLock's spinlock (9.5's wait-list `mutex`, ≤ 9.4's whole-lock
 /// `mutex`), adding its spin-delay sleeps to the tranche's `LWLOCK_STATS` count as those
 /// releases did with `s_lock`'s return value.

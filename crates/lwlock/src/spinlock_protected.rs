@@ -24,7 +24,7 @@
 //! queue is a [`ProcList`] (as from 10) rather than `lwWaitLink` pointers, which does not change
 //! the order or the rule.
 
-use crate::atomic::wake_all;
+use crate::atomic::{detach_leading_wait_until_free, wake_all};
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::WAITING;
 use crate::{lock_counting_delays, sleep_until_woken, LwLockError, LwLockMode};
@@ -156,9 +156,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             slept = true;
         }
         b.held_lwlocks.push(self.id(), mode as u8);
-        for _ in 0..extra {
-            b.semaphore().unlock();
-        }
+        crate::repost_absorbed_wakeups(b, extra);
         Ok(!slept)
     }
 
@@ -197,9 +195,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         })?;
         if !got {
             let extra = sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
-            for _ in 0..extra {
-                b.semaphore().unlock();
-            }
+            crate::repost_absorbed_wakeups(b, extra);
             return Ok(false);
         }
         b.held_lwlocks.push(self.id(), mode as u8);
@@ -252,9 +248,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             }
             extra += sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
         };
-        for _ in 0..extra {
-            b.semaphore().unlock();
-        }
+        crate::repost_absorbed_wakeups(b, extra);
         Ok(result)
     }
 
@@ -268,17 +262,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
     ) -> Result<(), LwLockError> {
         let wake = self.locked(b, |f, procs, _| {
             var.write_locked(value);
-            let mut wake = ProcList::new();
-            f.waiters.for_each_modify(procs, wait_link, |w, p| {
-                let mode = procs.slot(p as usize).lw_wait_mode.load(Relaxed);
-                if LwLockMode::from_u8(mode) != LwLockMode::WaitUntilFree {
-                    return false;
-                }
-                w.delete(procs, wait_link, p);
-                wake.push_tail(procs, wait_link, p);
-                true
-            });
-            wake
+            detach_leading_wait_until_free(&mut f.waiters, procs)
         })?;
         wake_all(b.procs(), wake);
         Ok(())
