@@ -28,6 +28,12 @@
 //! operations before releasing it. Up to 9.4 ([`SpinlockProtectedLwLock`]) the whole lock was a
 //! struct under a spinlock, and a release woke only the leading run of shared waiters.
 //!
+//! # A new idea: hand-off
+//! [`HandoffLwLock`] is what lwlock.c deliberately does not do: a release hands the lock to the
+//! waiters at the head of the queue (in FIFO order) instead of letting them re-compete, and
+//! nobody takes the lock past a queued waiter. Fair, and, under contention, a convoy: the
+//! [`handoff`] module describes it and what to measure it for.
+//!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
 //!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
@@ -44,6 +50,7 @@
 use pglocks_sync::Backend;
 
 mod atomic;
+pub mod handoff;
 mod spinlock_protected;
 pub mod tranche;
 
@@ -54,6 +61,7 @@ pub use atomic::{
 
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
+pub use handoff::HandoffLwLock;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::PartitionedTranche;
 
