@@ -1,12 +1,17 @@
-//! The 9.6+ LWLock under real threads, its errors, and a proptest state machine of several
-//! backends (conditional acquire / release) against a sequential reference model.
+//! The 9.6+ LWLock (and the hand-off lock, which shares its state word) under real threads, its
+//! errors, and a proptest state machine of several backends (conditional acquire / release)
+//! against a sequential reference model.
 #![cfg(not(loom))]
 
-use pglocks_lwlock::{AtomicLwLock, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_lwlock::{
+    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, Pg96Layout, RawLwLock, StateLayout,
+    MAX_SIMUL_LWLOCKS,
+};
 use pglocks_sync::ProcTable;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 
 #[test]
 fn releasing_a_lock_not_held_names_it() {
@@ -51,22 +56,55 @@ fn too_many_lwlocks_taken() {
     assert!(a.held_lwlocks.is_empty());
 }
 
+/// The LWLocks whose state word is in 9.6's layout, so that tests can check the word itself.
+trait Pg96StateWord: RawLwLock {
+    fn state_word(&self) -> u32;
+}
+
+impl Pg96StateWord for AtomicLwLock<Pg96Layout> {
+    fn state_word(&self) -> u32 {
+        self.state()
+    }
+}
+
+impl Pg96StateWord for HandoffLwLock {
+    fn state_word(&self) -> u32 {
+        self.state()
+    }
+}
+
 /// Four backends, mixed modes: writers keep two counters equal under the exclusive lock,
 /// readers check them under the shared lock; more threads than cores, so many sleep.
 #[test]
 fn readers_and_writers_under_threads() {
+    readers_and_writers::<AtomicLwLock<Pg96Layout>>();
+}
+
+/// The same with the hand-off lock, whose sleepers wake up holding the lock.
+#[test]
+fn handoff_readers_and_writers_under_threads() {
+    readers_and_writers::<HandoffLwLock>();
+}
+
+fn readers_and_writers<K: Pg96StateWord>() {
     const THREADS: usize = 4;
     const ITERS: u64 = 20_000;
     let procs = ProcTable::new(THREADS);
-    let lock = Arc::new(AtomicLwLock::<pglocks_lwlock::Pg96Layout>::new(
-        "BufferMapping",
-    ));
+    let lock = Arc::new(K::new("BufferMapping"));
     let (x, y) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    // All start together, so that they meet on the lock rather than run one after another.
+    let start = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (lock, x, y, mut me) =
-                (lock.clone(), x.clone(), y.clone(), procs.attach().unwrap());
+            let (lock, x, y, start, mut me) = (
+                lock.clone(),
+                x.clone(),
+                y.clone(),
+                start.clone(),
+                procs.attach().unwrap(),
+            );
             std::thread::spawn(move || {
+                start.wait();
                 let mut slept = 0u64;
                 for i in 0..ITERS {
                     if (i + t as u64) % 3 == 0 {
@@ -80,6 +118,7 @@ fn readers_and_writers_under_threads() {
                     }
                     lock.release(&mut me).unwrap();
                 }
+                assert!(me.held_lwlocks.is_empty());
                 slept
             })
         })
@@ -89,7 +128,12 @@ fn readers_and_writers_under_threads() {
         .map(|t| (0..ITERS).filter(|i| (i + t) % 3 == 0).count() as u64)
         .sum();
     assert_eq!(x.load(Ordering::Relaxed), writes);
-    assert_eq!(lock.state() & 0x01FF_FFFF, 0, "free at the end");
+    let held_or_queued = Pg96Layout::LOCK_MASK | Pg96Layout::HAS_WAITERS;
+    assert_eq!(
+        lock.state_word() & held_or_queued,
+        0,
+        "free at the end, nobody queued"
+    );
 }
 
 #[derive(Debug, Clone)]
@@ -104,41 +148,65 @@ proptest! {
     /// succeeds exactly when the model allows; release fails exactly when the model says the
     /// backend holds nothing.
     #[test]
-    fn conditional_acquire_and_release_follow_the_model(
-        ops in prop::collection::vec(prop_oneof![
+    fn conditional_acquire_and_release_follow_the_model(ops in ops()) {
+        conditional_ops_follow_the_model::<AtomicLwLock<Pg96Layout>>(ops)?;
+    }
+
+    /// The same for the hand-off lock: without waiters, it grants exactly what PostgreSQL's does.
+    #[test]
+    fn handoff_conditional_acquire_and_release_follow_the_model(ops in ops()) {
+        conditional_ops_follow_the_model::<HandoffLwLock>(ops)?;
+    }
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
             (0usize..3, any::<bool>()).prop_map(|(b, x)| Op::Conditional(b, x)),
             (0usize..3).prop_map(Op::Release),
-        ], 0..60)
-    ) {
-        let procs = ProcTable::new(3);
-        let mut backends: Vec<_> = (0..3).map(|_| procs.attach().unwrap()).collect();
-        let lock: AtomicLwLock = AtomicLwLock::new("test");
-        // Model: modes each backend holds, in acquisition order.
-        let mut held: Vec<Vec<bool>> = vec![vec![]; 3];
-        for op in ops {
-            let exclusive_held = held.iter().flatten().any(|&x| x);
-            let shared_held = held.iter().flatten().any(|&x| !x);
-            match op {
-                Op::Conditional(b, exclusive) => {
-                    let mode = if exclusive { LwLockMode::Exclusive } else { LwLockMode::Shared };
-                    let allowed = if exclusive { !exclusive_held && !shared_held } else { !exclusive_held };
-                    let got = lock.conditional_acquire(&mut backends[b], mode).unwrap();
-                    prop_assert_eq!(got, allowed);
-                    if got {
-                        held[b].push(exclusive);
-                    }
-                }
-                Op::Release(b) => {
-                    let r = lock.release(&mut backends[b]);
-                    prop_assert_eq!(r.is_ok(), held[b].pop().is_some());
+        ],
+        0..60,
+    )
+}
+
+fn conditional_ops_follow_the_model<K: Pg96StateWord>(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let procs = ProcTable::new(3);
+    let mut backends: Vec<_> = (0..3).map(|_| procs.attach().unwrap()).collect();
+    let lock = K::new("test");
+    // Model: modes each backend holds, in acquisition order.
+    let mut held: Vec<Vec<bool>> = vec![vec![]; 3];
+    for op in ops {
+        let exclusive_held = held.iter().flatten().any(|&x| x);
+        let shared_held = held.iter().flatten().any(|&x| !x);
+        match op {
+            Op::Conditional(b, exclusive) => {
+                let mode = if exclusive {
+                    LwLockMode::Exclusive
+                } else {
+                    LwLockMode::Shared
+                };
+                let allowed = if exclusive {
+                    !exclusive_held && !shared_held
+                } else {
+                    !exclusive_held
+                };
+                let got = lock.conditional_acquire(&mut backends[b], mode).unwrap();
+                prop_assert_eq!(got, allowed);
+                if got {
+                    held[b].push(exclusive);
                 }
             }
-            let n_shared = held.iter().flatten().filter(|&&x| !x).count() as u32;
-            let x = u32::from(held.iter().flatten().any(|&x| x));
-            prop_assert_eq!(lock.state() & 0x01FF_FFFF, x * (1 << 24) + n_shared);
-            for (b, h) in held.iter().enumerate() {
-                prop_assert_eq!(backends[b].held_lwlocks.len(), h.len());
+            Op::Release(b) => {
+                let r = lock.release(&mut backends[b]);
+                prop_assert_eq!(r.is_ok(), held[b].pop().is_some());
             }
         }
+        let n_shared = held.iter().flatten().filter(|&&x| !x).count() as u32;
+        let x = u32::from(held.iter().flatten().any(|&x| x));
+        prop_assert_eq!(lock.state_word() & 0x01FF_FFFF, x * (1 << 24) + n_shared);
+        for (b, h) in held.iter().enumerate() {
+            prop_assert_eq!(backends[b].held_lwlocks.len(), h.len());
+        }
     }
+    Ok(())
 }
