@@ -15,15 +15,11 @@
 //!
 //! Run with `cargo run --release --example custom_spinlock` (a few seconds).
 
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::TeamSpec;
-use pglocks_harness::{
-    render, run_team, sweep, Format, PinPolicy, SeriesSpec, SweepConfig, Topology,
-};
+use pglocks_harness::sweep::{quick_table, RunFn};
+use pglocks_harness::{run_team, SeriesSpec, TeamSpec};
 use pglocks_spin::{NaiveTasLock, PgSpinLock, RawSpinLock, SpinError, SpinLock, StuckSpinlock};
 use pglocks_sync::atomic::{AtomicBool, Ordering, TestAndSet};
 use pglocks_sync::{hint, Backend, CachePadded, ProcTable};
-use std::time::Duration;
 
 /// Test-and-test-and-set with exponential backoff between failed exchanges.
 #[derive(Debug, Default)]
@@ -109,27 +105,14 @@ fn series<R: RawSpinLock + 'static>(impl_name: &str) -> SeriesSpec<'static> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Read the topology first: it is restricted to the cpus this (not yet pinned) thread may use.
-    let topology = Topology::detect()?;
-    let cfg = SweepConfig {
-        workload: "spin".into(),
-        threads: vec![1, 2, 4],
-        duration: Duration::from_millis(200),
-        warmup: Duration::from_millis(50),
-        repeat: 1,
-        pin: PinPolicy::Compact,
-        sample_every: 64,
-        progress: false,
-    };
-    let report = sweep(
-        &cfg,
-        &topology,
+    let table = quick_table(
+        "spin",
         vec![
             series::<PgSpinLock<true>>("pg"),
             series::<NaiveTasLock>("tas"),
             series::<BackoffTtasLock>(BackoffTtasLock::NAME),
         ],
     )?;
-    print!("{}", render(&report, Format::Table)?);
+    print!("{table}");
     Ok(())
 }

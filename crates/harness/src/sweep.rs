@@ -116,3 +116,30 @@ fn progress_bar(wanted: bool, total: u64) -> ProgressBar {
     }
     bar
 }
+
+impl SweepConfig {
+    /// A short sweep for examples and smoke runs: 1, 2 and 4 threads, 200 ms each after 50 ms
+    /// of warm-up, one run per point, compact pinning, no progress bar.
+    pub fn quick(workload: &str) -> Self {
+        Self {
+            workload: workload.to_string(),
+            threads: vec![1, 2, 4],
+            duration: Duration::from_millis(200),
+            warmup: Duration::from_millis(50),
+            repeat: 1,
+            pin: PinPolicy::Compact,
+            sample_every: 64,
+            progress: false,
+        }
+    }
+}
+
+/// Runs [`SweepConfig::quick`] over `series` on this machine and returns the report as a table:
+/// what an example needs to compare a lock of its own with PostgreSQL's.
+pub fn quick_table(workload: &str, series: Vec<SeriesSpec<'_>>) -> Result<String, HarnessError> {
+    // Read the topology before any thread is pinned: it is restricted to the cpus this thread
+    // may use.
+    let topology = Topology::detect()?;
+    let report = sweep(&SweepConfig::quick(workload), &topology, series)?;
+    crate::render(&report, crate::Format::Table)
+}

@@ -417,16 +417,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// free and waking is allowed.
     #[inline(always)]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        // Locks are mostly released in the reverse order of taking them, so the search (from
-        // the end, as lwlock.c's) usually stops at the last entry.
-        let id = self.id();
-        let mode = match b.held_lwlocks.last() {
-            Some((l, mode)) if l == id => {
-                b.held_lwlocks.pop();
-                mode
-            }
-            _ => self.forget_held(b)?,
-        };
+        let mode = crate::forget_held(b, self.id(), self.tranche)?;
         let sub = if mode == LwLockMode::Exclusive as u8 {
             L::VAL_EXCLUSIVE
         } else {
@@ -438,14 +429,6 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             self.wakeup(b)?;
         }
         Ok(())
-    }
-
-    /// Removes this lock's entry from anywhere in the held array, or reports it not held.
-    #[cold]
-    fn forget_held(&self, b: &mut Backend) -> Result<u8, LwLockError> {
-        b.held_lwlocks
-            .remove(self.id())
-            .ok_or_else(|| LwLockError::NotHeld { lock: self.name() })
     }
 
     /// Models `LWLockWakeup`: under the wait-list lock, takes off the queue every wait-until-free

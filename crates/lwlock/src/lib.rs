@@ -40,6 +40,11 @@
 //!   number (as PostgreSQL's does), so counting is an array index.
 //! - [`ParkingLotLwLock`]: parking_lot's reader-writer lock behind the same trait, for
 //!   comparison; `examples/custom_lwlock.rs` shows how to plug in a lock of one's own.
+//! # A new idea: hand-off
+//! [`HandoffLwLock`] is what lwlock.c deliberately does not do: a release hands the lock to the
+//! waiters at the head of the queue (in FIFO order) instead of letting them re-compete, and
+//! nobody takes the lock past a queued waiter. Fair, and, under contention, a convoy: the
+//! [`handoff`] module describes it and what to measure it for.
 //!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
@@ -64,6 +69,7 @@ use pglocks_sync::tranche::{tranche_name, TrancheId};
 use pglocks_sync::Backend;
 
 mod atomic;
+pub mod handoff;
 mod parking_lot_adapter;
 mod spinlock_protected;
 pub mod tranche;
@@ -76,6 +82,7 @@ pub use atomic::{
 
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
+pub use handoff::HandoffLwLock;
 pub use parking_lot_adapter::ParkingLotLwLock;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
@@ -228,6 +235,30 @@ fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u
         c.wait_ns += waited;
     }
     extra_waits
+}
+
+/// The start of `LWLockRelease`: takes lock `id` (of `tranche`) out of the backend's held locks
+/// and returns the mode it was held in, or reports it not held. Locks are mostly released in the
+/// reverse order of taking them, so the search (from the end, as lwlock.c's) usually stops at
+/// the last entry, inline; anything else is the cold path.
+#[inline(always)]
+fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+    match b.held_lwlocks.last() {
+        Some((l, mode)) if l == id => {
+            b.held_lwlocks.pop();
+            Ok(mode)
+        }
+        _ => forget_held_anywhere(b, id, tranche),
+    }
+}
+
+#[cold]
+fn forget_held_anywhere(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+    b.held_lwlocks
+        .remove(id)
+        .ok_or_else(|| LwLockError::NotHeld {
+            lock: tranche_name(tranche),
+        })
 }
 
 /// Re-posts the `extra` wake-ups a backend absorbed while waiting for its own (lwlock.c's

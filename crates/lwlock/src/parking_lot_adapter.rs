@@ -120,12 +120,7 @@ impl RawLwLock for ParkingLotLwLock {
 
     #[inline]
     fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        let mode = b
-            .held_lwlocks
-            .remove(self.id())
-            .ok_or_else(|| LwLockError::NotHeld {
-                lock: tranche_name(self.tranche),
-            })?;
+        let mode = crate::forget_held(b, self.id(), self.tranche)?;
         // SAFETY: the backend's held-locks entry records that it took this lock in `mode`.
         unsafe { self.unlock(LwLockMode::from_u8(mode)) };
         Ok(())

@@ -204,10 +204,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
 
     /// Models `LWLockRelease` (9.4).
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        let mode = b
-            .held_lwlocks
-            .remove(self.id())
-            .ok_or_else(|| LwLockError::NotHeld { lock: self.name() })?;
+        let mode = crate::forget_held(b, self.id(), self.tranche)?;
         let mut wake = ProcList::new();
         self.locked(b, |f, procs, _| {
             if mode == LwLockMode::Exclusive as u8 {

@@ -1,8 +1,9 @@
-//! loom models of the LWLocks (9.6+ atomic, 9.5 atomic with a wait-list spinlock, and the
-//! spinlock-protected one of 9.4 and before):
+//! loom models of the LWLocks (9.6+ atomic, 9.5 atomic with a wait-list spinlock, the
+//! spinlock-protected one of 9.4 and before, and the hand-off lock):
 //! mutual exclusion of exclusive holders, shared holders never
 //! overlapping an exclusive one, and no lost wake-up (every thread finishes: loom reports a
-//! deadlock if a sleeper is never woken).
+//! deadlock if a sleeper is never woken); for the hand-off lock also that a release hands the
+//! lock to the queued waiter.
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-lwlock --test loom_lwlock --release`
 #![cfg(loom)]
@@ -10,8 +11,8 @@
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use pglocks_lwlock::{
-    AtomicLwLock, AtomicVar, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock, RawLwLock,
-    SpinlockProtectedLwLock, VarProtocol, VarWait,
+    AtomicLwLock, AtomicVar, HandoffLwLock, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock,
+    Pg96Layout, RawLwLock, SpinlockProtectedLwLock, StateLayout, VarProtocol, VarWait,
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::spin_delay::SpinDelayConfig;
@@ -38,6 +39,7 @@ impl<K: RawLwLock> Shared<K> {
 type Atomic = AtomicLwLock;
 type Spin94 = SpinlockProtectedLwLock;
 type Mutex95 = MutexWaitListLwLock;
+type Handoff = HandoffLwLock;
 
 fn procs(n: usize) -> ProcTable {
     ProcTable::with_spin_config(
@@ -53,8 +55,13 @@ fn procs(n: usize) -> ProcTable {
 }
 
 fn model(threads: usize, f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(if threads > 2 { 1 } else { 2 }, f);
+}
+
+/// A model at preemption bound `bound` unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(if threads > 2 { 1 } else { 2 }));
+    b.preemption_bound = b.preemption_bound.or(Some(bound));
     b.max_branches = 100_000;
     b.check(f);
 }
@@ -256,5 +263,92 @@ fn var_protocol<K: RawLwLock, P: VarProtocol>() {
         // SAFETY: held shared.
         assert_eq!(s.data.with(|p| unsafe { *p }), 7);
         s.lock.release(&mut flusher).unwrap();
+    });
+}
+
+// The hand-off lock: one test per model, so that each one's run time shows.
+
+#[test]
+fn handoff_exclusive_two_threads() {
+    exclusive_holders::<Handoff>(2);
+}
+
+/// At least one backend sleeps and must be handed the lock.
+#[test]
+fn handoff_exclusive_three_threads_all_finish() {
+    exclusive_holders::<Handoff>(3);
+}
+
+#[test]
+fn handoff_shared_never_overlaps_exclusive() {
+    shared_vs_exclusive::<Handoff>();
+}
+
+/// Shared holders granted together or by the fast path; the writer handed the lock by the last.
+#[test]
+fn handoff_two_readers_and_a_writer_all_finish() {
+    readers_and_writer::<Handoff>();
+}
+
+#[test]
+fn handoff_acquire_or_wait_returns_without_the_lock_only_after_a_release() {
+    or_wait::<Handoff>();
+}
+
+/// What makes it a hand-off: a backend that releases while another is queued, then asks again
+/// at once, gets the lock only after the waiter has had it (PostgreSQL's lets it re-take it).
+#[test]
+fn handoff_release_hands_the_lock_to_the_queued_waiter() {
+    model(2, || {
+        let procs = procs(2);
+        let s = Shared::<Handoff>::new();
+        let mut me = procs.attach().unwrap();
+        s.lock.acquire(&mut me, LwLockMode::Exclusive).unwrap();
+        let (s2, mut waiter) = (Arc::clone(&s), procs.attach().unwrap());
+        let t = loom::thread::spawn(move || increment(&s2, &mut waiter));
+        while s.lock.state() & Pg96Layout::HAS_WAITERS == 0 {
+            loom::thread::yield_now();
+        }
+        s.lock.release(&mut me).unwrap();
+        s.lock.acquire(&mut me, LwLockMode::Exclusive).unwrap();
+        // SAFETY: held exclusively.
+        assert_eq!(s.data.with(|p| unsafe { *p }), 1, "the waiter went first");
+        s.lock.release(&mut me).unwrap();
+        t.join().unwrap();
+    });
+}
+
+/// Nobody takes the lock past the queue, not even in the moment between a release making it
+/// free and the hand-over granting it: a conditional acquire that lands there must fail, or it
+/// and the waiter granted the lock would both hold it. (It may succeed only once the waiter is
+/// done.) Two preemptions reach that moment.
+#[test]
+fn handoff_no_barging_between_release_and_hand_over() {
+    model_bounded(2, || {
+        let procs = procs(3);
+        let s = Shared::<Handoff>::new();
+        let mut me = procs.attach().unwrap();
+        s.lock.acquire(&mut me, LwLockMode::Exclusive).unwrap();
+        let (s2, mut waiter) = (Arc::clone(&s), procs.attach().unwrap());
+        let w = loom::thread::spawn(move || increment(&s2, &mut waiter));
+        let (s3, mut newcomer) = (Arc::clone(&s), procs.attach().unwrap());
+        let n = loom::thread::spawn(move || {
+            if s3
+                .lock
+                .conditional_acquire(&mut newcomer, LwLockMode::Exclusive)
+                .unwrap()
+            {
+                // SAFETY: held exclusively (loom reports an overlap with the waiter's turn).
+                let seen = s3.data.with(|p| unsafe { *p });
+                s3.data.with_mut(|p| unsafe { *p = seen + 1 });
+                s3.lock.release(&mut newcomer).unwrap();
+            }
+        });
+        while s.lock.state() & Pg96Layout::HAS_WAITERS == 0 {
+            loom::thread::yield_now();
+        }
+        s.lock.release(&mut me).unwrap();
+        w.join().unwrap();
+        n.join().unwrap();
     });
 }

@@ -1,16 +1,19 @@
-//! The 9.6+ LWLock under real threads, its errors, and a proptest state machine of several
-//! backends (conditional acquire / release / release-all over several locks) against a
-//! sequential reference model, for each PostgreSQL implementation.
+//! The 9.6+ LWLock (and the hand-off lock, which shares its state word) under real threads, its
+//! errors, and a proptest state machine of several backends (conditional acquire / release /
+//! release-all over several locks) against a sequential reference model, for each PostgreSQL
+//! implementation, the hand-off lock and the parking_lot adapter.
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, ParkingLotLwLock,
-    PartitionedTranche, RawLwLock, SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS,
+    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding,
+    ParkingLotLwLock, PartitionedTranche, Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
+    StateLayout, MAX_SIMUL_LWLOCKS,
 };
 use pglocks_sync::ProcTable;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 
 #[test]
 fn releasing_a_lock_not_held_names_it() {
@@ -55,22 +58,55 @@ fn too_many_lwlocks_taken() {
     assert!(a.held_lwlocks.is_empty());
 }
 
+/// The LWLocks whose state word is in 9.6's layout, so that tests can check the word itself.
+trait Pg96StateWord: RawLwLock {
+    fn state_word(&self) -> u32;
+}
+
+impl Pg96StateWord for AtomicLwLock<Pg96Layout> {
+    fn state_word(&self) -> u32 {
+        self.state()
+    }
+}
+
+impl Pg96StateWord for HandoffLwLock {
+    fn state_word(&self) -> u32 {
+        self.state()
+    }
+}
+
 /// Four backends, mixed modes: writers keep two counters equal under the exclusive lock,
 /// readers check them under the shared lock; more threads than cores, so many sleep.
 #[test]
 fn readers_and_writers_under_threads() {
+    readers_and_writers::<AtomicLwLock<Pg96Layout>>();
+}
+
+/// The same with the hand-off lock, whose sleepers wake up holding the lock.
+#[test]
+fn handoff_readers_and_writers_under_threads() {
+    readers_and_writers::<HandoffLwLock>();
+}
+
+fn readers_and_writers<K: Pg96StateWord>() {
     const THREADS: usize = 4;
     const ITERS: u64 = 20_000;
     let procs = ProcTable::new(THREADS);
-    let lock = Arc::new(AtomicLwLock::<pglocks_lwlock::Pg96Layout>::new(
-        "BufferMapping",
-    ));
+    let lock = Arc::new(K::new("BufferMapping"));
     let (x, y) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    // All start together, so that they meet on the lock rather than run one after another.
+    let start = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (lock, x, y, mut me) =
-                (lock.clone(), x.clone(), y.clone(), procs.attach().unwrap());
+            let (lock, x, y, start, mut me) = (
+                lock.clone(),
+                x.clone(),
+                y.clone(),
+                start.clone(),
+                procs.attach().unwrap(),
+            );
             std::thread::spawn(move || {
+                start.wait();
                 let mut slept = 0u64;
                 for i in 0..ITERS {
                     if (i + t as u64) % 3 == 0 {
@@ -84,6 +120,7 @@ fn readers_and_writers_under_threads() {
                     }
                     lock.release(&mut me).unwrap();
                 }
+                assert!(me.held_lwlocks.is_empty());
                 slept
             })
         })
@@ -93,7 +130,12 @@ fn readers_and_writers_under_threads() {
         .map(|t| (0..ITERS).filter(|i| (i + t) % 3 == 0).count() as u64)
         .sum();
     assert_eq!(x.load(Ordering::Relaxed), writes);
-    assert_eq!(lock.state() & 0x01FF_FFFF, 0, "free at the end");
+    let held_or_queued = Pg96Layout::LOCK_MASK | Pg96Layout::HAS_WAITERS;
+    assert_eq!(
+        lock.state_word() & held_or_queued,
+        0,
+        "free at the end, nobody queued"
+    );
 }
 
 #[derive(Debug, Clone)]
@@ -230,5 +272,11 @@ proptest! {
     #[test]
     fn parking_lot_adapter_follows_the_model(ops in ops()) {
         follows_the_model::<ParkingLotLwLock>(ops)?;
+    }
+
+    /// Without waiters, the hand-off lock grants exactly what PostgreSQL's does.
+    #[test]
+    fn handoff_lwlock_follows_the_model(ops in ops()) {
+        follows_the_model::<HandoffLwLock>(ops)?;
     }
 }

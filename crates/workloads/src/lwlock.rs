@@ -12,8 +12,9 @@ use crate::{proc_table, work, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, Pad128, Pad32, Pad64,
-    Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
+    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, Pad128,
+    Pad32, Pad64, Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock,
+    SpinlockProtectedLwLock,
 };
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
@@ -29,6 +30,10 @@ pub const IMPLS: &[(&str, &str)] = &[
     (
         "parking_lot-lwlock",
         "parking_lot's RawRwLock behind the LWLock trait (with the held-locks array)",
+    ),
+    (
+        "handoff",
+        "HandoffLwLock: a release hands the lock to the queue head in FIFO order (the design lwlock.c rejects)",
     ),
     ("std", "std::sync::RwLock"),
     (
@@ -272,6 +277,7 @@ pub(crate) fn series(
         "pg" => with_pg_lwlock(settings, make),
         "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
         "parking_lot-lwlock" => make.make::<Lw<ParkingLotLwLock>>(),
+        "handoff" => make.make::<Lw<HandoffLwLock>>(),
         "std" => make.make::<std::sync::RwLock<()>>(),
         "floor" => make.make::<Floor>(),
         _ => return Err(crate::unknown_impl(workload, impl_name, IMPLS)),
