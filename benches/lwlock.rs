@@ -6,7 +6,10 @@
 //!   bit); `pg18`: the same algorithm with 18's layout of the word (`AtomicLwLock<Pg18Layout>`);
 //! - `pg95`: `MutexWaitListLwLock`, 9.5's state word with the wait list under a spinlock beside it;
 //! - `pg94`: `SpinlockProtectedLwLock`, up to 9.4: the whole lock is fields under a spinlock;
+//! - `handoff`: `HandoffLwLock`, the FIFO hand-off idea (same fast path, release hands over);
 //! - `parking_lot` and `std`: `parking_lot::RwLock<()>` and `std::sync::RwLock<()>`;
+//!   `parking_lot-lwlock`: parking_lot's lock behind `RawLwLock`, paying the same `held_lwlocks[]`
+//!   bookkeeping as PostgreSQL's (the like-for-like comparison);
 //! - `floor`: two bare read-modify-writes on one `AtomicU32` (`fetch_add` Acquire, then
 //!   `fetch_sub` Release), the least that a lock counting its holders pays per acquire + release.
 //!
@@ -41,8 +44,8 @@ use criterion::{
 };
 use pglocks_harness::{PinPolicy, Topology};
 use pglocks_lwlock::{
-    AtomicLwLock, LwLockMode, MutexWaitListLwLock, Pg18Layout, Pg96Layout, RawLwLock,
-    SpinlockProtectedLwLock,
+    AtomicLwLock, HandoffLwLock, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock, Pg18Layout,
+    Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
 };
 use pglocks_sync::atomic::{AtomicU32, Ordering};
 use pglocks_sync::{Backend, CachePadded, ProcTable};
@@ -131,7 +134,9 @@ fn for_each_impl(f: &mut impl PerImpl) {
     f.bench::<Pg<AtomicLwLock<Pg18Layout>>>("pg18");
     f.bench::<Pg<MutexWaitListLwLock>>("pg95");
     f.bench::<Pg<SpinlockProtectedLwLock>>("pg94");
+    f.bench::<Pg<HandoffLwLock>>("handoff");
     f.bench::<parking_lot::RwLock<()>>("parking_lot");
+    f.bench::<Pg<ParkingLotLwLock>>("parking_lot-lwlock");
     f.bench::<std::sync::RwLock<()>>("std");
     f.bench::<Floor>("floor");
 }

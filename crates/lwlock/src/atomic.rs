@@ -221,11 +221,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     #[inline(always)]
     pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
         let exclusive = mode == LwLockMode::Exclusive;
-        // A free lock that nobody waits for reads `RELEASE_OK` alone: the first compare-exchange
-        // assumes that value rather than loading the word, so the uncontended path is one locked
-        // instruction with nothing before it to wait for. A wrong guess costs no extra access:
-        // the failed compare-exchange returns the word, as the load would have.
-        let mut old = L::RELEASE_OK;
+        let mut old = self.state.load(Relaxed);
         loop {
             let free = if exclusive {
                 old & L::LOCK_MASK == 0
@@ -328,19 +324,17 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     #[inline(always)]
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        // Recorded before the attempt, so that the two stores drain with the attempt's locked
-        // instruction rather than stall the release's; taken back if the attempt fails.
-        if !b.held_lwlocks.push(self.id(), mode as u8) {
+        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
             return Err(too_many());
         }
         b.stats
             .lwlock
             .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
-        if !self.attempt_lock(mode) {
-            return Ok(true);
+        if self.attempt_lock(mode) {
+            return self.acquire_slow(b, mode);
         }
-        b.held_lwlocks.pop();
-        self.acquire_slow(b, mode)
+        b.held_lwlocks.push(self.id(), mode as u8);
+        Ok(true)
     }
 
     #[cold]

@@ -58,9 +58,6 @@
 //!   order every thread agrees on.
 //! - 9.5 and 9.6 found a dequeuing backend by scanning the queue; the model uses the wait states
 //!   of 16 for every release (the same outcome, without the quadratic scan).
-//! - The first attempt's compare-and-swap assumes the word of a free lock nobody waits for
-//!   (`RELEASE_OK` alone) instead of reading it first; when wrong, the failed swap returns the
-//!   word and the attempt goes on as PostgreSQL's does.
 //! - `held_lwlocks[]` entries are one word (address and mode packed), so recording a lock is
 //!   one store.
 
