@@ -23,6 +23,9 @@ pub struct Settings {
     /// bufmgr: `NUM_BUFFER_PARTITIONS` (16 in 8.2–9.4, 128 from 9.5; 1 in 8.1; 2048 with the
     /// Unisys patches).
     pub buffer_partitions: usize,
+    /// lock.c: `NUM_LOCK_PARTITIONS`, the LockManager tranche (16 from 8.2; 8.1 had one
+    /// LockMgrLock). For `MainLwLockArray`; a knob once a lock-manager workload uses it.
+    pub lock_partitions: usize,
     /// lwlock.c: `LWLOCK_PADDED_SIZE`, bytes per lock in an array (32 up to 9.5, 128 from 9.6;
     /// 0 = packed at the lock's own size).
     pub lwlock_padding: usize,
@@ -179,6 +182,7 @@ impl Preset {
                 "pg82" | "pg91" | "pg92" | "pg93" | "pg94" => 16,
                 _ => 128,
             },
+            lock_partitions: if self.name == "pg81" { 1 } else { 16 },
             lwlock_padding: match self.name {
                 "pg82uis" => 64,
                 _ if matches!(self.lwlock, SpinlockProtected | AtomicWithMutex) => 32,
@@ -296,6 +300,10 @@ mod tests {
         assert_eq!(
             (s("pg82uis").lwlock_padding, s("pg82uis").buffer_partitions),
             (64, 2048)
+        );
+        assert_eq!(
+            (s("pg81").lock_partitions, s("pg82").lock_partitions),
+            (1, 16)
         );
         let mut x = s("pg18");
         x.apply("lwlock_padding=none").unwrap();
