@@ -115,8 +115,8 @@ impl WaitListLock for LockedBit {
                     .perform_spin_delay(b)
                     .map_err(|stuck| stuck_wait_list(tranche, stuck.delays))?;
             }
-            if b.stats.lwlock.enabled() {
-                b.stats.lwlock.tranche(tranche).spin_delay += u64::from(delay.delays);
+            if let Some(c) = b.stats.lwlock.tranche(tranche) {
+                c.spin_delay += u64::from(delay.delays);
             }
             delay.finish_spin_delay(b);
         }
@@ -291,8 +291,8 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// succeeded. If a releaser took it off first, a wake-up is on its way: wait for it, so it
     /// cannot arrive later and be mistaken for another lock's, and re-post any strays.
     fn dequeue_self(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        if b.stats.lwlock.enabled() {
-            b.stats.lwlock.tranche(self.tranche).dequeue_self += 1;
+        if let Some(c) = b.stats.lwlock.tranche(self.tranche) {
+            c.dequeue_self += 1;
         }
         self.wait_list_lock(b)?;
         let (procs, me) = (b.procs(), b.procno() as u32);

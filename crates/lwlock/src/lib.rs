@@ -226,8 +226,7 @@ fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u
     b.stats
         .waits
         .record(tranche_name(tranche), mode.name(), waited);
-    if b.stats.lwlock.enabled() {
-        let c = b.stats.lwlock.tranche(tranche);
+    if let Some(c) = b.stats.lwlock.tranche(tranche) {
         c.block += 1;
         c.wait_ns += waited;
     }
@@ -280,9 +279,9 @@ fn lock_counting_delays<R: RawSpinLock>(
         lock: tranche_name(tranche),
         delays: stuck.delays,
     })?;
-    if b.stats.lwlock.enabled() {
-        let delays = b.stats.spin.delays - delays_before;
-        b.stats.lwlock.tranche(tranche).spin_delay += delays;
+    let delays = b.stats.spin.delays - delays_before;
+    if let Some(c) = b.stats.lwlock.tranche(tranche) {
+        c.spin_delay += delays;
     }
     Ok(())
 }

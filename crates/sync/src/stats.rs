@@ -123,52 +123,65 @@ impl LwLockCounters {
     }
 }
 
+/// Tranche numbers below this are counted in one array made when counting is switched on (a
+/// process registers far fewer tranches); higher ones in a vector grown on the cold path.
+const DIRECT_TRANCHES: usize = 128;
+
 /// Models the `LWLOCK_STATS` build of lwlock.c: a backend's LWLock counters by tranche, indexed
-/// by [`TrancheId`] (an array, so counting costs an index and an increment, not PostgreSQL's
-/// per-lock hash lookup).
+/// by [`TrancheId`] (an array, so counting costs a test, an index and an increment, not
+/// PostgreSQL's per-lock hash lookup).
 ///
-/// Acquisitions are counted only when switched on ([`Self::set_enabled`]), as PostgreSQL counts
-/// them only in an `LWLOCK_STATS` build: switched off, the uncontended path pays one test of a
-/// backend-local flag. Blocks, dequeues, spin delays and wait time are on slow paths and always
-/// counted.
+/// Nothing is counted unless switched on ([`Self::set_enabled`]), as PostgreSQL counts only in
+/// an `LWLOCK_STATS` build: switched off, an acquisition pays one test of a backend-local
+/// pointer. (Wait events are recorded either way, by the backend's [`WaitTable`].)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LwLockStats {
-    enabled: bool,
-    by_tranche: Vec<LwLockCounters>,
+    /// `Some` exactly when counting is on.
+    direct: Option<Box<[LwLockCounters; DIRECT_TRANCHES]>>,
+    overflow: Vec<LwLockCounters>,
 }
 
 impl LwLockStats {
-    /// Switches the counting of acquisitions on or off.
+    /// Switches counting on or off (off drops what was counted).
     pub fn set_enabled(&mut self, on: bool) {
-        self.enabled = on;
+        match (on, self.direct.is_some()) {
+            (true, false) => {
+                self.direct = Some(Box::new([LwLockCounters::default(); DIRECT_TRANCHES]))
+            }
+            (false, true) => *self = Self::default(),
+            _ => {}
+        }
     }
 
-    /// Whether acquisitions are counted.
+    /// Whether anything is counted.
     #[inline(always)]
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.direct.is_some()
     }
 
-    /// The counters of `tranche`, made on first use.
+    /// The counters of `tranche`, if counting is on.
     #[inline(always)]
-    pub fn tranche(&mut self, tranche: TrancheId) -> &mut LwLockCounters {
-        let i = tranche as usize;
-        if i >= self.by_tranche.len() {
-            self.grow(i);
+    pub fn tranche(&mut self, tranche: TrancheId) -> Option<&mut LwLockCounters> {
+        let direct = self.direct.as_mut()?;
+        match direct.get_mut(tranche as usize) {
+            Some(c) => Some(c),
+            None => Some(Self::overflow(&mut self.overflow, tranche)),
         }
-        &mut self.by_tranche[i]
     }
 
     #[cold]
-    fn grow(&mut self, i: usize) {
-        self.by_tranche.resize(i + 1, LwLockCounters::default());
+    fn overflow(overflow: &mut Vec<LwLockCounters>, tranche: TrancheId) -> &mut LwLockCounters {
+        let i = tranche as usize - DIRECT_TRANCHES;
+        if i >= overflow.len() {
+            overflow.resize(i + 1, LwLockCounters::default());
+        }
+        &mut overflow[i]
     }
 
     /// Counts one `LWLockAcquire` of `tranche` if counting is on.
     #[inline(always)]
     pub fn count_acquire(&mut self, tranche: TrancheId, exclusive: bool) {
-        if self.enabled {
-            let c = self.tranche(tranche);
+        if let Some(c) = self.tranche(tranche) {
             if exclusive {
                 c.ex_acquire += 1;
             } else {
@@ -177,29 +190,42 @@ impl LwLockStats {
         }
     }
 
-    /// Adds `other`'s counters into these (tranche numbers are process-wide).
+    /// Every tranche's counters, by tranche number (empty when counting is off).
+    fn all(&self) -> impl Iterator<Item = (TrancheId, &LwLockCounters)> {
+        self.direct
+            .iter()
+            .flat_map(|d| d.iter())
+            .chain(&self.overflow)
+            .enumerate()
+            .map(|(i, c)| (i as TrancheId, c))
+    }
+
+    /// Adds `other`'s counters into these (tranche numbers are process-wide); counting is on
+    /// afterwards if it was on in either.
     pub fn merge(&mut self, other: &LwLockStats) {
-        self.enabled |= other.enabled;
-        for (i, c) in other.by_tranche.iter().enumerate() {
+        if other.enabled() {
+            self.set_enabled(true);
+        }
+        for (t, c) in other.all() {
             if *c != LwLockCounters::default() {
-                self.tranche(i as TrancheId).merge(c);
+                if let Some(mine) = self.tranche(t) {
+                    mine.merge(c);
+                }
             }
         }
     }
 
     /// The tranches with any count, with their names, by tranche number.
     pub fn tranches(&self) -> Vec<(&'static str, LwLockCounters)> {
-        self.by_tranche
-            .iter()
-            .enumerate()
+        self.all()
             .filter(|(_, c)| **c != LwLockCounters::default())
-            .map(|(i, c)| (tranche_name(i as TrancheId), *c))
+            .map(|(t, c)| (tranche_name(t), *c))
             .collect()
     }
 
     /// The counters as wait-table rows, the shape of the report's `waits` array: per tranche,
-    /// `shacq` and `exacq` (acquisitions, when counted), `blk` (sleeps, with the time asleep),
-    /// `dequeue self` and `spindelay` — the fields of PostgreSQL's `LWLOCK_STATS` output line.
+    /// `shacq` and `exacq` (acquisitions), `blk` (sleeps, with the time asleep), `dequeue self`
+    /// and `spindelay` — the fields of PostgreSQL's `LWLOCK_STATS` output line.
     pub fn rows(&self) -> Vec<WaitEntry> {
         let mut rows = Vec::new();
         for (lock, c) in self.tranches() {
@@ -258,13 +284,19 @@ mod tests {
         a.set_enabled(true);
         a.count_acquire(t, true);
         a.count_acquire(t, false);
-        a.tranche(t).block += 1;
-        a.tranche(t).wait_ns += 40;
+        let c = a.tranche(t).unwrap();
+        c.block += 1;
+        c.wait_ns += 40;
         let mut b = LwLockStats::default();
-        b.tranche(t).dequeue_self += 2;
+        assert!(b.tranche(t).is_none(), "nothing counted while off");
         b.merge(&a);
+        b.tranche(t).unwrap().dequeue_self += 2;
+        // A tranche number past the direct array is counted too.
+        b.tranche(200).unwrap().block += 1;
+        assert_eq!(b.tranches().len(), 2);
         assert!(b.enabled());
         let (name, c) = b.tranches()[0];
+        assert_eq!(b.tranches()[1].1.block, 1);
         assert_eq!(name, "StatsTestTranche");
         assert_eq!(
             (c.ex_acquire, c.sh_acquire, c.block, c.dequeue_self),
@@ -272,7 +304,7 @@ mod tests {
         );
         let rows = b.rows();
         let modes: Vec<_> = rows.iter().map(|r| r.mode).collect();
-        assert_eq!(modes, ["shacq", "exacq", "blk", "dequeue self"]);
+        assert_eq!(modes[..4], ["shacq", "exacq", "blk", "dequeue self"]);
         assert_eq!(rows[2].wait_ns, 40);
     }
 
