@@ -1,0 +1,334 @@
+//! Models the fast path for relation locks of lock.c (9.2+): `FastPathGrantRelationLock`,
+//! `FastPathUnGrantRelationLock`, `FastPathTransferRelationLocks` and the strong-lock counters
+//! (`FastPathStrongRelationLocks`).
+//!
+//! Nearly every lock a query takes is a weak relation lock (`AccessShareLock` for a read,
+//! `RowExclusiveLock` for a write), and weak locks never conflict with one another. So a backend
+//! records such a lock in a few slots of its own `PGPROC` — a relation oid and three mode bits per
+//! slot — under its own `fpInfoLock`, touching no shared partition lock at all, provided no
+//! backend holds or is taking a *strong* lock (above `ShareUpdateExclusiveLock`) on any relation
+//! whose hash falls in the same one of 1024 counters.
+//!
+//! A backend taking a strong lock first increments that counter (so no new weak lock on the
+//! relation goes to the fast path), then visits every backend, takes its `fpInfoLock` and moves
+//! its fast-path entries for the relation into the main lock table, where the ordinary conflict
+//! check sees them. Why this is safe: the weak locker reads the counter while holding its own
+//! `fpInfoLock`, and the strong locker takes that same LWLock after incrementing; whichever gets
+//! the LWLock first, the other sees its effect (the weak lock in the slot, or the counter).
+//!
+//! Layouts: 9.2–17 have 16 slots per backend (`FP_LOCK_SLOTS_PER_BACKEND`); 18 has groups of 16,
+//! as many as `max_locks_per_transaction` asks for (up to 1024), a relation's group chosen by
+//! `relid × 49157 mod groups`. With one group the two are the same algorithm.
+//!
+//! Differences from PostgreSQL: the counters are atomics rather than integers under one
+//! spinlock (each change is one read-modify-write either way).
+
+use crate::mode::LockMode;
+use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
+use pglocks_sync::atomic::{
+    AtomicU32,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::{Backend, CachePadded};
+
+/// lock.c's slots per group (`FP_LOCK_SLOTS_PER_GROUP`; `FP_LOCK_SLOTS_PER_BACKEND` before 18).
+pub const FP_LOCK_SLOTS_PER_GROUP: usize = 16;
+/// lock.c's `FP_LOCK_GROUPS_PER_BACKEND_MAX` (18).
+pub const FP_LOCK_GROUPS_PER_BACKEND_MAX: usize = 1024;
+/// lock.c's `FAST_PATH_STRONG_LOCK_HASH_PARTITIONS` (1 << 10).
+pub const FAST_PATH_STRONG_LOCK_HASH_PARTITIONS: usize = 1 << 10;
+/// lock.c's `FAST_PATH_BITS_PER_SLOT`: one bit for each of the three weak modes.
+const FAST_PATH_BITS_PER_SLOT: u32 = 3;
+
+/// How a release keeps fast-path locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FastPathLayout {
+    /// ≤ 9.1: no fast path; every lock goes through the main table.
+    None,
+    /// 9.2–17: 16 slots per backend.
+    Slots16,
+    /// 18: this many groups of 16 slots per backend.
+    Groups(usize),
+}
+
+impl FastPathLayout {
+    /// 18's group count for `max_locks_per_transaction` (`InitializeFastPathLocks`): the next
+    /// power of two of it divided by 16, between 1 and 1024.
+    pub fn pg18_groups(max_locks_per_transaction: usize) -> usize {
+        (max_locks_per_transaction.next_power_of_two() / FP_LOCK_SLOTS_PER_GROUP)
+            .clamp(1, FP_LOCK_GROUPS_PER_BACKEND_MAX)
+    }
+
+    /// Groups of 16 slots (0 without a fast path).
+    pub fn groups(self) -> usize {
+        match self {
+            FastPathLayout::None => 0,
+            FastPathLayout::Slots16 => 1,
+            FastPathLayout::Groups(n) => n.clamp(1, FP_LOCK_GROUPS_PER_BACKEND_MAX),
+        }
+    }
+}
+
+/// lock.c's `EligibleForRelationFastPath`'s mode test: the three weak modes.
+#[inline(always)]
+pub fn weak(mode: LockMode) -> bool {
+    mode < LockMode::ShareUpdateExclusive
+}
+
+/// lock.c's `ConflictsWithRelationFastPath`'s mode test: the modes above
+/// `ShareUpdateExclusiveLock`.
+#[inline(always)]
+pub fn strong(mode: LockMode) -> bool {
+    mode > LockMode::ShareUpdateExclusive
+}
+
+/// The bit of `mode` within a slot (`FAST_PATH_LOCKNUMBER_OFFSET` = 1).
+#[inline(always)]
+fn mode_bit(slot_in_group: usize, mode: LockMode) -> u64 {
+    1 << (slot_in_group as u32 * FAST_PATH_BITS_PER_SLOT + (mode as u32 - 1))
+}
+
+#[inline(always)]
+fn slot_bits(bits: u64, slot_in_group: usize) -> u64 {
+    (bits >> (slot_in_group as u32 * FAST_PATH_BITS_PER_SLOT)) & 0b111
+}
+
+/// A backend's fast-path slots (`PGPROC.fpLockBits`, `fpRelId`, `databaseId`).
+#[derive(Debug)]
+pub(crate) struct Slots {
+    /// The backend's database (`PGPROC.databaseId`): transfers skip other databases.
+    pub database: u32,
+    rel_id: Box<[u32]>,
+    /// One word per group: 3 bits per slot.
+    lock_bits: Box<[u64]>,
+}
+
+/// lock.c's `FAST_PATH_REL_GROUP` (18): the group of relation `rel` among `groups`.
+#[inline(always)]
+pub fn group_of(rel: u32, groups: usize) -> usize {
+    (u64::from(rel) * 49157 % groups.max(1) as u64) as usize
+}
+
+impl Slots {
+    fn group_of(&self, rel: u32) -> usize {
+        group_of(rel, self.lock_bits.len())
+    }
+
+    /// Models `FastPathGrantRelationLock`: records `mode` on `rel` in an existing slot for it
+    /// or a free one of its group; `false` if the group is full. The second value says whether
+    /// a new slot was taken.
+    pub fn grant(&mut self, rel: u32, mode: LockMode) -> (bool, bool) {
+        let g = self.group_of(rel);
+        let mut unused = None;
+        for s in 0..FP_LOCK_SLOTS_PER_GROUP {
+            let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
+            if slot_bits(self.lock_bits[g], s) == 0 {
+                unused = unused.or(Some(s));
+            } else if self.rel_id[slot] == rel {
+                debug_assert_eq!(self.lock_bits[g] & mode_bit(s, mode), 0);
+                self.lock_bits[g] |= mode_bit(s, mode);
+                return (true, false);
+            }
+        }
+        match unused {
+            Some(s) => {
+                self.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + s] = rel;
+                self.lock_bits[g] |= mode_bit(s, mode);
+                (true, true)
+            }
+            None => (false, false),
+        }
+    }
+
+    /// Models `FastPathUnGrantRelationLock`: clears `mode` on `rel` if recorded here; returns
+    /// whether it was, and the group's slots still in use.
+    pub fn ungrant(&mut self, rel: u32, mode: LockMode) -> (bool, u32) {
+        let g = self.group_of(rel);
+        let (mut found, mut used) = (false, 0);
+        for s in 0..FP_LOCK_SLOTS_PER_GROUP {
+            let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
+            if self.rel_id[slot] == rel && self.lock_bits[g] & mode_bit(s, mode) != 0 {
+                found = true;
+                self.lock_bits[g] &= !mode_bit(s, mode);
+            }
+            used += u32::from(slot_bits(self.lock_bits[g], s) != 0);
+        }
+        (found, used)
+    }
+
+    /// Takes every mode recorded for `rel` out of the slots (the slot side of
+    /// `FastPathTransferRelationLocks`) and returns them.
+    pub fn take_relation(&mut self, rel: u32) -> Vec<LockMode> {
+        let g = self.group_of(rel);
+        for s in 0..FP_LOCK_SLOTS_PER_GROUP {
+            let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
+            let bits = slot_bits(self.lock_bits[g], s);
+            if bits != 0 && self.rel_id[slot] == rel {
+                self.lock_bits[g] &= !(0b111 << (s as u32 * FAST_PATH_BITS_PER_SLOT));
+                return LockMode::ALL[..3]
+                    .iter()
+                    .copied()
+                    .filter(|&m| bits & (1 << (m as u32 - 1)) != 0)
+                    .collect();
+            }
+        }
+        Vec::new()
+    }
+
+    /// Whether `mode` on `rel` is recorded here.
+    #[cfg(test)]
+    pub fn holds(&self, rel: u32, mode: LockMode) -> bool {
+        let g = self.group_of(rel);
+        (0..FP_LOCK_SLOTS_PER_GROUP).any(|s| {
+            self.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + s] == rel
+                && self.lock_bits[g] & mode_bit(s, mode) != 0
+        })
+    }
+
+    /// The group `rel` falls in.
+    #[cfg(test)]
+    pub fn group(&self, rel: u32) -> usize {
+        self.group_of(rel)
+    }
+}
+
+/// One backend's fast-path area: its `fpInfoLock` and the slots it guards.
+struct Area<K> {
+    fp_info_lock: K,
+    slots: UnsafeCell<Slots>,
+}
+
+/// Every backend's fast-path area, and the strong-lock counters.
+pub(crate) struct FastPath<K: RawLwLock = AtomicLwLock> {
+    layout: FastPathLayout,
+    areas: Box<[CachePadded<Area<K>>]>,
+    strong: Box<[AtomicU32]>,
+}
+
+// SAFETY: an area's `slots` are only touched inside `with_slots`, which holds that area's
+// `fpInfoLock` exclusively.
+unsafe impl<K: RawLwLock> Sync for FastPath<K> {}
+
+impl<K: RawLwLock> FastPath<K> {
+    pub fn new(layout: FastPathLayout, backends: usize) -> Self {
+        let groups = layout.groups().max(1);
+        Self {
+            layout,
+            areas: (0..backends)
+                .map(|_| {
+                    CachePadded::new(Area {
+                        fp_info_lock: K::new("LockFastPath"),
+                        slots: UnsafeCell::new(Slots {
+                            database: 0,
+                            rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
+                            lock_bits: vec![0; groups].into(),
+                        }),
+                    })
+                })
+                .collect(),
+            strong: (0..FAST_PATH_STRONG_LOCK_HASH_PARTITIONS)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+        }
+    }
+
+    pub fn layout(&self) -> FastPathLayout {
+        self.layout
+    }
+
+    pub fn backends(&self) -> usize {
+        self.areas.len()
+    }
+
+    /// Runs `f` on backend `procno`'s slots with its `fpInfoLock` held exclusively.
+    pub fn with_slots<R>(
+        &self,
+        b: &mut Backend,
+        procno: usize,
+        f: impl FnOnce(&mut Slots) -> R,
+    ) -> Result<R, pglocks_lwlock::LwLockError> {
+        let area = &self.areas[procno];
+        area.fp_info_lock.acquire(b, LwLockMode::Exclusive)?;
+        // SAFETY: `fpInfoLock` is held exclusively until the release below.
+        let r = area.slots.with_mut(|s| f(unsafe { &mut *s }));
+        area.fp_info_lock.release(b)?;
+        Ok(r)
+    }
+
+    /// `FastPathStrongLockHashPartition`.
+    pub fn strong_partition(hashcode: u32) -> usize {
+        hashcode as usize % FAST_PATH_STRONG_LOCK_HASH_PARTITIONS
+    }
+
+    /// Strong locks held or being taken in counter `p` (read under the caller's `fpInfoLock`).
+    ///
+    /// Acquire, pairing with the release in [`Self::end_strong`]: a weak locker that sees the
+    /// count back at zero must also see what the strong holder did under its lock (PostgreSQL
+    /// gets this from the spinlock around the counters and the LWLock barriers; loom found the
+    /// model wrong without it).
+    pub fn strong_count(&self, p: usize) -> u32 {
+        self.strong[p].load(Acquire)
+    }
+
+    /// `BeginStrongLockAcquire`. Relaxed: the increment reaches each weak locker through that
+    /// backend's `fpInfoLock`, which the transfer takes next.
+    pub fn begin_strong(&self, p: usize) {
+        self.strong[p].fetch_add(1, Relaxed);
+    }
+
+    /// The release of a strong lock, or `AbortStrongLockAcquire` (release ordering: see
+    /// [`Self::strong_count`]).
+    pub fn end_strong(&self, p: usize) {
+        let before = self.strong[p].fetch_sub(1, Release);
+        debug_assert!(before > 0);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use LockMode::*;
+
+    fn slots(groups: usize) -> Slots {
+        Slots {
+            database: 1,
+            rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
+            lock_bits: vec![0; groups].into(),
+        }
+    }
+
+    #[test]
+    fn sixteen_relations_fit_the_seventeenth_does_not() {
+        let mut s = slots(1);
+        for rel in 100..116 {
+            assert_eq!(s.grant(rel, AccessShare), (true, true));
+        }
+        assert_eq!(s.grant(105, RowExclusive), (true, false), "same slot");
+        assert_eq!(s.grant(116, AccessShare), (false, false));
+        assert_eq!(s.ungrant(105, AccessShare), (true, 16));
+        assert_eq!(s.ungrant(105, RowExclusive), (true, 15));
+        assert_eq!(s.ungrant(105, RowExclusive), (false, 15));
+        assert!(s.grant(116, AccessShare).0);
+        assert_eq!(s.take_relation(116), vec![AccessShare]);
+        assert!(!s.holds(116, AccessShare));
+    }
+
+    #[test]
+    fn pg18_groups_follow_max_locks_per_transaction() {
+        assert_eq!(FastPathLayout::pg18_groups(64), 4);
+        assert_eq!(FastPathLayout::pg18_groups(10), 1);
+        assert_eq!(FastPathLayout::pg18_groups(100), 8);
+        assert_eq!(FastPathLayout::pg18_groups(1 << 20), 1024);
+    }
+
+    #[test]
+    fn relations_spread_over_groups() {
+        let s = slots(4);
+        let mut hits = [0; 4];
+        for rel in 16384..16384 + 400 {
+            hits[s.group(rel)] += 1;
+        }
+        assert!(hits.iter().all(|&h| h == 100), "{hits:?}");
+    }
+}

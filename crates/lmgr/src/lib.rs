@@ -1,0 +1,558 @@
+//! PostgreSQL's heavyweight lock manager (lock.c, lock.h, lockdefs.h; lmgr/README): the locks
+//! on tables, transactions and other database objects that transactions hold until they end.
+//!
+//! # The algorithm
+//! A lock is requested on a [`LockTag`] in one of eight [`LockMode`]s. The backend first looks in
+//! its own `LOCALLOCK` table ([`LocalLocks`]): if it already holds the lock in that mode it only
+//! counts the new reference. Otherwise:
+//! 1. a weak relation lock (`AccessShareLock`, `RowShareLock`, `RowExclusiveLock` on a relation
+//!    of the backend's database) goes to the backend's **fast-path** slots when no strong lock on
+//!    that relation's hash counter is held or being taken (9.2+; see [`fastpath`]);
+//! 2. a strong relation lock first bumps that counter and moves every backend's fast-path
+//!    entries for the relation into the main table;
+//! 3. everything else is looked up in the shared table ([`table`]) under the `LockManager`
+//!    partition lock of its hash code: the `LOCK` object and this backend's `PROCLOCK` are made
+//!    if missing, and the request is granted unless it conflicts with a mode granted to another
+//!    backend or with a mode somebody already waits for (no queue jumping).
+//!
+//! A release undoes the same path: the fast-path slot if the lock is still there, else the main
+//! table (the entry may have been transferred meanwhile). At transaction end every
+//! transaction-owned lock is released ([`LockManager::release_all`]).
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles, and a backend's `LOCALLOCK` table is a
+//!   [`LocalLocks`] value it owns; resource owners are reduced to session and transaction.
+//! - This stage grants or refuses at once (`ConditionalLockAcquire`, as `dontWait`): waiting,
+//!   the deadlock detector and lock timeouts are not modelled yet.
+
+pub mod fastpath;
+pub mod locktag;
+pub mod mode;
+pub mod table;
+
+pub use fastpath::FastPathLayout;
+pub use locktag::{LockMethodId, LockTag, LockTagType};
+pub use mode::{LockMask, LockMode};
+
+use fastpath::{strong, weak, FastPath};
+use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
+use pglocks_sync::Backend;
+use std::collections::HashMap;
+use table::LockTable;
+
+/// lock.h's `NUM_LOCK_PARTITIONS`.
+pub const NUM_LOCK_PARTITIONS: usize = 16;
+/// The default of `max_locks_per_transaction`.
+pub const DEFAULT_MAX_LOCKS_PER_TRANSACTION: usize = 64;
+
+/// Errors of the lock manager, in PostgreSQL's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LmgrError {
+    /// The shared lock or proclock table is full (`ereport(ERROR, …)` in `LockAcquireExtended`).
+    #[error("out of shared memory (HINT: You might need to increase max_locks_per_transaction.)")]
+    OutOfSharedMemory,
+    /// Releasing a lock the backend (or owner) does not hold (PostgreSQL warns and returns
+    /// false).
+    #[error("you don't own a lock of type {mode}")]
+    NotHeld {
+        /// The mode asked for.
+        mode: LockMode,
+    },
+    /// An LWLock underneath failed.
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+}
+
+/// lock.h's `LockAcquireResult`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockAcquireResult {
+    /// `LOCKACQUIRE_NOT_AVAIL`: not granted (and not waited for).
+    NotAvailable,
+    /// `LOCKACQUIRE_OK`: newly granted.
+    Ok,
+    /// `LOCKACQUIRE_ALREADY_HELD`: this backend held it already; another reference counted.
+    AlreadyHeld,
+}
+
+/// Who a lock reference belongs to (resource owners, reduced to the two that matter here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOwner {
+    /// The transaction: released at its end.
+    Transaction,
+    /// The session (`sessionLock`): kept across transactions, released explicitly.
+    Session,
+}
+
+/// The lock manager's configuration, what a release and `postgresql.conf` decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockManagerConfig {
+    /// `MaxBackends`.
+    pub max_backends: usize,
+    /// `max_locks_per_transaction`: sizes the shared tables (and 18's fast-path groups).
+    pub max_locks_per_transaction: usize,
+    /// `NUM_LOCK_PARTITIONS` (16 from 8.2; 8.1 had one `LockMgrLock`).
+    pub partitions: usize,
+    /// The fast path of the release.
+    pub fast_path: FastPathLayout,
+}
+
+impl LockManagerConfig {
+    /// 9.2–17's defaults for `max_backends` backends.
+    pub fn new(max_backends: usize) -> Self {
+        Self {
+            max_backends,
+            max_locks_per_transaction: DEFAULT_MAX_LOCKS_PER_TRANSACTION,
+            partitions: NUM_LOCK_PARTITIONS,
+            fast_path: FastPathLayout::Slots16,
+        }
+    }
+}
+
+/// lock.h's `LOCALLOCK`: one backend's references to one (tag, mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct LocalLock {
+    /// References held by the transaction.
+    transaction: u32,
+    /// References held by the session.
+    session: u32,
+    /// Granted through the fast path (it may since have been moved into the main table).
+    via_fast_path: bool,
+    /// `holdsStrongLockCount`: this lock counts in a fast-path strong-lock counter.
+    holds_strong_count: bool,
+}
+
+impl LocalLock {
+    fn n_locks(&self) -> u32 {
+        self.transaction + self.session
+    }
+
+    fn count(&mut self, owner: LockOwner) -> &mut u32 {
+        match owner {
+            LockOwner::Transaction => &mut self.transaction,
+            LockOwner::Session => &mut self.session,
+        }
+    }
+}
+
+/// A backend's private lock state: its `LOCALLOCK` hash table, its database
+/// (`MyDatabaseId`) and its fast-path use counts (`FastPathLocalUseCounts`).
+#[derive(Debug, Clone)]
+pub struct LocalLocks {
+    database: u32,
+    locks: HashMap<(LockTag, LockMode), LocalLock>,
+    fast_path_used: Vec<u32>,
+}
+
+impl LocalLocks {
+    /// Locks this backend holds, with their total reference counts.
+    pub fn held(&self) -> Vec<(LockTag, LockMode, u32)> {
+        let mut v: Vec<_> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.n_locks() > 0)
+            .map(|(&(t, m), l)| (t, m, l.n_locks()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The backend's database (`MyDatabaseId`).
+    pub fn database(&self) -> u32 {
+        self.database
+    }
+}
+
+/// The shared lock manager: the lock table and every backend's fast-path area.
+pub struct LockManager<K: RawLwLock = AtomicLwLock> {
+    table: LockTable<K>,
+    fast_path: FastPath<K>,
+}
+
+impl<K: RawLwLock> std::fmt::Debug for LockManager<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockManager")
+            .field("partitions", &self.table.partitions())
+            .field("entries_in_use", &self.table.entries_in_use())
+            .field("fast_path", &self.fast_path.layout())
+            .finish()
+    }
+}
+
+impl<K: RawLwLock> LockManager<K> {
+    /// Models `InitLocks`: tables sized `max_locks_per_transaction × max_backends`.
+    pub fn new(config: LockManagerConfig) -> Self {
+        Self {
+            table: LockTable::new(
+                config.partitions,
+                config.max_locks_per_transaction * config.max_backends,
+            ),
+            fast_path: FastPath::new(config.fast_path, config.max_backends),
+        }
+    }
+
+    /// A backend's start in database `database` (what `InitPostgres` sets up: `MyDatabaseId`
+    /// and `MyProc->databaseId`, which transfers check).
+    pub fn connect(&self, b: &mut Backend, database: u32) -> Result<LocalLocks, LmgrError> {
+        self.fast_path
+            .with_slots(b, b.procno(), |s| s.database = database)?;
+        Ok(LocalLocks {
+            database,
+            locks: HashMap::new(),
+            fast_path_used: vec![0; self.fast_path.layout().groups()],
+        })
+    }
+
+    /// Lock objects and proclocks in the shared table.
+    pub fn entries_in_use(&self) -> (usize, usize) {
+        self.table.entries_in_use()
+    }
+
+    /// `EligibleForRelationFastPath`.
+    fn eligible(&self, local: &LocalLocks, tag: &LockTag, mode: LockMode) -> bool {
+        self.fast_path.layout() != FastPathLayout::None
+            && weak(mode)
+            && tag.kind == LockTagType::Relation
+            && tag.method == LockMethodId::Default
+            && tag.field1 == local.database
+    }
+
+    /// `ConflictsWithRelationFastPath`.
+    fn conflicts_with_fast_path(&self, tag: &LockTag, mode: LockMode) -> bool {
+        self.fast_path.layout() != FastPathLayout::None
+            && strong(mode)
+            && tag.kind == LockTagType::Relation
+            && tag.method == LockMethodId::Default
+    }
+
+    /// Models `ConditionalLockAcquire` (`LockAcquireExtended` with `dontWait`): grants `mode`
+    /// on `tag` to backend `b` for `owner` if nothing conflicts, else returns `NotAvailable`.
+    pub fn conditional_acquire(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+        owner: LockOwner,
+    ) -> Result<LockAcquireResult, LmgrError> {
+        let entry = local.locks.entry((tag, mode)).or_default();
+        if entry.n_locks() > 0 {
+            *entry.count(owner) += 1;
+            return Ok(LockAcquireResult::AlreadyHeld);
+        }
+        let hashcode = tag.hash_code();
+        let me = b.procno();
+
+        if self.eligible(local, &tag, mode) {
+            let rel = tag.field2;
+            let group = fastpath::group_of(rel, local.fast_path_used.len());
+            if (local.fast_path_used[group] as usize) < fastpath::FP_LOCK_SLOTS_PER_GROUP {
+                let counter = FastPath::<K>::strong_partition(hashcode);
+                // The counter is read under our own fpInfoLock: see the fastpath module.
+                let (granted, new_slot) = self.fast_path.with_slots(b, me, |s| {
+                    if self.fast_path.strong_count(counter) != 0 {
+                        (false, false)
+                    } else {
+                        s.grant(rel, mode)
+                    }
+                })?;
+                if granted {
+                    local.fast_path_used[group] += u32::from(new_slot);
+                    let l = local.locks.entry((tag, mode)).or_default();
+                    l.via_fast_path = true;
+                    *l.count(owner) += 1;
+                    return Ok(LockAcquireResult::Ok);
+                }
+            }
+        }
+
+        let strong_counter = self
+            .conflicts_with_fast_path(&tag, mode)
+            .then(|| FastPath::<K>::strong_partition(hashcode));
+        if let Some(counter) = strong_counter {
+            self.fast_path.begin_strong(counter);
+            if let Err(e) = self.transfer_relation_locks(b, &tag, hashcode) {
+                self.fast_path.end_strong(counter);
+                Self::forget_if_unused(local, tag, mode);
+                return Err(e);
+            }
+        }
+
+        let p = self.table.partition_of(hashcode);
+        let me32 = me as u32;
+        let granted = self.table.with_partition(b, p, |part| {
+            let lock = part.setup(tag, me32, mode)?;
+            let must_wait =
+                mode.conflicts() & lock.wait_mask != 0 || lock.check_conflicts(mode, me32);
+            if must_wait {
+                part.abandon_request(&tag, me32, mode);
+                Ok(false)
+            } else {
+                lock.grant(me32, mode);
+                Ok(true)
+            }
+        });
+        match granted {
+            Ok(Ok(true)) => {
+                let l = local.locks.entry((tag, mode)).or_default();
+                l.via_fast_path = false;
+                l.holds_strong_count = strong_counter.is_some();
+                *l.count(owner) += 1;
+                Ok(LockAcquireResult::Ok)
+            }
+            other => {
+                if let Some(counter) = strong_counter {
+                    self.fast_path.end_strong(counter);
+                }
+                Self::forget_if_unused(local, tag, mode);
+                match other {
+                    Ok(Ok(_)) => Ok(LockAcquireResult::NotAvailable),
+                    Ok(Err(e)) | Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// `RemoveLocalLock` of an entry that holds nothing.
+    fn forget_if_unused(local: &mut LocalLocks, tag: LockTag, mode: LockMode) {
+        if local
+            .locks
+            .get(&(tag, mode))
+            .is_some_and(|l| l.n_locks() == 0)
+        {
+            local.locks.remove(&(tag, mode));
+        }
+    }
+
+    /// Models `FastPathTransferRelationLocks`: moves every backend's fast-path locks on the
+    /// relation of `tag` into the main table.
+    fn transfer_relation_locks(
+        &self,
+        b: &mut Backend,
+        tag: &LockTag,
+        hashcode: u32,
+    ) -> Result<(), LmgrError> {
+        let p = self.table.partition_of(hashcode);
+        for procno in 0..self.fast_path.backends() {
+            let table = &self.table;
+            // Under that backend's fpInfoLock: take its modes on the relation out of its slots
+            // and put them into the main table, as granted to it.
+            let area_result = {
+                let (db, rel) = (tag.field1, tag.field2);
+                let modes = self.fast_path.with_slots(b, procno, |s| {
+                    if s.database != db {
+                        Vec::new()
+                    } else {
+                        s.take_relation(rel)
+                    }
+                })?;
+                if modes.is_empty() {
+                    Ok(())
+                } else {
+                    table.with_partition(b, p, |part| -> Result<(), LmgrError> {
+                        for &m in &modes {
+                            part.setup(*tag, procno as u32, m)?.grant(procno as u32, m);
+                        }
+                        Ok(())
+                    })?
+                }
+            };
+            area_result?;
+        }
+        Ok(())
+    }
+
+    /// Models `LockRelease`: drops one reference of `owner` to `mode` on `tag`; the last one
+    /// releases the lock (from the fast path if it is still there, else from the main table).
+    pub fn release(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+        owner: LockOwner,
+    ) -> Result<(), LmgrError> {
+        let Some(l) = local.locks.get_mut(&(tag, mode)) else {
+            return Err(LmgrError::NotHeld { mode });
+        };
+        let count = l.count(owner);
+        if *count == 0 {
+            return Err(LmgrError::NotHeld { mode });
+        }
+        *count -= 1;
+        if l.n_locks() > 0 {
+            return Ok(());
+        }
+        let l = local.locks.remove(&(tag, mode)).expect("looked up above");
+        self.release_lock(b, local, tag, mode, &l)
+    }
+
+    /// The shared part of `LockRelease` and `LockReleaseAll`, once no reference is left.
+    fn release_lock(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+        l: &LocalLock,
+    ) -> Result<(), LmgrError> {
+        let me = b.procno();
+        if l.via_fast_path && self.eligible(local, &tag, mode) {
+            let rel = tag.field2;
+            let (released, used) = self.fast_path.with_slots(b, me, |s| s.ungrant(rel, mode))?;
+            let group = fastpath::group_of(rel, local.fast_path_used.len());
+            local.fast_path_used[group] = used;
+            if released {
+                return Ok(());
+            }
+            // Moved into the main table by a strong locker: release it there.
+        }
+        let hashcode = tag.hash_code();
+        let me32 = me as u32;
+        self.table
+            .with_partition(b, self.table.partition_of(hashcode), |part| {
+                if let Some(lock) = part.get(&tag) {
+                    if lock.held_by(me32) & mode.bit() != 0 {
+                        lock.ungrant(me32, mode);
+                    }
+                }
+                part.clean_up(&tag, me32);
+            })?;
+        if l.holds_strong_count {
+            self.fast_path
+                .end_strong(FastPath::<K>::strong_partition(hashcode));
+        }
+        Ok(())
+    }
+
+    /// Models `LockReleaseAll` at transaction end: releases every transaction-owned reference,
+    /// and with `session` the session's too. Returns how many locks it released.
+    pub fn release_all(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        session: bool,
+    ) -> Result<usize, LmgrError> {
+        let mut keys: Vec<(LockTag, LockMode)> = local.locks.keys().copied().collect();
+        keys.sort();
+        let mut released = 0;
+        for key in keys {
+            let l = local.locks.get_mut(&key).expect("key from the table");
+            l.transaction = 0;
+            if session {
+                l.session = 0;
+            }
+            if l.n_locks() == 0 {
+                let l = local.locks.remove(&key).expect("present");
+                self.release_lock(b, local, key.0, key.1, &l)?;
+                released += 1;
+            }
+        }
+        Ok(released)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_sync::ProcTable;
+    use LockMode::*;
+
+    fn setup(layout: FastPathLayout) -> (ProcTable, LockManager) {
+        let mut cfg = LockManagerConfig::new(3);
+        cfg.fast_path = layout;
+        (ProcTable::new(3), LockManager::new(cfg))
+    }
+
+    #[test]
+    fn weak_locks_take_the_fast_path_and_strong_ones_move_them() {
+        let (procs, lm) = setup(FastPathLayout::Slots16);
+        let (mut a, mut b) = (procs.attach().unwrap(), procs.attach().unwrap());
+        let mut la = lm.connect(&mut a, 5).unwrap();
+        let mut lb = lm.connect(&mut b, 5).unwrap();
+        let t = LockTag::relation(5, 16384);
+        let tx = LockOwner::Transaction;
+        assert_eq!(
+            lm.conditional_acquire(&mut a, &mut la, t, AccessShare, tx)
+                .unwrap(),
+            LockAcquireResult::Ok
+        );
+        assert_eq!(lm.entries_in_use(), (0, 0), "nothing in the shared table");
+        assert_eq!(
+            lm.conditional_acquire(&mut a, &mut la, t, AccessShare, tx)
+                .unwrap(),
+            LockAcquireResult::AlreadyHeld
+        );
+        // A strong lock moves a's entry into the table, and conflicts with it.
+        assert_eq!(
+            lm.conditional_acquire(&mut b, &mut lb, t, AccessExclusive, tx)
+                .unwrap(),
+            LockAcquireResult::NotAvailable
+        );
+        assert_eq!(lm.entries_in_use(), (1, 1), "a's lock, transferred");
+        lm.release(&mut a, &mut la, t, AccessShare, tx).unwrap();
+        lm.release(&mut a, &mut la, t, AccessShare, tx).unwrap();
+        assert_eq!(lm.entries_in_use(), (0, 0));
+        assert_eq!(
+            lm.conditional_acquire(&mut b, &mut lb, t, AccessExclusive, tx)
+                .unwrap(),
+            LockAcquireResult::Ok
+        );
+        // While the strong lock is held, weak ones go to the table and conflict.
+        assert_eq!(
+            lm.conditional_acquire(&mut a, &mut la, t, AccessShare, tx)
+                .unwrap(),
+            LockAcquireResult::NotAvailable
+        );
+        assert_eq!(lm.release_all(&mut b, &mut lb, false).unwrap(), 1);
+        assert_eq!(
+            lm.conditional_acquire(&mut a, &mut la, t, AccessShare, tx)
+                .unwrap(),
+            LockAcquireResult::Ok
+        );
+        assert_eq!(lm.entries_in_use(), (0, 0), "fast path again");
+        let e = lm.release(&mut a, &mut la, t, RowShare, tx).unwrap_err();
+        assert_eq!(e.to_string(), "you don't own a lock of type RowShareLock");
+    }
+
+    #[test]
+    fn without_a_fast_path_everything_is_in_the_table() {
+        let (procs, lm) = setup(FastPathLayout::None);
+        let mut a = procs.attach().unwrap();
+        let mut la = lm.connect(&mut a, 5).unwrap();
+        let t = LockTag::relation(5, 1);
+        let s = LockOwner::Session;
+        lm.conditional_acquire(&mut a, &mut la, t, AccessShare, s)
+            .unwrap();
+        assert_eq!(lm.entries_in_use(), (1, 1));
+        assert_eq!(
+            lm.release_all(&mut a, &mut la, false).unwrap(),
+            0,
+            "session lock kept"
+        );
+        assert_eq!(lm.release_all(&mut a, &mut la, true).unwrap(), 1);
+        assert_eq!(lm.entries_in_use(), (0, 0));
+    }
+
+    #[test]
+    fn a_full_table_says_out_of_shared_memory() {
+        let mut cfg = LockManagerConfig::new(1);
+        cfg.max_locks_per_transaction = 2;
+        cfg.fast_path = FastPathLayout::None;
+        let lm: LockManager = LockManager::new(cfg);
+        let procs = ProcTable::new(1);
+        let mut a = procs.attach().unwrap();
+        let mut la = lm.connect(&mut a, 5).unwrap();
+        let tx = LockOwner::Transaction;
+        for rel in 0..2 {
+            lm.conditional_acquire(&mut a, &mut la, LockTag::relation(5, rel), Share, tx)
+                .unwrap();
+        }
+        let e = lm
+            .conditional_acquire(&mut a, &mut la, LockTag::relation(5, 9), Share, tx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("out of shared memory"), "{e}");
+        assert_eq!(la.held().len(), 2);
+        assert_eq!(lm.release_all(&mut a, &mut la, false).unwrap(), 2);
+    }
+}

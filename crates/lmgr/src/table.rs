@@ -1,0 +1,319 @@
+//! Models the shared lock table of lock.c: `LOCK` objects (one per locked object: which modes
+//! are granted and requested, by how many) and `PROCLOCK` objects (one per backend and object:
+//! which modes that backend holds), hashed by lock tag into `NUM_LOCK_PARTITIONS` partitions,
+//! each guarded by one `LockManager` LWLock; and `LockCheckConflicts`, `GrantLock`,
+//! `UnGrantLock` and `CleanUpLock`.
+//!
+//! The tables have a fixed size, `max_locks_per_transaction × MaxBackends` lock objects and
+//! twice that many proclocks (`NLOCKENTS`): a backend that needs one more gets "out of shared
+//! memory". A lock object lives while anyone holds or awaits it; a proclock while its backend
+//! holds or awaits the object.
+//!
+//! Differences from PostgreSQL: each partition is a `HashMap` of lock objects, and a lock's
+//! proclocks are a small vector inside it rather than a second shared hash table (the same
+//! counting limits apply, kept in two atomic counters standing in for the shared hash tables'
+//! free lists).
+
+use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
+use crate::{LmgrError, LockTag};
+use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
+use pglocks_sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::{Backend, CachePadded};
+use std::collections::HashMap;
+
+/// lock.h's `PROCLOCK`, kept inside its lock: what one backend holds of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcLock {
+    /// The backend (`PROCLOCKTAG.myProc`).
+    pub procno: u32,
+    /// `holdMask`: the modes it holds.
+    pub hold_mask: LockMask,
+}
+
+/// lock.h's `LOCK`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Lock {
+    /// `grantMask`: modes granted to anyone.
+    pub grant_mask: LockMask,
+    /// `waitMask`: modes somebody waits for.
+    pub wait_mask: LockMask,
+    /// `requested[]`: granted plus awaited, per mode.
+    pub requested: [u32; MAX_LOCK_MODES + 1],
+    /// `nRequested`.
+    pub n_requested: u32,
+    /// `granted[]`, per mode.
+    pub granted: [u32; MAX_LOCK_MODES + 1],
+    /// `nGranted`.
+    pub n_granted: u32,
+    /// `procLocks`: the backends holding or awaiting it.
+    pub proc_locks: Vec<ProcLock>,
+}
+
+impl Lock {
+    fn proc_lock(&mut self, procno: u32) -> Option<&mut ProcLock> {
+        self.proc_locks.iter_mut().find(|p| p.procno == procno)
+    }
+
+    /// What `procno` holds of this lock.
+    pub fn held_by(&self, procno: u32) -> LockMask {
+        self.proc_locks
+            .iter()
+            .find(|p| p.procno == procno)
+            .map_or(0, |p| p.hold_mask)
+    }
+
+    /// Models `LockCheckConflicts`: whether a request for `mode` by `procno` conflicts with
+    /// locks granted to *other* backends (a backend never conflicts with itself).
+    pub fn check_conflicts(&self, mode: LockMode, procno: u32) -> bool {
+        let conflicts = mode.conflicts();
+        if self.grant_mask & conflicts == 0 {
+            return false;
+        }
+        // Subtract this backend's own grants and look again.
+        let mine = self.held_by(procno);
+        LockMode::in_mask(conflicts).any(|m| {
+            let own = u32::from(mine & m.bit() != 0);
+            self.granted[m as usize] > own
+        })
+    }
+
+    /// Models `GrantLock`.
+    pub fn grant(&mut self, procno: u32, mode: LockMode) {
+        self.granted[mode as usize] += 1;
+        self.n_granted += 1;
+        self.grant_mask |= mode.bit();
+        if self.granted[mode as usize] == self.requested[mode as usize] {
+            self.wait_mask &= !mode.bit();
+        }
+        if let Some(p) = self.proc_lock(procno) {
+            p.hold_mask |= mode.bit();
+        }
+        debug_assert!(self.n_granted <= self.n_requested);
+    }
+
+    /// Models `UnGrantLock`: drops `procno`'s grant of `mode`; returns whether waiters may now
+    /// be wakeable (something they conflict with was released).
+    pub fn ungrant(&mut self, procno: u32, mode: LockMode) -> bool {
+        self.requested[mode as usize] -= 1;
+        self.n_requested -= 1;
+        self.granted[mode as usize] -= 1;
+        self.n_granted -= 1;
+        if self.granted[mode as usize] == 0 {
+            self.grant_mask &= !mode.bit();
+        }
+        if let Some(p) = self.proc_lock(procno) {
+            p.hold_mask &= !mode.bit();
+        }
+        mode.conflicts() & self.wait_mask != 0
+    }
+}
+
+/// One partition: its `LockManager` LWLock and the lock objects it guards.
+struct Partition<K> {
+    lwlock: K,
+    locks: UnsafeCell<HashMap<LockTag, Lock>>,
+}
+
+/// The shared lock table: partitions plus the `NLOCKENTS` limits.
+pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
+    partitions: Box<[CachePadded<Partition<K>>]>,
+    locks_used: AtomicUsize,
+    proclocks_used: AtomicUsize,
+    max_locks: usize,
+    max_proclocks: usize,
+}
+
+// SAFETY: a partition's `locks` are only touched inside `with_partition`, which holds the
+// partition's LWLock exclusively (its acquire and release order the accesses).
+unsafe impl<K: RawLwLock> Sync for LockTable<K> {}
+
+impl<K: RawLwLock> LockTable<K> {
+    /// A table of `partitions` partitions holding at most `max_locks` lock objects and twice as
+    /// many proclocks.
+    pub fn new(partitions: usize, max_locks: usize) -> Self {
+        Self {
+            partitions: (0..partitions.max(1))
+                .map(|_| {
+                    CachePadded::new(Partition {
+                        lwlock: K::new("LockManager"),
+                        locks: UnsafeCell::new(HashMap::new()),
+                    })
+                })
+                .collect(),
+            locks_used: AtomicUsize::new(0),
+            proclocks_used: AtomicUsize::new(0),
+            max_locks,
+            max_proclocks: 2 * max_locks,
+        }
+    }
+
+    /// `LockHashPartition`.
+    pub fn partition_of(&self, hashcode: u32) -> usize {
+        hashcode as usize % self.partitions.len()
+    }
+
+    /// The number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// Runs `f` on partition `p`'s lock objects with its LWLock held exclusively.
+    pub fn with_partition<R>(
+        &self,
+        b: &mut Backend,
+        p: usize,
+        f: impl FnOnce(&mut PartitionLocks<'_>) -> R,
+    ) -> Result<R, LmgrError> {
+        let part = &self.partitions[p];
+        part.lwlock.acquire(b, LwLockMode::Exclusive)?;
+        // SAFETY: the partition's LWLock is held exclusively until the release below.
+        let r = part.locks.with_mut(|m| {
+            f(&mut PartitionLocks {
+                locks: unsafe { &mut *m },
+                table_locks_used: &self.locks_used,
+                table_proclocks_used: &self.proclocks_used,
+                max_locks: self.max_locks,
+                max_proclocks: self.max_proclocks,
+            })
+        });
+        part.lwlock.release(b)?;
+        Ok(r)
+    }
+
+    /// Lock objects and proclocks in use (for tests and reports).
+    pub fn entries_in_use(&self) -> (usize, usize) {
+        (
+            self.locks_used.load(Relaxed),
+            self.proclocks_used.load(Relaxed),
+        )
+    }
+}
+
+/// One partition's lock objects, while its LWLock is held.
+pub(crate) struct PartitionLocks<'a> {
+    locks: &'a mut HashMap<LockTag, Lock>,
+    table_locks_used: &'a AtomicUsize,
+    table_proclocks_used: &'a AtomicUsize,
+    max_locks: usize,
+    max_proclocks: usize,
+}
+
+/// Takes one entry from a fixed-size shared table, or reports it full.
+fn take_entry(used: &AtomicUsize, max: usize) -> Result<(), LmgrError> {
+    used.fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+        .map(drop)
+        .map_err(|_| LmgrError::OutOfSharedMemory)
+}
+
+impl PartitionLocks<'_> {
+    /// The lock object of `tag`, if anyone holds or awaits it.
+    pub fn get(&mut self, tag: &LockTag) -> Option<&mut Lock> {
+        self.locks.get_mut(tag)
+    }
+
+    /// Models `SetupLockInTable`: finds or makes the lock object of `tag` and `procno`'s
+    /// proclock on it, and counts the request for `mode`. Fails with "out of shared memory" when
+    /// either table is full (taking back whatever it made).
+    pub fn setup(
+        &mut self,
+        tag: LockTag,
+        procno: u32,
+        mode: LockMode,
+    ) -> Result<&mut Lock, LmgrError> {
+        if !self.locks.contains_key(&tag) {
+            take_entry(self.table_locks_used, self.max_locks)?;
+            self.locks.insert(tag, Lock::default());
+        }
+        let lock = self.locks.get_mut(&tag).expect("inserted above");
+        if lock.proc_lock(procno).is_none() {
+            if let Err(e) = take_entry(self.table_proclocks_used, self.max_proclocks) {
+                if lock.n_requested == 0 {
+                    self.locks.remove(&tag);
+                    self.table_locks_used.fetch_sub(1, Relaxed);
+                }
+                return Err(e);
+            }
+            lock.proc_locks.push(ProcLock {
+                procno,
+                hold_mask: 0,
+            });
+        }
+        lock.requested[mode as usize] += 1;
+        lock.n_requested += 1;
+        Ok(self.locks.get_mut(&tag).expect("present"))
+    }
+
+    /// Models `CleanUpLock` (without the wake-up): drops `procno`'s proclock if it holds
+    /// nothing, and the lock object if nobody requests it any more.
+    pub fn clean_up(&mut self, tag: &LockTag, procno: u32) {
+        let Some(lock) = self.locks.get_mut(tag) else {
+            return;
+        };
+        if let Some(i) = lock
+            .proc_locks
+            .iter()
+            .position(|p| p.procno == procno && p.hold_mask == 0)
+        {
+            lock.proc_locks.swap_remove(i);
+            self.table_proclocks_used.fetch_sub(1, Relaxed);
+        }
+        if lock.n_requested == 0 {
+            debug_assert!(lock.proc_locks.is_empty());
+            self.locks.remove(tag);
+            self.table_locks_used.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Takes back a request that will not be granted (the `dontWait` exit of
+    /// `LockAcquireExtended`): uncounts it and cleans up.
+    pub fn abandon_request(&mut self, tag: &LockTag, procno: u32, mode: LockMode) {
+        if let Some(lock) = self.locks.get_mut(tag) {
+            lock.requested[mode as usize] -= 1;
+            lock.n_requested -= 1;
+        }
+        self.clean_up(tag, procno);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_sync::ProcTable;
+    use LockMode::*;
+
+    #[test]
+    fn own_grants_do_not_conflict() {
+        let mut l = Lock::default();
+        l.proc_locks.push(ProcLock {
+            procno: 1,
+            hold_mask: 0,
+        });
+        l.requested[AccessShare as usize] = 1;
+        l.n_requested = 1;
+        l.grant(1, AccessShare);
+        assert!(
+            !l.check_conflicts(AccessExclusive, 1),
+            "upgrading my own lock"
+        );
+        assert!(l.check_conflicts(AccessExclusive, 2));
+        assert!(!l.check_conflicts(RowExclusive, 2));
+    }
+
+    #[test]
+    fn full_tables_report_out_of_shared_memory_and_take_nothing() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let t: LockTable = LockTable::new(1, 1);
+        t.with_partition(&mut b, 0, |p| {
+            p.setup(LockTag::relation(1, 1), 0, AccessShare).unwrap();
+            let e = p
+                .setup(LockTag::relation(1, 2), 0, AccessShare)
+                .unwrap_err();
+            assert_eq!(e, LmgrError::OutOfSharedMemory);
+            p.abandon_request(&LockTag::relation(1, 1), 0, AccessShare);
+        })
+        .unwrap();
+        assert_eq!(t.entries_in_use(), (0, 0));
+    }
+}
