@@ -47,8 +47,8 @@ fn unknown_names_exit_2_and_list_choices() {
     );
     fails_with(&run_args(&["--preset", "pg99"]), "valid: pg81");
     fails_with(
-        &run_args(&["--set", "fast_path=off"]),
-        "unknown knob 'fast_path'",
+        &run_args(&["--set", "group_commit=off"]),
+        "unknown knob 'group_commit'",
     );
     fails_with(
         &run_args(&["--set", "tas_spin=maybe"]),

@@ -35,9 +35,9 @@ pub use locktag::{LockMethodId, LockTag, LockTagType};
 pub use mode::{LockMask, LockMode};
 
 use fastpath::{strong, weak, FastPath};
+use locktag::TagMap;
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
 use pglocks_sync::Backend;
-use std::collections::HashMap;
 use table::LockTable;
 
 /// lock.h's `NUM_LOCK_PARTITIONS`.
@@ -140,7 +140,7 @@ impl LocalLock {
 #[derive(Debug, Clone)]
 pub struct LocalLocks {
     database: u32,
-    locks: HashMap<(LockTag, LockMode), LocalLock>,
+    locks: TagMap<(LockTag, LockMode), LocalLock>,
     fast_path_used: Vec<u32>,
 }
 
@@ -198,7 +198,7 @@ impl<K: RawLwLock> LockManager<K> {
             .with_slots(b, b.procno(), |s| s.database = database)?;
         Ok(LocalLocks {
             database,
-            locks: HashMap::new(),
+            locks: TagMap::default(),
             fast_path_used: vec![0; self.fast_path.layout().groups()],
         })
     }
@@ -208,13 +208,13 @@ impl<K: RawLwLock> LockManager<K> {
         self.table.entries_in_use()
     }
 
-    /// `EligibleForRelationFastPath`.
-    fn eligible(&self, local: &LocalLocks, tag: &LockTag, mode: LockMode) -> bool {
+    /// `EligibleForRelationFastPath` for a backend of `database`.
+    fn eligible(&self, database: u32, tag: &LockTag, mode: LockMode) -> bool {
         self.fast_path.layout() != FastPathLayout::None
             && weak(mode)
             && tag.kind == LockTagType::Relation
             && tag.method == LockMethodId::Default
-            && tag.field1 == local.database
+            && tag.field1 == database
     }
 
     /// `ConflictsWithRelationFastPath`.
@@ -243,7 +243,7 @@ impl<K: RawLwLock> LockManager<K> {
         let hashcode = tag.hash_code();
         let me = b.procno();
 
-        if self.eligible(local, &tag, mode) {
+        if self.eligible(local.database, &tag, mode) {
             let rel = tag.field2;
             let group = fastpath::group_of(rel, local.fast_path_used.len());
             if (local.fast_path_used[group] as usize) < fastpath::FP_LOCK_SLOTS_PER_GROUP {
@@ -384,24 +384,24 @@ impl<K: RawLwLock> LockManager<K> {
             return Ok(());
         }
         let l = local.locks.remove(&(tag, mode)).expect("looked up above");
-        self.release_lock(b, local, tag, mode, &l)
+        self.release_lock(b, local.database, &mut local.fast_path_used, tag, mode, &l)
     }
 
     /// The shared part of `LockRelease` and `LockReleaseAll`, once no reference is left.
     fn release_lock(
         &self,
         b: &mut Backend,
-        local: &mut LocalLocks,
+        database: u32,
+        fast_path_used: &mut [u32],
         tag: LockTag,
         mode: LockMode,
         l: &LocalLock,
     ) -> Result<(), LmgrError> {
         let me = b.procno();
-        if l.via_fast_path && self.eligible(local, &tag, mode) {
+        if l.via_fast_path && self.eligible(database, &tag, mode) {
             let rel = tag.field2;
             let (released, used) = self.fast_path.with_slots(b, me, |s| s.ungrant(rel, mode))?;
-            let group = fastpath::group_of(rel, local.fast_path_used.len());
-            local.fast_path_used[group] = used;
+            fast_path_used[fastpath::group_of(rel, fast_path_used.len())] = used;
             if released {
                 return Ok(());
             }
@@ -433,21 +433,25 @@ impl<K: RawLwLock> LockManager<K> {
         local: &mut LocalLocks,
         session: bool,
     ) -> Result<usize, LmgrError> {
-        let mut keys: Vec<(LockTag, LockMode)> = local.locks.keys().copied().collect();
-        keys.sort();
+        // The table is taken out while it is walked, so that releasing can update the rest of
+        // the backend's state; entries still referenced go back.
+        let mut locks = std::mem::take(&mut local.locks);
         let mut released = 0;
-        for key in keys {
-            let l = local.locks.get_mut(&key).expect("key from the table");
+        let mut result = Ok(());
+        locks.retain(|&(tag, mode), l| {
             l.transaction = 0;
             if session {
                 l.session = 0;
             }
-            if l.n_locks() == 0 {
-                let l = local.locks.remove(&key).expect("present");
-                self.release_lock(b, local, key.0, key.1, &l)?;
-                released += 1;
+            if l.n_locks() > 0 || result.is_err() {
+                return true;
             }
-        }
+            result = self.release_lock(b, local.database, &mut local.fast_path_used, tag, mode, l);
+            released += 1;
+            result.is_err()
+        });
+        local.locks = locks;
+        result?;
         Ok(released)
     }
 }

@@ -201,6 +201,58 @@ impl LockTag {
     }
 }
 
+/// The hasher of the lock manager's hash tables (`LOCALLOCK`, the partitions' lock objects): a
+/// multiply-rotate mix of the tag's integers, far cheaper than std's SipHash for these small
+/// keys, which come from the program, not from an attacker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TagHasher(u64);
+
+impl TagHasher {
+    #[inline(always)]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for TagHasher {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(u64::from(b));
+        }
+    }
+    #[inline(always)]
+    fn write_u8(&mut self, v: u8) {
+        self.add(u64::from(v));
+    }
+    #[inline(always)]
+    fn write_u16(&mut self, v: u16) {
+        self.add(u64::from(v));
+    }
+    #[inline(always)]
+    fn write_u32(&mut self, v: u32) {
+        self.add(u64::from(v));
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    #[inline(always)]
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+    #[inline(always)]
+    fn write_isize(&mut self, v: isize) {
+        self.add(v as u64);
+    }
+}
+
+/// A hash map keyed by lock tags, with [`TagHasher`].
+pub type TagMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<TagHasher>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,13 +14,13 @@
 //! counting limits apply, kept in two atomic counters standing in for the shared hash tables'
 //! free lists).
 
+use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
 use crate::{LmgrError, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
 use pglocks_sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::{Backend, CachePadded};
-use std::collections::HashMap;
 
 /// lock.h's `PROCLOCK`, kept inside its lock: what one backend holds of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl Lock {
 /// One partition: its `LockManager` LWLock and the lock objects it guards.
 struct Partition<K> {
     lwlock: K,
-    locks: UnsafeCell<HashMap<LockTag, Lock>>,
+    locks: UnsafeCell<TagMap<LockTag, Lock>>,
 }
 
 /// The shared lock table: partitions plus the `NLOCKENTS` limits.
@@ -137,7 +137,7 @@ impl<K: RawLwLock> LockTable<K> {
                 .map(|_| {
                     CachePadded::new(Partition {
                         lwlock: K::new("LockManager"),
-                        locks: UnsafeCell::new(HashMap::new()),
+                        locks: UnsafeCell::new(TagMap::default()),
                     })
                 })
                 .collect(),
@@ -192,7 +192,7 @@ impl<K: RawLwLock> LockTable<K> {
 
 /// One partition's lock objects, while its LWLock is held.
 pub(crate) struct PartitionLocks<'a> {
-    locks: &'a mut HashMap<LockTag, Lock>,
+    locks: &'a mut TagMap<LockTag, Lock>,
     table_locks_used: &'a AtomicUsize,
     table_proclocks_used: &'a AtomicUsize,
     max_locks: usize,

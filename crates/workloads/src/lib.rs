@@ -5,6 +5,7 @@
 //! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
 //! hands the harness one operation per thread. Workloads never print and never time anything.
 
+mod lmgr;
 mod lwlock;
 pub mod preset;
 mod spin;
@@ -50,6 +51,12 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "buffer-lookup",
         summary: "take the shared BufferMapping partition lock of a random hash, release",
         impls: lwlock::BUFFER_IMPLS,
+    },
+    WorkloadInfo {
+        name: "lmgr-relation",
+        summary:
+            "a SELECT's relation locks: AccessShareLock on `relations` relations, then release all",
+        impls: lmgr::IMPLS,
     },
 ];
 
@@ -180,6 +187,7 @@ pub fn series(
         "lwlock-shared" => lwlock::series(w.name, lwlock::Mix::Shared, impl_name, &settings)?,
         "lwlock-mixed" => lwlock::series(w.name, lwlock::Mix::Mixed, impl_name, &settings)?,
         "buffer-lookup" => lwlock::buffer_series(impl_name, &settings)?,
+        "lmgr-relation" => lmgr::relation_series(impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -236,6 +244,22 @@ mod tests {
                     assert!(run.total_ops() > 0, "{w} {name}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn lmgr_relation_runs_with_and_without_the_fast_path() {
+        for preset in ["pg81", "pg91", "pg92", "pg18"] {
+            let preset = Preset::by_name(preset).unwrap();
+            let s = series("lmgr-relation", preset, "pg", &["relations=3".into()]).unwrap();
+            let spec = TeamSpec {
+                threads: 3,
+                duration: Duration::from_millis(20),
+                warmup: Duration::from_millis(5),
+                pin_order: vec![],
+                sample_every: 8,
+            };
+            assert!((s.run)(&spec).unwrap().total_ops() > 0, "{}", preset.name);
         }
     }
 

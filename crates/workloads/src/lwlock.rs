@@ -203,25 +203,45 @@ fn buffer_runner<M: RwModel, P: Padding>(settings: &Settings) -> RunFn<'static> 
     })
 }
 
-/// Builds a runner for some lock model `M`: lets one `match` on the preset pick PostgreSQL's
-/// LWLock type for every LWLock workload.
+/// Builds a runner for some lock model `M`.
 trait MakeRunner {
     fn make<M: RwModel>(self) -> RunFn<'static>;
 }
 
+/// Builds a runner on PostgreSQL's LWLock of some release, `K`: what a workload built on
+/// LWLocks (the LWLock ones, the lock manager, …) implements so that one `match` on the preset
+/// picks the type for all of them.
+pub(crate) trait MakeWithLwLock {
+    fn make<K: RawLwLock>(self) -> RunFn<'static>;
+}
+
 /// The runner of `make` for the preset's LWLock implementation.
-fn with_pg_lwlock(settings: &Settings, make: impl MakeRunner) -> RunFn<'static> {
+pub(crate) fn with_lwlock_type(settings: &Settings, make: impl MakeWithLwLock) -> RunFn<'static> {
     match (settings.lwlock, settings.tas_spin) {
-        (LwLockVariant::Atomic, _) => make.make::<Lw<AtomicLwLock<Pg96Layout>>>(),
-        (LwLockVariant::Atomic18, _) => make.make::<Lw<AtomicLwLock<Pg18Layout>>>(),
-        (LwLockVariant::AtomicWithMutex, _) => make.make::<Lw<MutexWaitListLwLock>>(),
+        (LwLockVariant::Atomic, _) => make.make::<AtomicLwLock<Pg96Layout>>(),
+        (LwLockVariant::Atomic18, _) => make.make::<AtomicLwLock<Pg18Layout>>(),
+        (LwLockVariant::AtomicWithMutex, _) => make.make::<MutexWaitListLwLock>(),
         (LwLockVariant::SpinlockProtected, true) => {
-            make.make::<Lw<SpinlockProtectedLwLock<PgSpinLock<true>>>>()
+            make.make::<SpinlockProtectedLwLock<PgSpinLock<true>>>()
         }
         (LwLockVariant::SpinlockProtected, false) => {
-            make.make::<Lw<SpinlockProtectedLwLock<PgSpinLock<false>>>>()
+            make.make::<SpinlockProtectedLwLock<PgSpinLock<false>>>()
         }
     }
+}
+
+/// A lock-model runner maker, given PostgreSQL's LWLock as the model.
+struct AsLwLock<R>(R);
+
+impl<R: MakeRunner> MakeWithLwLock for AsLwLock<R> {
+    fn make<K: RawLwLock>(self) -> RunFn<'static> {
+        self.0.make::<Lw<K>>()
+    }
+}
+
+/// The runner of `make` for the preset's LWLock implementation.
+fn with_pg_lwlock(settings: &Settings, make: impl MakeRunner) -> RunFn<'static> {
+    with_lwlock_type(settings, AsLwLock(make))
 }
 
 struct Buffer<'a>(&'a Settings);

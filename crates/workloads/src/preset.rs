@@ -5,6 +5,7 @@
 //! are listed: each later subsystem adds its row.
 
 use crate::WorkloadError;
+use pglocks_lmgr::FastPathLayout;
 use pglocks_sync::time::Duration;
 
 /// The knob values in force for a series.
@@ -24,8 +25,13 @@ pub struct Settings {
     /// Unisys patches).
     pub buffer_partitions: usize,
     /// lock.c: `NUM_LOCK_PARTITIONS`, the LockManager tranche (16 from 8.2; 8.1 had one
-    /// LockMgrLock). For `MainLwLockArray`; a knob once a lock-manager workload uses it.
+    /// LockMgrLock).
     pub lock_partitions: usize,
+    /// lock.c: the fast path for weak relation locks (none before 9.2; 16 slots in 9.2–17;
+    /// groups of 16 in 18).
+    pub fast_path: FastPathLayout,
+    /// Workload `lmgr-relation`: relations locked per transaction.
+    pub relations: u32,
     /// lwlock.c: `LWLOCK_PADDED_SIZE`, bytes per lock in an array (32 up to 9.5, 128 from 9.6;
     /// 0 = packed at the lock's own size).
     pub lwlock_padding: usize,
@@ -133,6 +139,14 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=65536: BufferMapping partitions (buffer-lookup)",
     ),
     (
+        "fast_path",
+        "on|off: the fast path for weak relation locks (on = the release's layout; 16 slots before it had one)",
+    ),
+    (
+        "relations",
+        "N in 1..=1000: relations locked per transaction (lmgr-relation)",
+    ),
+    (
         "lwlock_padding",
         "none|32|64|128: bytes per LWLock in a partitioned array",
     ),
@@ -149,6 +163,17 @@ pub const KNOBS: &[(&str, &str)] = &[
 ];
 
 impl Preset {
+    /// The release's fast path (`on` for `--set fast_path`).
+    fn fast_path(&self) -> FastPathLayout {
+        match self.name {
+            "pg81" | "pg82" | "pg82uis" | "pg91" => FastPathLayout::None,
+            "pg18" => FastPathLayout::Groups(FastPathLayout::pg18_groups(
+                pglocks_lmgr::DEFAULT_MAX_LOCKS_PER_TRANSACTION,
+            )),
+            _ => FastPathLayout::Slots16,
+        }
+    }
+
     /// Looks a preset up by name.
     pub fn by_name(name: &str) -> Result<&'static Preset, WorkloadError> {
         PRESETS
@@ -183,6 +208,8 @@ impl Preset {
                 _ => 128,
             },
             lock_partitions: if self.name == "pg81" { 1 } else { 16 },
+            fast_path: self.fast_path(),
+            relations: 2,
             lwlock_padding: match self.name {
                 "pg82uis" => 64,
                 _ if matches!(self.lwlock, SpinlockProtected | AtomicWithMutex) => 32,
@@ -223,6 +250,14 @@ impl Settings {
         match knob {
             "tas_spin" => self.tas_spin = on_off()?,
             "lwlock_stats" => self.lwlock_stats = on_off()?,
+            "fast_path" => {
+                self.fast_path = match (on_off()?, self.fast_path) {
+                    (false, _) => FastPathLayout::None,
+                    (true, FastPathLayout::None) => FastPathLayout::Slots16,
+                    (true, layout) => layout,
+                }
+            }
+            "relations" => self.relations = number(1, 1000)?,
             "lwlock_padding" => {
                 self.lwlock_padding = match value {
                     "none" | "0" => 0,
@@ -305,6 +340,9 @@ mod tests {
             (s("pg81").lock_partitions, s("pg82").lock_partitions),
             (1, 16)
         );
+        assert_eq!(s("pg91").fast_path, FastPathLayout::None);
+        assert_eq!(s("pg92").fast_path, FastPathLayout::Slots16);
+        assert_eq!(s("pg18").fast_path, FastPathLayout::Groups(4));
         let mut x = s("pg18");
         x.apply("lwlock_padding=none").unwrap();
         x.apply("lwlock_stats=on").unwrap();
@@ -319,9 +357,9 @@ mod tests {
         assert!(!s.tas_spin);
         s.apply("cs_work = 40").unwrap();
         assert_eq!(s.cs_work, 40);
-        let e = s.apply("fast_path=off").unwrap_err().to_string();
+        let e = s.apply("group_commit=off").unwrap_err().to_string();
         assert!(
-            e.contains("unknown knob 'fast_path'") && e.contains("tas_spin"),
+            e.contains("unknown knob 'group_commit'") && e.contains("tas_spin"),
             "{e}"
         );
         let e = s.apply("spins_per_delay=0").unwrap_err().to_string();
