@@ -21,6 +21,7 @@ pub use futex::Semaphore;
 #[cfg(any(target_os = "linux", loom))]
 mod futex {
     use crate::atomic::{fence, AtomicU32, Ordering::*};
+    use crate::time::{Duration, Instant};
 
     /// A counting semaphore (PostgreSQL's `PGSemaphore`), futex-backed.
     #[derive(Debug)]
@@ -66,12 +67,29 @@ mod futex {
             if self.try_lock() {
                 return;
             }
-            self.lock_slow();
+            self.lock_slow(None);
+        }
+
+        /// Takes a permit, sleeping at most until `deadline`; `false` if none came by then. The
+        /// wait of a backend that also has a timer running (`ProcSleep`'s `deadlock_timeout` and
+        /// `lock_timeout`, which PostgreSQL delivers by setting the latch it waits on). Under
+        /// loom time does not pass, and this waits as [`Self::lock`] does.
+        pub fn lock_until(&self, deadline: Instant) -> bool {
+            // Model checking explores orders, not durations: no timer ever fires under loom.
+            let deadline = (!cfg!(loom)).then_some(deadline);
+            self.try_lock() || self.lock_slow(deadline)
         }
 
         #[cold]
-        fn lock_slow(&self) {
+        fn lock_slow(&self, deadline: Option<Instant>) -> bool {
             loop {
+                let timeout = match deadline {
+                    Some(d) => match d.checked_duration_since(Instant::now()) {
+                        Some(left) if !left.is_zero() => Some(left),
+                        _ => return self.try_lock(),
+                    },
+                    None => None,
+                };
                 // Announce ourselves before the last look at the count, with a full fence between
                 // (unlock mirrors it): of "we missed the new permit" and "unlock missed our
                 // announcement", at most one can happen, so we never sleep through an unlock.
@@ -80,11 +98,11 @@ mod futex {
                 self.sleepers.fetch_add(1, Relaxed);
                 fence(SeqCst);
                 if self.count.load(Relaxed) == 0 {
-                    self.futex_wait(0);
+                    self.futex_wait(0, timeout);
                 }
                 self.sleepers.fetch_sub(1, Relaxed);
                 if self.try_lock() {
-                    return;
+                    return true;
                 }
             }
         }
@@ -99,8 +117,8 @@ mod futex {
         }
 
         #[cfg(not(loom))]
-        fn futex_wait(&self, expected: u32) {
-            futex_wait(&self.count, expected);
+        fn futex_wait(&self, expected: u32, timeout: Option<Duration>) {
+            futex_wait(&self.count, expected, timeout);
         }
 
         #[cfg(not(loom))]
@@ -109,7 +127,7 @@ mod futex {
         }
 
         #[cfg(loom)]
-        fn futex_wait(&self, expected: u32) {
+        fn futex_wait(&self, expected: u32, _timeout: Option<Duration>) {
             self.kernel.wait(&self.count, expected);
         }
 
@@ -148,16 +166,24 @@ mod futex {
     }
 
     #[cfg(not(loom))]
-    fn futex_wait(word: &AtomicU32, expected: u32) {
-        // SAFETY: FUTEX_WAIT only reads the aligned u32 behind a live reference; a null timeout
-        // means "no timeout". A spurious return (EINTR, EAGAIN) is handled by the caller's loop.
+    fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+            tv_nsec: t.subsec_nanos().into(),
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: FUTEX_WAIT only reads the aligned u32 behind a live reference and the timespec
+        // (relative; null means "no timeout") that outlives the call. A spurious or timed-out
+        // return (EINTR, EAGAIN, ETIMEDOUT) is handled by the caller's loop.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
                 libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
                 expected,
-                std::ptr::null::<libc::timespec>(),
+                ts_ptr,
             );
         }
     }
@@ -216,6 +242,23 @@ mod condvar {
             *c -= 1;
         }
 
+        /// Takes a permit, sleeping at most until `deadline`; `false` if none came by then.
+        pub fn lock_until(&self, deadline: std::time::Instant) -> bool {
+            let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
+            while *c == 0 {
+                let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+                    return false;
+                };
+                c = self
+                    .cv
+                    .wait_timeout(c, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *c -= 1;
+            true
+        }
+
         /// Adds a permit and wakes one sleeper, if any (`PGSemaphoreUnlock`).
         pub fn unlock(&self) {
             let mut c = self.count.lock().unwrap_or_else(|e| e.into_inner());
@@ -245,6 +288,28 @@ mod tests {
         let s = Semaphore::new(0);
         s.unlock();
         s.lock(); // returns at once
+        assert!(!s.try_lock());
+    }
+
+    #[test]
+    fn a_timed_wait_times_out_or_takes_a_permit() {
+        use std::time::{Duration, Instant};
+        let s = Arc::new(Semaphore::new(0));
+        let start = Instant::now();
+        assert!(!s.lock_until(start + Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        s.unlock();
+        assert!(
+            s.lock_until(Instant::now()),
+            "a permit already there is taken"
+        );
+        let s2 = Arc::clone(&s);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            s2.unlock();
+        });
+        assert!(s.lock_until(Instant::now() + Duration::from_secs(10)));
+        t.join().unwrap();
         assert!(!s.try_lock());
     }
 
