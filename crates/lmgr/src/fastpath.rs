@@ -157,15 +157,13 @@ impl Slots {
         (found, used)
     }
 
-    /// Takes every mode recorded for `rel` out of the slots (the slot side of
-    /// `FastPathTransferRelationLocks`) and returns them.
-    pub fn take_relation(&mut self, rel: u32) -> Vec<LockMode> {
+    /// The modes recorded for `rel` (what `FastPathTransferRelationLocks` moves; it clears
+    /// each with [`Self::ungrant`] once the main table has it).
+    pub fn relation_modes(&self, rel: u32) -> Vec<LockMode> {
         let g = self.group_of(rel);
         for s in 0..FP_LOCK_SLOTS_PER_GROUP {
-            let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
             let bits = slot_bits(self.lock_bits[g], s);
-            if bits != 0 && self.rel_id[slot] == rel {
-                self.lock_bits[g] &= !(0b111 << (s as u32 * FAST_PATH_BITS_PER_SLOT));
+            if bits != 0 && self.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + s] == rel {
                 return LockMode::ALL[..3]
                     .iter()
                     .copied()
@@ -241,17 +239,19 @@ impl<K: RawLwLock> FastPath<K> {
         self.areas.len()
     }
 
-    /// Runs `f` on backend `procno`'s slots with its `fpInfoLock` held exclusively.
+    /// Runs `f` on backend `procno`'s slots with its `fpInfoLock` held exclusively. `f` gets
+    /// the calling backend too, to take further locks (a transfer takes partition locks inside
+    /// the `fpInfoLock`, as PostgreSQL does).
     pub fn with_slots<R>(
         &self,
         b: &mut Backend,
         procno: usize,
-        f: impl FnOnce(&mut Slots) -> R,
+        f: impl FnOnce(&mut Slots, &mut Backend) -> R,
     ) -> Result<R, pglocks_lwlock::LwLockError> {
         let area = &self.areas[procno];
         area.fp_info_lock.acquire(b, LwLockMode::Exclusive)?;
         // SAFETY: `fpInfoLock` is held exclusively until the release below.
-        let r = area.slots.with_mut(|s| f(unsafe { &mut *s }));
+        let r = area.slots.with_mut(|s| f(unsafe { &mut *s }, b));
         area.fp_info_lock.release(b)?;
         Ok(r)
     }
@@ -310,8 +310,11 @@ mod tests {
         assert_eq!(s.ungrant(105, RowExclusive), (true, 15));
         assert_eq!(s.ungrant(105, RowExclusive), (false, 15));
         assert!(s.grant(116, AccessShare).0);
-        assert_eq!(s.take_relation(116), vec![AccessShare]);
-        assert!(!s.holds(116, AccessShare));
+        assert_eq!(s.relation_modes(116), vec![AccessShare]);
+        assert!(
+            s.holds(116, AccessShare),
+            "reading the modes clears nothing"
+        );
     }
 
     #[test]

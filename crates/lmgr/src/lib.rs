@@ -195,7 +195,7 @@ impl<K: RawLwLock> LockManager<K> {
     /// and `MyProc->databaseId`, which transfers check).
     pub fn connect(&self, b: &mut Backend, database: u32) -> Result<LocalLocks, LmgrError> {
         self.fast_path
-            .with_slots(b, b.procno(), |s| s.database = database)?;
+            .with_slots(b, b.procno(), |s, _| s.database = database)?;
         Ok(LocalLocks {
             database,
             locks: TagMap::default(),
@@ -249,7 +249,7 @@ impl<K: RawLwLock> LockManager<K> {
             if (local.fast_path_used[group] as usize) < fastpath::FP_LOCK_SLOTS_PER_GROUP {
                 let counter = FastPath::<K>::strong_partition(hashcode);
                 // The counter is read under our own fpInfoLock: see the fastpath module.
-                let (granted, new_slot) = self.fast_path.with_slots(b, me, |s| {
+                let (granted, new_slot) = self.fast_path.with_slots(b, me, |s, _| {
                     if self.fast_path.strong_count(counter) != 0 {
                         (false, false)
                     } else {
@@ -325,7 +325,11 @@ impl<K: RawLwLock> LockManager<K> {
     }
 
     /// Models `FastPathTransferRelationLocks`: moves every backend's fast-path locks on the
-    /// relation of `tag` into the main table.
+    /// relation of `tag` into the main table. Each backend's `fpInfoLock` is held until its
+    /// entries are in the table: in between, the owner could otherwise find its lock in neither
+    /// place, release nothing, and leave a granted lock behind in the table (a loom model at
+    /// preemption bound 3 found that in the first version). Each mode leaves the slot only
+    /// once the table has it, so a full table loses nothing.
     fn transfer_relation_locks(
         &self,
         b: &mut Backend,
@@ -333,31 +337,26 @@ impl<K: RawLwLock> LockManager<K> {
         hashcode: u32,
     ) -> Result<(), LmgrError> {
         let p = self.table.partition_of(hashcode);
+        let (db, rel) = (tag.field1, tag.field2);
         for procno in 0..self.fast_path.backends() {
-            let table = &self.table;
-            // Under that backend's fpInfoLock: take its modes on the relation out of its slots
-            // and put them into the main table, as granted to it.
-            let area_result = {
-                let (db, rel) = (tag.field1, tag.field2);
-                let modes = self.fast_path.with_slots(b, procno, |s| {
-                    if s.database != db {
-                        Vec::new()
+            self.fast_path
+                .with_slots(b, procno, |s, b| -> Result<(), LmgrError> {
+                    let modes = if s.database == db {
+                        s.relation_modes(rel)
                     } else {
-                        s.take_relation(rel)
+                        Vec::new()
+                    };
+                    if modes.is_empty() {
+                        return Ok(());
                     }
-                })?;
-                if modes.is_empty() {
-                    Ok(())
-                } else {
-                    table.with_partition(b, p, |part| -> Result<(), LmgrError> {
-                        for &m in &modes {
+                    self.table.with_partition(b, p, |part| {
+                        for m in modes {
                             part.setup(*tag, procno as u32, m)?.grant(procno as u32, m);
+                            s.ungrant(rel, m);
                         }
                         Ok(())
                     })?
-                }
-            };
-            area_result?;
+                })??;
         }
         Ok(())
     }
@@ -400,7 +399,9 @@ impl<K: RawLwLock> LockManager<K> {
         let me = b.procno();
         if l.via_fast_path && self.eligible(database, &tag, mode) {
             let rel = tag.field2;
-            let (released, used) = self.fast_path.with_slots(b, me, |s| s.ungrant(rel, mode))?;
+            let (released, used) = self
+                .fast_path
+                .with_slots(b, me, |s, _| s.ungrant(rel, mode))?;
             fast_path_used[fastpath::group_of(rel, fast_path_used.len())] = used;
             if released {
                 return Ok(());
