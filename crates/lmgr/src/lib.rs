@@ -22,6 +22,8 @@
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles, and a backend's `LOCALLOCK` table is a
 //!   [`LocalLocks`] value it owns; resource owners are reduced to session and transaction.
+//! - A `LOCALLOCK` entry is made when its lock is granted, not before the attempt (PostgreSQL
+//!   makes it first and removes it again if the lock is not granted).
 //! - This stage grants or refuses at once (`ConditionalLockAcquire`, as `dontWait`): waiting,
 //!   the deadlock detector and lock timeouts are not modelled yet.
 
@@ -161,6 +163,24 @@ impl LocalLocks {
     pub fn database(&self) -> u32 {
         self.database
     }
+
+    /// Records a newly granted lock with one reference of `owner` (`GrantLockLocal`).
+    fn grant(
+        &mut self,
+        tag: LockTag,
+        mode: LockMode,
+        owner: LockOwner,
+        via_fast_path: bool,
+        holds_strong_count: bool,
+    ) {
+        let mut l = LocalLock {
+            via_fast_path,
+            holds_strong_count,
+            ..LocalLock::default()
+        };
+        *l.count(owner) += 1;
+        self.locks.insert((tag, mode), l);
+    }
 }
 
 /// The shared lock manager: the lock table and every backend's fast-path area.
@@ -235,9 +255,9 @@ impl<K: RawLwLock> LockManager<K> {
         mode: LockMode,
         owner: LockOwner,
     ) -> Result<LockAcquireResult, LmgrError> {
-        let entry = local.locks.entry((tag, mode)).or_default();
-        if entry.n_locks() > 0 {
-            *entry.count(owner) += 1;
+        // An entry exists only while it holds references (releases remove it at zero).
+        if let Some(l) = local.locks.get_mut(&(tag, mode)) {
+            *l.count(owner) += 1;
             return Ok(LockAcquireResult::AlreadyHeld);
         }
         let hashcode = tag.hash_code();
@@ -258,9 +278,7 @@ impl<K: RawLwLock> LockManager<K> {
                 })?;
                 if granted {
                     local.fast_path_used[group] += u32::from(new_slot);
-                    let l = local.locks.entry((tag, mode)).or_default();
-                    l.via_fast_path = true;
-                    *l.count(owner) += 1;
+                    local.grant(tag, mode, owner, true, false);
                     return Ok(LockAcquireResult::Ok);
                 }
             }
@@ -273,7 +291,6 @@ impl<K: RawLwLock> LockManager<K> {
             self.fast_path.begin_strong(counter);
             if let Err(e) = self.transfer_relation_locks(b, &tag, hashcode) {
                 self.fast_path.end_strong(counter);
-                Self::forget_if_unused(local, tag, mode);
                 return Err(e);
             }
         }
@@ -294,33 +311,18 @@ impl<K: RawLwLock> LockManager<K> {
         });
         match granted {
             Ok(Ok(true)) => {
-                let l = local.locks.entry((tag, mode)).or_default();
-                l.via_fast_path = false;
-                l.holds_strong_count = strong_counter.is_some();
-                *l.count(owner) += 1;
+                local.grant(tag, mode, owner, false, strong_counter.is_some());
                 Ok(LockAcquireResult::Ok)
             }
             other => {
                 if let Some(counter) = strong_counter {
                     self.fast_path.end_strong(counter);
                 }
-                Self::forget_if_unused(local, tag, mode);
                 match other {
                     Ok(Ok(_)) => Ok(LockAcquireResult::NotAvailable),
                     Ok(Err(e)) | Err(e) => Err(e),
                 }
             }
-        }
-    }
-
-    /// `RemoveLocalLock` of an entry that holds nothing.
-    fn forget_if_unused(local: &mut LocalLocks, tag: LockTag, mode: LockMode) {
-        if local
-            .locks
-            .get(&(tag, mode))
-            .is_some_and(|l| l.n_locks() == 0)
-        {
-            local.locks.remove(&(tag, mode));
         }
     }
 

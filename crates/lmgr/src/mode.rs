@@ -138,16 +138,7 @@ impl LockMode {
                 Exclusive,
                 AccessExclusive,
             ]),
-            AccessExclusive => bits(&[
-                AccessShare,
-                RowShare,
-                RowExclusive,
-                ShareUpdateExclusive,
-                Share,
-                ShareRowExclusive,
-                Exclusive,
-                AccessExclusive,
-            ]),
+            AccessExclusive => bits(&LockMode::ALL),
         }
     }
 

@@ -324,9 +324,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     #[inline(always)]
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         b.stats
             .lwlock
             .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
@@ -368,9 +366,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// usually been flushed for it.
     pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         let mut must_wait = self.attempt_lock(mode);
         if must_wait {
             self.queue_self(b, LwLockMode::WaitUntilFree)?;
@@ -397,9 +393,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         mode: LwLockMode,
     ) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         if self.attempt_lock(mode) {
             return Ok(false);
         }
@@ -601,13 +595,6 @@ fn stuck_wait_list(tranche: TrancheId, delays: u32) -> LwLockError {
     LwLockError::StuckWaitList {
         lock: tranche_name(tranche),
         delays,
-    }
-}
-
-#[cold]
-fn too_many() -> LwLockError {
-    LwLockError::TooManyLwLocks {
-        max: MAX_SIMUL_LWLOCKS,
     }
 }
 

@@ -248,9 +248,7 @@ impl HandoffLwLock {
     #[inline]
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         if self.attempt_lock(mode) {
             return self.acquire_slow(b, mode);
         }
@@ -281,9 +279,7 @@ impl HandoffLwLock {
         mode: LwLockMode,
     ) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         if self.attempt_lock(mode) {
             return Ok(false);
         }
@@ -297,9 +293,7 @@ impl HandoffLwLock {
     /// queued behind, if any).
     pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(too_many());
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         let attempt = if self.attempt_lock(mode) {
             self.take_or_queue(b, mode, LwLockMode::WaitUntilFree)?
         } else {
@@ -413,13 +407,6 @@ impl RawLwLock for HandoffLwLock {
     #[inline(always)]
     fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         HandoffLwLock::release(self, b)
-    }
-}
-
-#[cold]
-fn too_many() -> LwLockError {
-    LwLockError::TooManyLwLocks {
-        max: MAX_SIMUL_LWLOCKS,
     }
 }
 

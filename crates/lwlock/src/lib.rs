@@ -257,6 +257,22 @@ fn forget_held_anywhere(b: &mut Backend, id: usize, tranche: TrancheId) -> Resul
         })
 }
 
+/// The test at the top of `LWLockAcquire` and friends: the backend's `held_lwlocks[]` has room
+/// for one more lock under the release's limit `max` (`MAX_SIMUL_LWLOCKS`), else "too many
+/// LWLocks taken".
+#[inline(always)]
+fn check_room(b: &Backend, max: usize) -> Result<(), LwLockError> {
+    if b.held_lwlocks.len() >= max {
+        return Err(too_many(max));
+    }
+    Ok(())
+}
+
+#[cold]
+fn too_many(max: usize) -> LwLockError {
+    LwLockError::TooManyLwLocks { max }
+}
+
 /// Re-posts the `extra` wake-ups a backend absorbed while waiting for its own (lwlock.c's
 /// `extraWaits` loop), so that whatever they were meant for still sees them.
 fn repost_absorbed_wakeups(b: &Backend, extra: u32) {

@@ -66,15 +66,6 @@ impl ParkingLotLwLock {
             }
         }
     }
-
-    fn check_room(b: &Backend) -> Result<(), LwLockError> {
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(LwLockError::TooManyLwLocks {
-                max: MAX_SIMUL_LWLOCKS,
-            });
-        }
-        Ok(())
-    }
 }
 
 impl RawLwLock for ParkingLotLwLock {
@@ -87,7 +78,7 @@ impl RawLwLock for ParkingLotLwLock {
 
     #[inline]
     fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         let at_once = self.try_lock(mode);
         if !at_once {
             self.lock(mode);
@@ -98,7 +89,7 @@ impl RawLwLock for ParkingLotLwLock {
 
     #[inline]
     fn conditional_acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         let got = self.try_lock(mode);
         if got {
             b.held_lwlocks.push(self.id(), mode as u8);
@@ -107,7 +98,7 @@ impl RawLwLock for ParkingLotLwLock {
     }
 
     fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
+        crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         if self.try_lock(mode) {
             b.held_lwlocks.push(self.id(), mode as u8);
             return Ok(true);

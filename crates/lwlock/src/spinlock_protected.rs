@@ -128,11 +128,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
 
     /// Models `LWLockAcquire` (9.4): returns `true` if the lock was had without sleeping.
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
-            return Err(LwLockError::TooManyLwLocks {
-                max: MAX_SIMUL_LWLOCKS_94,
-            });
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS_94)?;
         b.stats
             .lwlock
             .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
@@ -166,11 +162,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         b: &mut Backend,
         mode: LwLockMode,
     ) -> Result<bool, LwLockError> {
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
-            return Err(LwLockError::TooManyLwLocks {
-                max: MAX_SIMUL_LWLOCKS_94,
-            });
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS_94)?;
         let got = self.locked(b, |f, _, _| Self::grab(f, mode))?;
         if got {
             b.held_lwlocks.push(self.id(), mode as u8);
@@ -181,11 +173,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
     /// Models `LWLockAcquireOrWait` (9.2–9.4): takes the lock if free; else waits once, at the
     /// tail of the queue, and returns `false` without the lock.
     pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS_94 {
-            return Err(LwLockError::TooManyLwLocks {
-                max: MAX_SIMUL_LWLOCKS_94,
-            });
-        }
+        crate::check_room(b, MAX_SIMUL_LWLOCKS_94)?;
         let got = self.locked(b, |f, procs, me| {
             let got = Self::grab(f, mode);
             if !got {

@@ -204,18 +204,23 @@ mod tests {
     use pglocks_harness::TeamSpec;
     use std::time::Duration;
 
+    /// A 20 ms run of `threads` backends, unpinned.
+    fn quick_spec(threads: usize) -> TeamSpec {
+        TeamSpec {
+            threads,
+            duration: Duration::from_millis(20),
+            warmup: Duration::from_millis(5),
+            pin_order: vec![],
+            sample_every: 8,
+        }
+    }
+
     #[test]
     fn every_spin_impl_runs_and_counts() {
         let preset = Preset::by_name("pg94").unwrap();
         for (name, _) in spin::IMPLS {
             let s = series("spin", preset, name, &[]).unwrap();
-            let spec = TeamSpec {
-                threads: 2,
-                duration: Duration::from_millis(20),
-                warmup: Duration::from_millis(5),
-                pin_order: vec![],
-                sample_every: 8,
-            };
+            let spec = quick_spec(2);
             let run = (s.run)(&spec).unwrap();
             assert!(run.total_ops() > 0, "{name}");
         }
@@ -233,13 +238,7 @@ mod tests {
             ] {
                 for (name, _) in workload(w).unwrap().impls {
                     let s = series(w, preset, name, &["read_ratio=0.5".into()]).unwrap();
-                    let spec = TeamSpec {
-                        threads: 3,
-                        duration: Duration::from_millis(20),
-                        warmup: Duration::from_millis(5),
-                        pin_order: vec![],
-                        sample_every: 8,
-                    };
+                    let spec = quick_spec(3);
                     let run = (s.run)(&spec).unwrap();
                     assert!(run.total_ops() > 0, "{w} {name}");
                 }
@@ -252,13 +251,7 @@ mod tests {
         for preset in ["pg81", "pg91", "pg92", "pg18"] {
             let preset = Preset::by_name(preset).unwrap();
             let s = series("lmgr-relation", preset, "pg", &["relations=3".into()]).unwrap();
-            let spec = TeamSpec {
-                threads: 3,
-                duration: Duration::from_millis(20),
-                warmup: Duration::from_millis(5),
-                pin_order: vec![],
-                sample_every: 8,
-            };
+            let spec = quick_spec(3);
             assert!((s.run)(&spec).unwrap().total_ops() > 0, "{}", preset.name);
         }
     }
