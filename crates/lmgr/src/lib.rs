@@ -24,22 +24,26 @@
 //!   [`LocalLocks`] value it owns; resource owners are reduced to session and transaction.
 //! - A `LOCALLOCK` entry is made when its lock is granted, not before the attempt (PostgreSQL
 //!   makes it first and removes it again if the lock is not granted).
-//! - This stage grants or refuses at once (`ConditionalLockAcquire`, as `dontWait`): waiting,
-//!   the deadlock detector and lock timeouts are not modelled yet.
+//! - Waiting, the deadlock check and timeouts: see [`proc`] and [`deadlock`].
 
+pub mod deadlock;
 pub mod fastpath;
 pub mod locktag;
 pub mod mode;
+pub mod proc;
 pub mod table;
 
+pub use deadlock::DeadlockInfo;
 pub use fastpath::FastPathLayout;
 pub use locktag::{LockMethodId, LockTag, LockTagType};
 pub use mode::{LockMask, LockMode};
+pub use proc::LockTimeouts;
 
 use fastpath::{strong, weak, FastPath};
 use locktag::TagMap;
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
 use pglocks_sync::Backend;
+use proc::{Joined, WaitSlots};
 use table::LockTable;
 
 /// lock.h's `NUM_LOCK_PARTITIONS`.
@@ -61,9 +65,53 @@ pub enum LmgrError {
         /// The mode asked for.
         mode: LockMode,
     },
+    /// The deadlock checker found a cycle of waits that no queue reordering breaks
+    /// (`DeadLockReport`); [`LmgrError::detail`] names the cycle.
+    #[error("deadlock detected")]
+    Deadlock {
+        /// The cycle, starting with the backend that detected it.
+        cycle: Vec<DeadlockInfo>,
+    },
+    /// `lock_timeout` expired while waiting (postgres.c's `ProcessInterrupts`).
+    #[error("canceling statement due to lock timeout")]
+    LockTimeout,
     /// An LWLock underneath failed.
     #[error(transparent)]
     LwLock(#[from] LwLockError),
+}
+
+impl LmgrError {
+    /// PostgreSQL's `DETAIL` line(s), if the error has one: for a deadlock, one line per member
+    /// of the cycle, "Process P waits for MODE on OBJECT; blocked by process Q." (process
+    /// numbers stand in for pids).
+    pub fn detail(&self) -> Option<String> {
+        let LmgrError::Deadlock { cycle } = self else {
+            return None;
+        };
+        let lines: Vec<String> = cycle
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let next = cycle[(i + 1) % cycle.len()].procno;
+                format!(
+                    "Process {} waits for {} on {}; blocked by process {}.",
+                    d.procno,
+                    d.mode,
+                    d.tag.describe(),
+                    next
+                )
+            })
+            .collect();
+        Some(lines.join("\n"))
+    }
+
+    /// PostgreSQL's `HINT`, if any (8.4+'s deadlock hint).
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            LmgrError::Deadlock { .. } => Some("See server log for query details."),
+            _ => None,
+        }
+    }
 }
 
 /// lock.h's `LockAcquireResult`.
@@ -97,6 +145,9 @@ pub struct LockManagerConfig {
     pub partitions: usize,
     /// The fast path of the release.
     pub fast_path: FastPathLayout,
+    /// 17+: a `NOWAIT` request that conflicts goes through the wait-queue rule, so it is
+    /// granted when that rule would let it in ahead of the waiters (before 17 it fails at once).
+    pub nowait_checks_queue: bool,
 }
 
 impl LockManagerConfig {
@@ -107,6 +158,7 @@ impl LockManagerConfig {
             max_locks_per_transaction: DEFAULT_MAX_LOCKS_PER_TRANSACTION,
             partitions: NUM_LOCK_PARTITIONS,
             fast_path: FastPathLayout::Slots16,
+            nowait_checks_queue: false,
         }
     }
 }
@@ -187,6 +239,8 @@ impl LocalLocks {
 pub struct LockManager<K: RawLwLock = AtomicLwLock> {
     table: LockTable<K>,
     fast_path: FastPath<K>,
+    waits: WaitSlots,
+    nowait_checks_queue: bool,
 }
 
 impl<K: RawLwLock> std::fmt::Debug for LockManager<K> {
@@ -208,6 +262,8 @@ impl<K: RawLwLock> LockManager<K> {
                 config.max_locks_per_transaction * config.max_backends,
             ),
             fast_path: FastPath::new(config.fast_path, config.max_backends),
+            waits: WaitSlots::new(config.max_backends),
+            nowait_checks_queue: config.nowait_checks_queue,
         }
     }
 
@@ -255,6 +311,33 @@ impl<K: RawLwLock> LockManager<K> {
         mode: LockMode,
         owner: LockOwner,
     ) -> Result<LockAcquireResult, LmgrError> {
+        self.acquire_extended(b, local, tag, mode, owner, None)
+    }
+
+    /// Models `LockAcquire`: grants `mode` on `tag` to backend `b` for `owner`, waiting in the
+    /// lock's queue as long as it must. Fails with "deadlock detected" or at `lock_timeout`.
+    pub fn acquire(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+        owner: LockOwner,
+        timeouts: &LockTimeouts,
+    ) -> Result<LockAcquireResult, LmgrError> {
+        self.acquire_extended(b, local, tag, mode, owner, Some(timeouts))
+    }
+
+    /// Models `LockAcquireExtended`; `wait` is `None` for `dontWait`.
+    fn acquire_extended(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+        owner: LockOwner,
+        wait: Option<&LockTimeouts>,
+    ) -> Result<LockAcquireResult, LmgrError> {
         // An entry exists only while it holds references (releases remove it at zero).
         if let Some(l) = local.locks.get_mut(&(tag, mode)) {
             *l.count(owner) += 1;
@@ -295,33 +378,58 @@ impl<K: RawLwLock> LockManager<K> {
             }
         }
 
-        let p = self.table.partition_of(hashcode);
-        let me32 = me as u32;
-        let granted = self.table.with_partition(b, p, |part| {
-            let lock = part.setup(tag, me32, mode)?;
-            let must_wait =
-                mode.conflicts() & lock.wait_mask != 0 || lock.check_conflicts(mode, me32);
-            if must_wait {
-                part.abandon_request(&tag, me32, mode);
-                Ok(false)
+        let result = self.acquire_in_table(b, tag, mode, wait);
+        if result == Ok(true) {
+            local.grant(tag, mode, owner, false, strong_counter.is_some());
+        } else if let Some(counter) = strong_counter {
+            // `AbortStrongLockAcquire`.
+            self.fast_path.end_strong(counter);
+        }
+        result.map(|granted| {
+            if granted {
+                LockAcquireResult::Ok
             } else {
-                lock.grant(me32, mode);
-                Ok(true)
+                LockAcquireResult::NotAvailable
             }
-        });
-        match granted {
-            Ok(Ok(true)) => {
-                local.grant(tag, mode, owner, false, strong_counter.is_some());
-                Ok(LockAcquireResult::Ok)
-            }
-            other => {
-                if let Some(counter) = strong_counter {
-                    self.fast_path.end_strong(counter);
+        })
+    }
+
+    /// The main-table part of `LockAcquireExtended`: set up the lock and proclock, grant,
+    /// or join the queue and sleep (`wait`), or give up (`dontWait`). Whether it was granted.
+    fn acquire_in_table(
+        &self,
+        b: &mut Backend,
+        tag: LockTag,
+        mode: LockMode,
+        wait: Option<&LockTimeouts>,
+    ) -> Result<bool, LmgrError> {
+        let me = b.procno() as u32;
+        let p = self.table.partition_of(tag.hash_code());
+        let joined = self
+            .table
+            .with_partition(b, p, |part| -> Result<Joined, LmgrError> {
+                let lock = part.setup(tag, me, mode)?;
+                if mode.conflicts() & lock.wait_mask == 0 && !lock.check_conflicts(mode, me) {
+                    lock.grant(me, mode);
+                    return Ok(Joined::Granted);
                 }
-                match other {
-                    Ok(Ok(_)) => Ok(LockAcquireResult::NotAvailable),
-                    Ok(Err(e)) | Err(e) => Err(e),
+                let joined = if wait.is_none() && !self.nowait_checks_queue {
+                    Joined::WouldWait
+                } else {
+                    self.join_wait_queue(lock, tag, me, mode, wait.is_none())
+                };
+                if matches!(joined, Joined::WouldWait | Joined::EarlyDeadlock(_)) {
+                    part.abandon_request(&tag, me, mode);
                 }
+                Ok(joined)
+            })??;
+        match joined {
+            Joined::Granted => Ok(true),
+            Joined::WouldWait => Ok(false),
+            Joined::EarlyDeadlock(cycle) => Err(LmgrError::Deadlock { cycle }),
+            Joined::Waiting => {
+                let timeouts = wait.expect("only a waiting request joins the queue");
+                self.proc_sleep(b, tag, mode, timeouts).map(|()| true)
             }
         }
     }
@@ -412,15 +520,18 @@ impl<K: RawLwLock> LockManager<K> {
         }
         let hashcode = tag.hash_code();
         let me32 = me as u32;
+        let mut woken = Vec::new();
         self.table
             .with_partition(b, self.table.partition_of(hashcode), |part| {
+                let mut wakeup_needed = false;
                 if let Some(lock) = part.get(&tag) {
                     if lock.held_by(me32) & mode.bit() != 0 {
-                        lock.ungrant(me32, mode);
+                        wakeup_needed = lock.ungrant(me32, mode);
                     }
                 }
-                part.clean_up(&tag, me32);
+                part.clean_up_and_wake(&tag, me32, wakeup_needed, &mut self.wake_into(&mut woken));
             })?;
+        self.post(b, &woken);
         if l.holds_strong_count {
             self.fast_path
                 .end_strong(FastPath::<K>::strong_partition(hashcode));

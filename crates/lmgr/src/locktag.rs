@@ -41,6 +41,27 @@ pub enum LockTagType {
     ApplyTransaction,
 }
 
+impl LockTagType {
+    /// The wait event a backend waiting on a lock of this type reports (`LockTagTypeNames`
+    /// in lockfuncs.c: `pg_stat_activity.wait_event` under `wait_event_type` `Lock`).
+    pub fn wait_event(self) -> &'static str {
+        match self {
+            LockTagType::Relation => "relation",
+            LockTagType::RelationExtend => "extend",
+            LockTagType::DatabaseFrozenIds => "frozenid",
+            LockTagType::Page => "page",
+            LockTagType::Tuple => "tuple",
+            LockTagType::Transaction => "transactionid",
+            LockTagType::VirtualTransaction => "virtualxid",
+            LockTagType::SpeculativeToken => "spectoken",
+            LockTagType::Object => "object",
+            LockTagType::UserLock => "userlock",
+            LockTagType::Advisory => "advisory",
+            LockTagType::ApplyTransaction => "applytransaction",
+        }
+    }
+}
+
 /// lock.h's lock method ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]

@@ -31,6 +31,18 @@ pub(crate) struct ProcLock {
     pub hold_mask: LockMask,
 }
 
+/// A backend in a lock's wait queue: a `PGPROC` linked into `LOCK.waitProcs`, with the
+/// `waitLockMode` it asks for and the `heldLocks` it already held of this lock when it joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Waiter {
+    /// The waiting backend.
+    pub procno: u32,
+    /// `waitLockMode`.
+    pub mode: LockMode,
+    /// `heldLocks`: its own hold mask on this lock when it joined the queue.
+    pub held: LockMask,
+}
+
 /// lock.h's `LOCK`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Lock {
@@ -46,8 +58,10 @@ pub(crate) struct Lock {
     pub granted: [u32; MAX_LOCK_MODES + 1],
     /// `nGranted`.
     pub n_granted: u32,
-    /// `procLocks`: the backends holding or awaiting it.
+    /// `procLocks`: the backends holding or awaiting it, in the order they came.
     pub proc_locks: Vec<ProcLock>,
+    /// `waitProcs`: the wait queue, front first.
+    pub wait_queue: Vec<Waiter>,
 }
 
 impl Lock {
@@ -106,6 +120,38 @@ impl Lock {
             p.hold_mask &= !mode.bit();
         }
         mode.conflicts() & self.wait_mask != 0
+    }
+
+    /// The lock part of `RemoveFromWaitQueue`: takes `procno` out of the queue and uncounts
+    /// its request. Returns the request, if it was waiting here.
+    pub fn remove_waiter(&mut self, procno: u32) -> Option<Waiter> {
+        let i = self.wait_queue.iter().position(|w| w.procno == procno)?;
+        let w = self.wait_queue.remove(i);
+        self.requested[w.mode as usize] -= 1;
+        self.n_requested -= 1;
+        if self.granted[w.mode as usize] == self.requested[w.mode as usize] {
+            self.wait_mask &= !w.mode.bit();
+        }
+        Some(w)
+    }
+
+    /// Models `ProcLockWakeup`: walks the queue front to back and grants every waiter whose
+    /// mode conflicts neither with what is granted to others nor with a request still waiting
+    /// ahead of it; `wake` is told each granted backend (already out of the queue).
+    pub fn wake_waiters(&mut self, wake: &mut impl FnMut(u32)) {
+        let mut ahead: LockMask = 0;
+        let mut i = 0;
+        while i < self.wait_queue.len() {
+            let w = self.wait_queue[i];
+            if w.mode.conflicts() & ahead == 0 && !self.check_conflicts(w.mode, w.procno) {
+                self.wait_queue.remove(i);
+                self.grant(w.procno, w.mode);
+                wake(w.procno);
+            } else {
+                ahead |= w.mode.bit();
+                i += 1;
+            }
+        }
     }
 }
 
@@ -181,6 +227,44 @@ impl<K: RawLwLock> LockTable<K> {
         Ok(r)
     }
 
+    /// Runs `f` with every partition's LWLock held exclusively, taken in ascending partition
+    /// order and released in descending order (`CheckDeadLock`'s global view).
+    pub fn with_all_partitions<R>(
+        &self,
+        b: &mut Backend,
+        f: impl FnOnce(&mut AllPartitions<'_>) -> R,
+    ) -> Result<R, LmgrError> {
+        for (i, part) in self.partitions.iter().enumerate() {
+            if let Err(e) = part.lwlock.acquire(b, LwLockMode::Exclusive) {
+                for held in self.partitions[..i].iter().rev() {
+                    held.lwlock.release(b)?;
+                }
+                return Err(e.into());
+            }
+        }
+        let mut all = AllPartitions {
+            parts: self
+                .partitions
+                .iter()
+                .map(|part| PartitionLocks {
+                    // SAFETY: every partition's LWLock is held exclusively until the releases
+                    // below, and each pointer is to a different partition's map.
+                    locks: part.locks.with_mut(|m| unsafe { &mut *m }),
+                    table_locks_used: &self.locks_used,
+                    table_proclocks_used: &self.proclocks_used,
+                    max_locks: self.max_locks,
+                    max_proclocks: self.max_proclocks,
+                })
+                .collect(),
+        };
+        let r = f(&mut all);
+        drop(all);
+        for part in self.partitions.iter().rev() {
+            part.lwlock.release(b)?;
+        }
+        Ok(r)
+    }
+
     /// Lock objects and proclocks in use (for tests and reports).
     pub fn entries_in_use(&self) -> (usize, usize) {
         (
@@ -197,6 +281,26 @@ pub(crate) struct PartitionLocks<'a> {
     table_proclocks_used: &'a AtomicUsize,
     max_locks: usize,
     max_proclocks: usize,
+}
+
+/// Every partition's lock objects, while all their LWLocks are held.
+pub(crate) struct AllPartitions<'a> {
+    parts: Vec<PartitionLocks<'a>>,
+}
+
+impl<'a> AllPartitions<'a> {
+    /// The partition `tag` hashes to.
+    pub fn partition(&mut self, tag: &LockTag) -> &mut PartitionLocks<'a> {
+        let n = self.parts.len();
+        &mut self.parts[tag.hash_code() as usize % n]
+    }
+
+    /// The lock object of `tag`, if anyone holds or awaits it.
+    pub fn get(&self, tag: &LockTag) -> Option<&Lock> {
+        self.parts[tag.hash_code() as usize % self.parts.len()]
+            .locks
+            .get(tag)
+    }
 }
 
 /// Takes one entry from a fixed-size shared table, or reports it full.
@@ -244,8 +348,25 @@ impl PartitionLocks<'_> {
         Ok(self.locks.get_mut(&tag).expect("present"))
     }
 
-    /// Models `CleanUpLock` (without the wake-up): drops `procno`'s proclock if it holds
-    /// nothing, and the lock object if nobody requests it any more.
+    /// Models `CleanUpLock`: drops `procno`'s proclock if it holds nothing, and the lock object
+    /// if nobody requests it any more; otherwise, when `wakeup_needed`, wakes the waiters that
+    /// can now be granted (`wake` is told each one).
+    pub fn clean_up_and_wake(
+        &mut self,
+        tag: &LockTag,
+        procno: u32,
+        wakeup_needed: bool,
+        wake: &mut impl FnMut(u32),
+    ) {
+        self.clean_up(tag, procno);
+        if wakeup_needed {
+            if let Some(lock) = self.locks.get_mut(tag) {
+                lock.wake_waiters(wake);
+            }
+        }
+    }
+
+    /// `CleanUpLock` without the wake-up.
     pub fn clean_up(&mut self, tag: &LockTag, procno: u32) {
         let Some(lock) = self.locks.get_mut(tag) else {
             return;
@@ -255,7 +376,8 @@ impl PartitionLocks<'_> {
             .iter()
             .position(|p| p.procno == procno && p.hold_mask == 0)
         {
-            lock.proc_locks.swap_remove(i);
+            // In order: the deadlock checker follows holders in the order they came.
+            lock.proc_locks.remove(i);
             self.table_proclocks_used.fetch_sub(1, Relaxed);
         }
         if lock.n_requested == 0 {

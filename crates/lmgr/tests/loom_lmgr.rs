@@ -8,7 +8,8 @@
 
 use loom::sync::Arc;
 use pglocks_lmgr::{
-    FastPathLayout, LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag,
+    FastPathLayout, LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner,
+    LockTag, LockTimeouts,
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::ProcTable;
@@ -56,5 +57,49 @@ fn fast_path_weak_lock_and_strong_lock_never_overlap() {
         take_and_touch(&s, &procs, LockMode::AccessExclusive);
         t.join().unwrap();
         assert_eq!(s.lm.entries_in_use(), (0, 0));
+    });
+}
+
+/// Two backends taking the same AccessExclusiveLock with waiting: the second sleeps in the
+/// queue and the first one's release must wake it (no lost wake-up: a lost one deadlocks the
+/// model, which loom reports), and the two holds never overlap.
+#[test]
+fn a_waiter_is_always_woken_and_holds_never_overlap() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(2));
+    builder.check(|| {
+        let procs = ProcTable::new(2);
+        let mut cfg = LockManagerConfig::new(2);
+        cfg.fast_path = FastPathLayout::None;
+        cfg.partitions = 1;
+        let s = Arc::new(Shared {
+            lm: LockManager::new(cfg),
+            cell: UnsafeCell::new(0),
+        });
+        let lock_and_touch = |s: &Shared, procs: &ProcTable| {
+            let mut b = procs.attach().unwrap();
+            let mut local = s.lm.connect(&mut b, 5).unwrap();
+            let tag = LockTag::relation(5, 16384);
+            let got =
+                s.lm.acquire(
+                    &mut b,
+                    &mut local,
+                    tag,
+                    LockMode::AccessExclusive,
+                    LockOwner::Transaction,
+                    &LockTimeouts::default(),
+                )
+                .unwrap();
+            assert_eq!(got, LockAcquireResult::Ok);
+            // SAFETY: see `Shared`.
+            s.cell.with_mut(|p| unsafe { *p += 1 });
+            assert_eq!(s.lm.release_all(&mut b, &mut local, false).unwrap(), 1);
+        };
+        let (s2, p2) = (Arc::clone(&s), procs.clone());
+        let t = loom::thread::spawn(move || lock_and_touch(&s2, &p2));
+        lock_and_touch(&s, &procs);
+        t.join().unwrap();
+        assert_eq!(s.lm.entries_in_use(), (0, 0));
+        assert_eq!(s.cell.with(|p| unsafe { *p }), 2);
     });
 }

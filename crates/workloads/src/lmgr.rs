@@ -35,10 +35,9 @@ impl MakeWithLwLock for Relation<'_> {
         Box::new(move |spec: &TeamSpec| {
             let procs = proc_table(&settings, spec.threads);
             let lm = Arc::new(LockManager::<K>::new(LockManagerConfig {
-                max_backends: spec.threads,
-                max_locks_per_transaction: pglocks_lmgr::DEFAULT_MAX_LOCKS_PER_TRANSACTION,
                 partitions: settings.lock_partitions,
                 fast_path: settings.fast_path,
+                ..LockManagerConfig::new(spec.threads)
             }));
             let relations = settings.relations;
             run_team(spec, &procs, |_| {
