@@ -1,5 +1,5 @@
-//! The `pglocks` command line (DESIGN §4): `run`, `list`, `topology`, `report`, and with no
-//! command a quick demonstration sweep that writes a report.
+//! The `pglocks` command line (DESIGN §4): `run`, `list`, `topology`, `isolation`, `report`,
+//! and with no command a quick demonstration sweep that writes a report.
 //!
 //! Every user error (an unknown name, a malformed list or duration, zero threads) becomes a
 //! [`CliError`] whose message lists the valid choices; `main` prints it and exits with status 2.
@@ -41,6 +41,15 @@ enum Command {
         /// Read the topology from this sysfs tree instead of /sys (for fixtures of big machines).
         #[arg(long)]
         sysfs_root: Option<PathBuf>,
+    },
+    /// Run lock-only isolation specs and print what PostgreSQL's isolationtester prints.
+    Isolation {
+        /// Spec files (PostgreSQL isolation-spec syntax, lock-only SQL).
+        #[arg(required = true)]
+        specs: Vec<PathBuf>,
+        /// The release whose lock manager runs the specs.
+        #[arg(long, default_value = "pg14")]
+        preset: String,
     },
     /// Re-render the chart and Markdown of a saved run directory from its report.json.
     Report {
@@ -109,6 +118,14 @@ pub enum CliError {
     /// The harness failed (topology, files, a workload's own error).
     #[error(transparent)]
     Harness(#[from] HarnessError),
+    /// An isolation spec could not be read, parsed or run.
+    #[error("{file}: {error}")]
+    Isolation {
+        /// The spec file.
+        file: String,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// Parses a thread-count list: comma-separated items, each `N`, `A..B` (every count from A to
@@ -334,6 +351,25 @@ fn report(dir: &Path, format: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `pglocks isolation`: runs each spec and prints the tester's output (its warnings on stderr).
+fn isolation(specs: &[PathBuf], preset: &str) -> Result<(), CliError> {
+    use pglocks_lmgr::isolation;
+    let settings = Preset::by_name(preset)?.settings();
+    for path in specs {
+        let fail = |error: String| CliError::Isolation {
+            file: path.display().to_string(),
+            error,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let spec = isolation::parse_spec(&text).map_err(|e| fail(e.to_string()))?;
+        let out = isolation::run_spec(&spec, settings.lock_manager_config(1), None)
+            .map_err(|e| fail(e.to_string()))?;
+        eprint!("{}", out.stderr);
+        print!("{}", out.stdout);
+    }
+    Ok(())
+}
+
 /// Runs the parsed command line.
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -349,6 +385,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             print!("{}", t.describe(pin));
             Ok(())
         }
+        Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
         Some(Command::Report { dir, format }) => report(&dir, &format),
     }
 }

@@ -55,11 +55,11 @@ struct World {
 
 impl World {
     fn new(fast_path: FastPathLayout) -> Self {
-        let mut cfg = LockManagerConfig::new(4);
+        let mut cfg = LockManagerConfig::new(5);
         cfg.fast_path = fast_path;
         Self {
             lm: Arc::new(LockManager::new(cfg)),
-            procs: ProcTable::new(4),
+            procs: ProcTable::new(5),
         }
     }
 
@@ -162,6 +162,27 @@ fn waiters_are_granted_in_queue_order_and_nobody_jumps_the_queue() {
         assert_eq!(c.run(Cmd::Commit), ok());
         assert_eq!(w.lm.entries_in_use(), (0, 0));
     }
+}
+
+#[test]
+fn a_wake_up_grants_nobody_past_a_conflicting_earlier_waiter() {
+    let w = World::new(FastPathLayout::None);
+    let (a, b, c, d) = (w.session(), w.session(), w.session(), w.session());
+    assert_eq!(a.run(Cmd::Lock(1, RowExclusive, long())), ok());
+    assert_eq!(d.run(Cmd::Lock(1, RowExclusive, long())), ok());
+    b.run_blocked(&w, Cmd::Lock(1, Share, long()));
+    // Compatible with both grants, but not with b's Share ahead of it.
+    c.run_blocked(&w, Cmd::Lock(1, RowExclusive, long()));
+    // a's release wakes the queue; b is still blocked by d, and c must stay behind b.
+    assert_eq!(a.run(Cmd::Commit), ok());
+    thread::sleep(Duration::from_millis(20));
+    assert!(!b.done() && !c.done());
+    assert_eq!(d.run(Cmd::Commit), ok());
+    assert_eq!(b.reply(), ok());
+    assert_eq!(b.run(Cmd::Commit), ok());
+    assert_eq!(c.reply(), ok());
+    assert_eq!(c.run(Cmd::Commit), ok());
+    assert_eq!(w.lm.entries_in_use(), (0, 0));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::preset::Settings;
 use crate::{proc_table, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
-use pglocks_lmgr::{LockManager, LockManagerConfig, LockMode, LockOwner, LockTag};
+use pglocks_lmgr::{LockManager, LockMode, LockOwner, LockTag};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::Backend;
 use std::sync::Arc;
@@ -34,11 +34,9 @@ impl MakeWithLwLock for Relation<'_> {
         let settings = self.0.clone();
         Box::new(move |spec: &TeamSpec| {
             let procs = proc_table(&settings, spec.threads);
-            let lm = Arc::new(LockManager::<K>::new(LockManagerConfig {
-                partitions: settings.lock_partitions,
-                fast_path: settings.fast_path,
-                ..LockManagerConfig::new(spec.threads)
-            }));
+            let lm = Arc::new(LockManager::<K>::new(
+                settings.lock_manager_config(spec.threads),
+            ));
             let relations = settings.relations;
             run_team(spec, &procs, |_| {
                 let lm = Arc::clone(&lm);

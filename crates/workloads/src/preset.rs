@@ -30,6 +30,9 @@ pub struct Settings {
     /// lock.c: the fast path for weak relation locks (none before 9.2; 16 slots in 9.2–17;
     /// groups of 16 in 18).
     pub fast_path: FastPathLayout,
+    /// lock.c (17+): a `NOWAIT` request goes through the wait-queue rule and may be granted
+    /// ahead of waiters; before 17 it fails on any conflict.
+    pub nowait_checks_queue: bool,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// lwlock.c: `LWLOCK_PADDED_SIZE`, bytes per lock in an array (32 up to 9.5, 128 from 9.6;
@@ -209,6 +212,7 @@ impl Preset {
             },
             lock_partitions: if self.name == "pg81" { 1 } else { 16 },
             fast_path: self.fast_path(),
+            nowait_checks_queue: matches!(self.name, "pg17" | "pg18"),
             relations: 2,
             lwlock_padding: match self.name {
                 "pg82uis" => 64,
@@ -224,6 +228,16 @@ impl Preset {
 }
 
 impl Settings {
+    /// The lock manager of these settings for `max_backends` backends.
+    pub fn lock_manager_config(&self, max_backends: usize) -> pglocks_lmgr::LockManagerConfig {
+        pglocks_lmgr::LockManagerConfig {
+            partitions: self.lock_partitions,
+            fast_path: self.fast_path,
+            nowait_checks_queue: self.nowait_checks_queue,
+            ..pglocks_lmgr::LockManagerConfig::new(max_backends)
+        }
+    }
+
     /// Applies one `knob=value` override.
     pub fn apply(&mut self, assignment: &str) -> Result<(), WorkloadError> {
         let (knob, value) = assignment
