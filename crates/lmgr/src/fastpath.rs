@@ -99,6 +99,11 @@ fn slot_bits(bits: u64, slot_in_group: usize) -> u64 {
 pub(crate) struct Slots {
     /// The backend's database (`PGPROC.databaseId`): transfers skip other databases.
     pub database: u32,
+    /// `fpVXIDLock` (9.2+): the backend holds its own virtual-transaction lock here, not in
+    /// the main table.
+    pub vxid_lock: bool,
+    /// `fpLocalTransactionId`: the local transaction id of that lock (0 = none).
+    pub lxid: u32,
     rel_id: Box<[u32]>,
     /// One word per group: 3 bits per slot.
     lock_bits: Box<[u64]>,
@@ -219,6 +224,8 @@ impl<K: RawLwLock> FastPath<K> {
                         fp_info_lock: K::new("LockFastPath"),
                         slots: UnsafeCell::new(Slots {
                             database: 0,
+                            vxid_lock: false,
+                            lxid: 0,
                             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
                             lock_bits: vec![0; groups].into(),
                         }),
@@ -293,6 +300,8 @@ mod tests {
     fn slots(groups: usize) -> Slots {
         Slots {
             database: 1,
+            vxid_lock: false,
+            lxid: 0,
             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
             lock_bits: vec![0; groups].into(),
         }

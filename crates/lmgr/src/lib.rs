@@ -33,12 +33,14 @@ pub mod locktag;
 pub mod mode;
 pub mod proc;
 pub mod table;
+pub mod vxid;
 
 pub use deadlock::DeadlockInfo;
 pub use fastpath::FastPathLayout;
 pub use locktag::{LockMethodId, LockTag, LockTagType};
 pub use mode::{LockMask, LockMode};
 pub use proc::LockTimeouts;
+pub use vxid::VirtualXid;
 
 use fastpath::{strong, weak, FastPath};
 use locktag::TagMap;
@@ -197,6 +199,10 @@ pub struct LocalLocks {
     database: u32,
     locks: TagMap<(LockTag, LockMode), LocalLock>,
     fast_path_used: Vec<u32>,
+    /// `MyProc->lxid`: the running transaction's local id (0 between transactions).
+    lxid: u32,
+    /// The last local id handed out (`nextLocalTransactionId`).
+    last_lxid: u32,
 }
 
 impl LocalLocks {
@@ -277,6 +283,8 @@ impl<K: RawLwLock> LockManager<K> {
             database,
             locks: TagMap::default(),
             fast_path_used: vec![0; self.fast_path.layout().groups()],
+            lxid: 0,
+            last_lxid: 0,
         })
     }
 
@@ -548,6 +556,7 @@ impl<K: RawLwLock> LockManager<K> {
         local: &mut LocalLocks,
         session: bool,
     ) -> Result<usize, LmgrError> {
+        self.vxid_cleanup(b, local)?;
         // The table is taken out while it is walked, so that releasing can update the rest of
         // the backend's state; entries still referenced go back.
         let mut locks = std::mem::take(&mut local.locks);

@@ -58,6 +58,16 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
             "a SELECT's relation locks: AccessShareLock on `relations` relations, then release all",
         impls: lmgr::IMPLS,
     },
+    WorkloadInfo {
+        name: "lmgr-vxid",
+        summary: "a transaction's start and end: the lock on its virtual transaction id",
+        impls: lmgr::IMPLS,
+    },
+    WorkloadInfo {
+        name: "lmgr-strong-mix",
+        summary: "lmgr-relation, with AccessExclusiveLock on one relation every `strong_every` transactions",
+        impls: lmgr::IMPLS,
+    },
 ];
 
 /// Errors of workload selection and configuration, in words a user can act on.
@@ -187,7 +197,9 @@ pub fn series(
         "lwlock-shared" => lwlock::series(w.name, lwlock::Mix::Shared, impl_name, &settings)?,
         "lwlock-mixed" => lwlock::series(w.name, lwlock::Mix::Mixed, impl_name, &settings)?,
         "buffer-lookup" => lwlock::buffer_series(impl_name, &settings)?,
-        "lmgr-relation" => lmgr::relation_series(impl_name, &settings)?,
+        "lmgr-relation" => lmgr::series(w.name, lmgr::Kind::Relation, impl_name, &settings)?,
+        "lmgr-vxid" => lmgr::series(w.name, lmgr::Kind::Vxid, impl_name, &settings)?,
+        "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -247,12 +259,19 @@ mod tests {
     }
 
     #[test]
-    fn lmgr_relation_runs_with_and_without_the_fast_path() {
-        for preset in ["pg81", "pg91", "pg92", "pg18"] {
-            let preset = Preset::by_name(preset).unwrap();
-            let s = series("lmgr-relation", preset, "pg", &["relations=3".into()]).unwrap();
-            let spec = quick_spec(3);
-            assert!((s.run)(&spec).unwrap().total_ops() > 0, "{}", preset.name);
+    fn lmgr_workloads_run_with_and_without_the_fast_path() {
+        for w in ["lmgr-relation", "lmgr-vxid", "lmgr-strong-mix"] {
+            for preset in ["pg81", "pg91", "pg92", "pg18"] {
+                let preset = Preset::by_name(preset).unwrap();
+                let sets = ["relations=3".into(), "strong_every=5".into()];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let spec = quick_spec(3);
+                assert!(
+                    (s.run)(&spec).unwrap().total_ops() > 0,
+                    "{w} {}",
+                    preset.name
+                );
+            }
         }
     }
 

@@ -1,25 +1,32 @@
-//! The lock-manager workloads.
+//! The lock-manager workloads. Every backend is connected to the same database and locks the
+//! same relations, which before 9.2 all hash to the same few `LockManager` partitions: the
+//! contention the fast path and lazy VXID locks removed.
 //!
-//! `lmgr-relation`: one read-only transaction's relation locking, as a `SELECT` does it —
-//! `AccessShareLock` on each of `relations` relations (by default 2: a table and its index, as
-//! `pgbench -S`), then `LockReleaseAll` at commit. Every backend locks the same relations, which
-//! before 9.2 all hash to the same few `LockManager` partitions: the contention the fast path
-//! removed.
+//! - `lmgr-relation`: one read-only transaction's relation locking, as a `SELECT` does it —
+//!   `AccessShareLock` on each of `relations` relations (by default 2: a table and its index, as
+//!   `pgbench -S`), then `LockReleaseAll` at commit.
+//! - `lmgr-vxid`: a transaction's start and end with nothing else: the lock on its own virtual
+//!   transaction id (`VirtualXactLockTableInsert`, then `LockReleaseAll`).
+//! - `lmgr-strong-mix`: `lmgr-relation`, except that every `strong_every`-th transaction of each
+//!   backend takes `AccessExclusiveLock` on one of the relations instead, as a DDL statement or
+//!   `LOCK TABLE` would: it bumps the strong-lock counter, moves every backend's fast-path
+//!   entries for it into the main table, and waits for their holders.
 
 use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
 use crate::preset::Settings;
 use crate::{proc_table, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
-use pglocks_lmgr::{LockManager, LockMode, LockOwner, LockTag};
+use pglocks_lmgr::{LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::Backend;
+use rand::RngExt;
 use std::sync::Arc;
 
 /// Implementations of the lock-manager workloads.
 pub const IMPLS: &[(&str, &str)] = &[(
     "pg",
-    "PostgreSQL's lock manager of the preset (partitions, fast path, LWLocks)",
+    "PostgreSQL's lock manager of the preset (partitions, fast path, VXID locks, LWLocks)",
 )];
 
 /// The database every backend is connected to.
@@ -27,49 +34,86 @@ const DATABASE: u32 = 5;
 /// The first relation oid (`FirstNormalObjectId` is 16384).
 const FIRST_RELATION: u32 = 16384;
 
-struct Relation<'a>(&'a Settings);
+/// Which lock-manager workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Relation,
+    Vxid,
+    StrongMix,
+}
 
-impl MakeWithLwLock for Relation<'_> {
+struct Lmgr<'a>(&'a Settings, Kind);
+
+/// One transaction of `kind`, the `n`-th of this backend.
+fn transaction<K: RawLwLock>(
+    lm: &LockManager<K>,
+    b: &mut Backend,
+    local: &mut LocalLocks,
+    settings: &Settings,
+    kind: Kind,
+    n: u64,
+) -> Result<(), pglocks_lmgr::LmgrError> {
+    let timeouts = LockTimeouts::default();
+    let tx = LockOwner::Transaction;
+    let relation = |r: u32| LockTag::relation(DATABASE, FIRST_RELATION + r);
+    match kind {
+        Kind::Vxid => {
+            lm.start_transaction(b, local)?;
+        }
+        Kind::StrongMix if n % u64::from(settings.strong_every) == 0 => {
+            let r = b.rng.random_range(0..settings.relations);
+            lm.acquire(
+                b,
+                local,
+                relation(r),
+                LockMode::AccessExclusive,
+                tx,
+                &timeouts,
+            )?;
+        }
+        Kind::Relation | Kind::StrongMix => {
+            for r in 0..settings.relations {
+                lm.acquire(b, local, relation(r), LockMode::AccessShare, tx, &timeouts)?;
+            }
+        }
+    }
+    lm.release_all(b, local, false).map(drop)
+}
+
+impl MakeWithLwLock for Lmgr<'_> {
     fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let settings = self.0.clone();
+        let (settings, kind) = (self.0.clone(), self.1);
         Box::new(move |spec: &TeamSpec| {
             let procs = proc_table(&settings, spec.threads);
             let lm = Arc::new(LockManager::<K>::new(
                 settings.lock_manager_config(spec.threads),
             ));
-            let relations = settings.relations;
             run_team(spec, &procs, |_| {
-                let lm = Arc::clone(&lm);
+                let (lm, settings) = (Arc::clone(&lm), settings.clone());
                 let mut local = None;
+                let mut n = 0u64;
                 move |b: &mut Backend| {
                     let local = match &mut local {
                         Some(l) => l,
                         None => local.insert(lm.connect(b, DATABASE)?),
                     };
-                    for r in 0..relations {
-                        let tag = LockTag::relation(DATABASE, FIRST_RELATION + r);
-                        lm.conditional_acquire(
-                            b,
-                            local,
-                            tag,
-                            LockMode::AccessShare,
-                            LockOwner::Transaction,
-                        )?;
-                    }
-                    lm.release_all(b, local, false).map(drop)
+                    n += 1;
+                    transaction(&lm, b, local, &settings, kind, n)
                 }
             })
         })
     }
 }
 
-/// The runner for `impl_name` under `settings`.
-pub(crate) fn relation_series(
+/// The runner of lock-manager workload `kind` for `impl_name` under `settings`.
+pub(crate) fn series(
+    workload: &str,
+    kind: Kind,
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
     match impl_name {
-        "pg" => Ok(with_lwlock_type(settings, Relation(settings))),
-        _ => Err(crate::unknown_impl("lmgr-relation", impl_name, IMPLS)),
+        "pg" => Ok(with_lwlock_type(settings, Lmgr(settings, kind))),
+        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
     }
 }

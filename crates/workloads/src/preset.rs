@@ -35,6 +35,8 @@ pub struct Settings {
     pub nowait_checks_queue: bool,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
+    /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
+    pub strong_every: u32,
     /// lwlock.c: `LWLOCK_PADDED_SIZE`, bytes per lock in an array (32 up to 9.5, 128 from 9.6;
     /// 0 = packed at the lock's own size).
     pub lwlock_padding: usize,
@@ -150,6 +152,10 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
     (
+        "strong_every",
+        "N in 1..=1000000: every N-th transaction takes AccessExclusiveLock (lmgr-strong-mix)",
+    ),
+    (
         "lwlock_padding",
         "none|32|64|128: bytes per LWLock in a partitioned array",
     ),
@@ -214,6 +220,7 @@ impl Preset {
             fast_path: self.fast_path(),
             nowait_checks_queue: matches!(self.name, "pg17" | "pg18"),
             relations: 2,
+            strong_every: 1000,
             lwlock_padding: match self.name {
                 "pg82uis" => 64,
                 _ if matches!(self.lwlock, SpinlockProtected | AtomicWithMutex) => 32,
@@ -272,6 +279,7 @@ impl Settings {
                 }
             }
             "relations" => self.relations = number(1, 1000)?,
+            "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
                 self.lwlock_padding = match value {
                     "none" | "0" => 0,
