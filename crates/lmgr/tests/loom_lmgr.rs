@@ -103,3 +103,34 @@ fn a_waiter_is_always_woken_and_holds_never_overlap() {
         assert_eq!(s.cell.with(|p| unsafe { *p }), 2);
     });
 }
+
+/// The lazy virtual-transaction lock (9.2+): one backend ends its transaction while another
+/// waits for it, moving the lock into the table on the owner's behalf. Whatever the
+/// interleaving, the waiter returns (no lost wake-up), and nothing is left in the table.
+#[test]
+fn waiting_for_a_lazy_vxid_lock_never_hangs_or_leaks() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(2));
+    builder.check(|| {
+        let procs = ProcTable::new(2);
+        let mut cfg = LockManagerConfig::new(2);
+        cfg.fast_path = FastPathLayout::Slots16;
+        cfg.partitions = 1;
+        let lm = Arc::new(LockManager::<pglocks_lwlock::AtomicLwLock>::new(cfg));
+        let mut owner = procs.attach().unwrap();
+        let mut owner_local = lm.connect(&mut owner, 5).unwrap();
+        let vxid = lm.start_transaction(&mut owner, &mut owner_local).unwrap();
+        let (lm2, p2) = (Arc::clone(&lm), procs.clone());
+        let t = loom::thread::spawn(move || {
+            let mut b = p2.attach().unwrap();
+            let mut local = lm2.connect(&mut b, 5).unwrap();
+            let ended = lm2
+                .virtual_xact_lock(&mut b, &mut local, vxid, Some(&LockTimeouts::default()))
+                .unwrap();
+            assert!(ended);
+        });
+        lm.release_all(&mut owner, &mut owner_local, false).unwrap();
+        t.join().unwrap();
+        assert_eq!(lm.entries_in_use(), (0, 0));
+    });
+}
