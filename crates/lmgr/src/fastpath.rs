@@ -41,8 +41,19 @@ pub const FAST_PATH_STRONG_LOCK_HASH_PARTITIONS: usize = 1 << 10;
 /// lock.c's `FAST_PATH_BITS_PER_SLOT`: one bit for each of the three weak modes.
 const FAST_PATH_BITS_PER_SLOT: u32 = 3;
 
+/// The hook for prototyping a fast-path variant: how many groups of 16 slots each backend has,
+/// and which group a relation's locks go to (a relation is only ever looked for in its group).
+/// Everything else — the `fpInfoLock`, the strong-lock counters, transfers — stays PostgreSQL's.
+/// `examples/custom_fast_path.rs` shows one.
+pub trait FastPathGrouping: std::fmt::Debug + Send + Sync {
+    /// Groups per backend (clamped to 1..=1024).
+    fn groups(&self) -> usize;
+    /// The group of relation `rel`, below `groups`.
+    fn group_of(&self, rel: u32, groups: usize) -> usize;
+}
+
 /// How a release keeps fast-path locks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum FastPathLayout {
     /// ≤ 9.1: no fast path; every lock goes through the main table.
     None,
@@ -50,7 +61,23 @@ pub enum FastPathLayout {
     Slots16,
     /// 18: this many groups of 16 slots per backend.
     Groups(usize),
+    /// A variant being prototyped.
+    Custom(&'static dyn FastPathGrouping),
 }
+
+impl PartialEq for FastPathLayout {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (FastPathLayout::None, FastPathLayout::None)
+            | (FastPathLayout::Slots16, FastPathLayout::Slots16) => true,
+            (FastPathLayout::Groups(a), FastPathLayout::Groups(b)) => a == b,
+            (FastPathLayout::Custom(a), FastPathLayout::Custom(b)) => std::ptr::addr_eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for FastPathLayout {}
 
 impl FastPathLayout {
     /// 18's group count for `max_locks_per_transaction` (`InitializeFastPathLocks`): the next
@@ -66,6 +93,19 @@ impl FastPathLayout {
             FastPathLayout::None => 0,
             FastPathLayout::Slots16 => 1,
             FastPathLayout::Groups(n) => n.clamp(1, FP_LOCK_GROUPS_PER_BACKEND_MAX),
+            FastPathLayout::Custom(g) => g.groups().clamp(1, FP_LOCK_GROUPS_PER_BACKEND_MAX),
+        }
+    }
+
+    /// The group relation `rel`'s locks go to.
+    #[inline(always)]
+    pub fn group_of(self, rel: u32) -> usize {
+        match self {
+            FastPathLayout::Custom(g) => {
+                let groups = self.groups();
+                g.group_of(rel, groups) % groups
+            }
+            _ => group_of(rel, self.groups()),
         }
     }
 }
@@ -99,6 +139,7 @@ fn slot_bits(bits: u64, slot_in_group: usize) -> u64 {
 pub(crate) struct Slots {
     /// The backend's database (`PGPROC.databaseId`): transfers skip other databases.
     pub database: u32,
+    layout: FastPathLayout,
     /// `fpVXIDLock` (9.2+): the backend holds its own virtual-transaction lock here, not in
     /// the main table.
     pub vxid_lock: bool,
@@ -117,7 +158,7 @@ pub fn group_of(rel: u32, groups: usize) -> usize {
 
 impl Slots {
     fn group_of(&self, rel: u32) -> usize {
-        group_of(rel, self.lock_bits.len())
+        self.layout.group_of(rel)
     }
 
     /// Models `FastPathGrantRelationLock`: records `mode` on `rel` in an existing slot for it
@@ -224,6 +265,7 @@ impl<K: RawLwLock> FastPath<K> {
                         fp_info_lock: K::new("LockFastPath"),
                         slots: UnsafeCell::new(Slots {
                             database: 0,
+                            layout,
                             vxid_lock: false,
                             lxid: 0,
                             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
@@ -300,6 +342,11 @@ mod tests {
     fn slots(groups: usize) -> Slots {
         Slots {
             database: 1,
+            layout: if groups == 1 {
+                FastPathLayout::Slots16
+            } else {
+                FastPathLayout::Groups(groups)
+            },
             vxid_lock: false,
             lxid: 0,
             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),

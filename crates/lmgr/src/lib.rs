@@ -36,7 +36,7 @@ pub mod table;
 pub mod vxid;
 
 pub use deadlock::DeadlockInfo;
-pub use fastpath::FastPathLayout;
+pub use fastpath::{FastPathGrouping, FastPathLayout};
 pub use locktag::{LockMethodId, LockTag, LockTagType};
 pub use mode::{LockMask, LockMode};
 pub use proc::LockTimeouts;
@@ -357,7 +357,7 @@ impl<K: RawLwLock> LockManager<K> {
 
         if self.eligible(local.database, &tag, mode) {
             let rel = tag.field2;
-            let group = fastpath::group_of(rel, local.fast_path_used.len());
+            let group = self.fast_path.layout().group_of(rel);
             if (local.fast_path_used[group] as usize) < fastpath::FP_LOCK_SLOTS_PER_GROUP {
                 let counter = FastPath::<K>::strong_partition(hashcode);
                 // The counter is read under our own fpInfoLock: see the fastpath module.
@@ -521,7 +521,7 @@ impl<K: RawLwLock> LockManager<K> {
             let (released, used) = self
                 .fast_path
                 .with_slots(b, me, |s, _| s.ungrant(rel, mode))?;
-            fast_path_used[fastpath::group_of(rel, fast_path_used.len())] = used;
+            fast_path_used[self.fast_path.layout().group_of(rel)] = used;
             if released {
                 return Ok(());
             }

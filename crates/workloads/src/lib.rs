@@ -186,11 +186,22 @@ pub fn series(
     impl_name: &str,
     sets: &[String],
 ) -> Result<SeriesSpec<'static>, WorkloadError> {
-    let w = workload(workload_name)?;
     let mut settings = preset.settings();
     for s in sets {
         settings.apply(s)?;
     }
+    series_with(workload_name, preset, impl_name, settings)
+}
+
+/// The series for `workload` with implementation `impl_name` under `settings` (a preset's,
+/// changed in code: how an example plugs in a variant no knob names), labelled `preset`.
+pub fn series_with(
+    workload_name: &str,
+    preset: &Preset,
+    impl_name: &str,
+    settings: Settings,
+) -> Result<SeriesSpec<'static>, WorkloadError> {
+    let w = workload(workload_name)?;
     let run = match w.name {
         "spin" => spin::series(impl_name, &settings)?,
         "lwlock-exclusive" => lwlock::series(w.name, lwlock::Mix::Exclusive, impl_name, &settings)?,
