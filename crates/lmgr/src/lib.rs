@@ -528,23 +528,35 @@ impl<K: RawLwLock> LockManager<K> {
             // Moved into the main table by a strong locker: release it there.
         }
         let hashcode = tag.hash_code();
-        let me32 = me as u32;
-        let mut woken = Vec::new();
-        self.table
-            .with_partition(b, self.table.partition_of(hashcode), |part| {
-                let mut wakeup_needed = false;
-                if let Some(lock) = part.get(&tag) {
-                    if lock.held_by(me32) & mode.bit() != 0 {
-                        wakeup_needed = lock.ungrant(me32, mode);
-                    }
-                }
-                part.clean_up_and_wake(&tag, me32, wakeup_needed, &mut self.wake_into(&mut woken));
-            })?;
-        self.post(b, &woken);
+        self.release_in_table(b, tag, me as u32, mode)?;
         if l.holds_strong_count {
             self.fast_path
                 .end_strong(FastPath::<K>::strong_partition(hashcode));
         }
+        Ok(())
+    }
+
+    /// The main-table part of a release (`LockRefindAndRelease`): ungrants `procno`'s `mode` on
+    /// `tag` if the table has it, cleans up, and wakes the waiters the release lets in.
+    pub(crate) fn release_in_table(
+        &self,
+        b: &mut Backend,
+        tag: LockTag,
+        procno: u32,
+        mode: LockMode,
+    ) -> Result<(), LmgrError> {
+        let mut woken = Vec::new();
+        let p = self.table.partition_of(tag.hash_code());
+        self.table.with_partition(b, p, |part| {
+            let mut wakeup_needed = false;
+            if let Some(lock) = part.get(&tag) {
+                if lock.held_by(procno) & mode.bit() != 0 {
+                    wakeup_needed = lock.ungrant(procno, mode);
+                }
+            }
+            part.clean_up_and_wake(&tag, procno, wakeup_needed, &mut self.wake_into(&mut woken));
+        })?;
+        self.post(b, &woken);
         Ok(())
     }
 

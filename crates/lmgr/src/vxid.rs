@@ -103,27 +103,13 @@ impl<K: RawLwLock> LockManager<K> {
             r
         })?;
         if !in_fast_path && noted == lxid {
-            // `LockRefindAndRelease`: a waiter moved it into the table.
+            // A waiter moved it into the table.
             let tag = VirtualXid {
                 procno: me as u32,
                 lxid,
             }
             .tag();
-            let mut woken = Vec::new();
-            let p = self.table.partition_of(tag.hash_code());
-            self.table.with_partition(b, p, |part| {
-                let mut wakeup_needed = false;
-                if let Some(lock) = part.get(&tag) {
-                    wakeup_needed = lock.ungrant(me as u32, LockMode::Exclusive);
-                }
-                part.clean_up_and_wake(
-                    &tag,
-                    me as u32,
-                    wakeup_needed,
-                    &mut self.wake_into(&mut woken),
-                );
-            })?;
-            self.post(b, &woken);
+            self.release_in_table(b, tag, me as u32, LockMode::Exclusive)?;
         }
         Ok(())
     }
