@@ -55,8 +55,13 @@ struct World {
 
 impl World {
     fn new(fast_path: FastPathLayout) -> Self {
+        Self::with(fast_path, false)
+    }
+
+    fn with(fast_path: FastPathLayout, nowait_checks_queue: bool) -> Self {
         let mut cfg = LockManagerConfig::new(5);
         cfg.fast_path = fast_path;
+        cfg.nowait_checks_queue = nowait_checks_queue;
         Self {
             lm: Arc::new(LockManager::new(cfg)),
             procs: ProcTable::new(5),
@@ -217,6 +222,31 @@ fn a_holder_with_nothing_conflicting_ahead_is_granted_at_once() {
     assert_eq!(a.run(Cmd::Commit), ok());
     assert_eq!(b.reply(), ok());
     assert_eq!(b.run(Cmd::Commit), ok());
+}
+
+#[test]
+fn from_17_a_nowait_request_may_jump_the_queue_as_a_waiting_one_would() {
+    for (pg17, want) in [
+        (false, LockAcquireResult::NotAvailable),
+        (true, LockAcquireResult::Ok),
+    ] {
+        let w = World::with(FastPathLayout::None, pg17);
+        let (a, b) = (w.session(), w.session());
+        assert_eq!(a.run(Cmd::Lock(1, RowExclusive, long())), ok());
+        b.run_blocked(&w, Cmd::Lock(1, Share, long()));
+        // ShareUpdateExclusive conflicts with b's queued Share, but b waits for a, so the queue
+        // rule puts a ahead of b, where nothing conflicts: a waiting request is granted at once
+        // in every release, a NOWAIT one only from 17.
+        assert_eq!(
+            a.run(Cmd::Nowait(1, ShareUpdateExclusive)),
+            Ok(want),
+            "pg17 rule: {pg17}"
+        );
+        assert_eq!(a.run(Cmd::Commit), ok());
+        assert_eq!(b.reply(), ok());
+        assert_eq!(b.run(Cmd::Commit), ok());
+        assert_eq!(w.lm.entries_in_use(), (0, 0));
+    }
 }
 
 #[test]
