@@ -325,7 +325,7 @@ fn demo() -> Result<(), CliError> {
 fn print_list() {
     println!("workloads (pglocks run WORKLOAD --impl ...):");
     for w in workloads::WORKLOADS {
-        println!("  {:<14} {}", w.name, w.summary);
+        println!("  {:<16} {}", w.name, w.summary);
         for (name, what) in w.impls {
             println!("      --impl {name:<12} {what}");
         }
