@@ -139,7 +139,6 @@ fn slot_bits(bits: u64, slot_in_group: usize) -> u64 {
 pub(crate) struct Slots {
     /// The backend's database (`PGPROC.databaseId`): transfers skip other databases.
     pub database: u32,
-    layout: FastPathLayout,
     /// `fpVXIDLock` (9.2+): the backend holds its own virtual-transaction lock here, not in
     /// the main table.
     pub vxid_lock: bool,
@@ -156,16 +155,13 @@ pub fn group_of(rel: u32, groups: usize) -> usize {
     (u64::from(rel) * 49157 % groups.max(1) as u64) as usize
 }
 
+/// The slot methods take the relation's group `g` (`FastPathLayout::group_of`), which the
+/// caller has computed once for the whole operation.
 impl Slots {
-    fn group_of(&self, rel: u32) -> usize {
-        self.layout.group_of(rel)
-    }
-
     /// Models `FastPathGrantRelationLock`: records `mode` on `rel` in an existing slot for it
-    /// or a free one of its group; `false` if the group is full. The second value says whether
-    /// a new slot was taken.
-    pub fn grant(&mut self, rel: u32, mode: LockMode) -> (bool, bool) {
-        let g = self.group_of(rel);
+    /// or a free one of its group `g`; `false` if the group is full. The second value says
+    /// whether a new slot was taken.
+    pub fn grant(&mut self, g: usize, rel: u32, mode: LockMode) -> (bool, bool) {
         let mut unused = None;
         for s in 0..FP_LOCK_SLOTS_PER_GROUP {
             let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
@@ -189,8 +185,7 @@ impl Slots {
 
     /// Models `FastPathUnGrantRelationLock`: clears `mode` on `rel` if recorded here; returns
     /// whether it was, and the group's slots still in use.
-    pub fn ungrant(&mut self, rel: u32, mode: LockMode) -> (bool, u32) {
-        let g = self.group_of(rel);
+    pub fn ungrant(&mut self, g: usize, rel: u32, mode: LockMode) -> (bool, u32) {
         let (mut found, mut used) = (false, 0);
         for s in 0..FP_LOCK_SLOTS_PER_GROUP {
             let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
@@ -205,8 +200,7 @@ impl Slots {
 
     /// The modes recorded for `rel` (what `FastPathTransferRelationLocks` moves; it clears
     /// each with [`Self::ungrant`] once the main table has it).
-    pub fn relation_modes(&self, rel: u32) -> Vec<LockMode> {
-        let g = self.group_of(rel);
+    pub fn relation_modes(&self, g: usize, rel: u32) -> Vec<LockMode> {
         for s in 0..FP_LOCK_SLOTS_PER_GROUP {
             let bits = slot_bits(self.lock_bits[g], s);
             if bits != 0 && self.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + s] == rel {
@@ -222,18 +216,11 @@ impl Slots {
 
     /// Whether `mode` on `rel` is recorded here.
     #[cfg(test)]
-    pub fn holds(&self, rel: u32, mode: LockMode) -> bool {
-        let g = self.group_of(rel);
+    pub fn holds(&self, g: usize, rel: u32, mode: LockMode) -> bool {
         (0..FP_LOCK_SLOTS_PER_GROUP).any(|s| {
             self.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + s] == rel
                 && self.lock_bits[g] & mode_bit(s, mode) != 0
         })
-    }
-
-    /// The group `rel` falls in.
-    #[cfg(test)]
-    pub fn group(&self, rel: u32) -> usize {
-        self.group_of(rel)
     }
 }
 
@@ -265,7 +252,6 @@ impl<K: RawLwLock> FastPath<K> {
                         fp_info_lock: K::new("LockFastPath"),
                         slots: UnsafeCell::new(Slots {
                             database: 0,
-                            layout,
                             vxid_lock: false,
                             lxid: 0,
                             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
@@ -342,11 +328,6 @@ mod tests {
     fn slots(groups: usize) -> Slots {
         Slots {
             database: 1,
-            layout: if groups == 1 {
-                FastPathLayout::Slots16
-            } else {
-                FastPathLayout::Groups(groups)
-            },
             vxid_lock: false,
             lxid: 0,
             rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
@@ -358,17 +339,17 @@ mod tests {
     fn sixteen_relations_fit_the_seventeenth_does_not() {
         let mut s = slots(1);
         for rel in 100..116 {
-            assert_eq!(s.grant(rel, AccessShare), (true, true));
+            assert_eq!(s.grant(0, rel, AccessShare), (true, true));
         }
-        assert_eq!(s.grant(105, RowExclusive), (true, false), "same slot");
-        assert_eq!(s.grant(116, AccessShare), (false, false));
-        assert_eq!(s.ungrant(105, AccessShare), (true, 16));
-        assert_eq!(s.ungrant(105, RowExclusive), (true, 15));
-        assert_eq!(s.ungrant(105, RowExclusive), (false, 15));
-        assert!(s.grant(116, AccessShare).0);
-        assert_eq!(s.relation_modes(116), vec![AccessShare]);
+        assert_eq!(s.grant(0, 105, RowExclusive), (true, false), "same slot");
+        assert_eq!(s.grant(0, 116, AccessShare), (false, false));
+        assert_eq!(s.ungrant(0, 105, AccessShare), (true, 16));
+        assert_eq!(s.ungrant(0, 105, RowExclusive), (true, 15));
+        assert_eq!(s.ungrant(0, 105, RowExclusive), (false, 15));
+        assert!(s.grant(0, 116, AccessShare).0);
+        assert_eq!(s.relation_modes(0, 116), vec![AccessShare]);
         assert!(
-            s.holds(116, AccessShare),
+            s.holds(0, 116, AccessShare),
             "reading the modes clears nothing"
         );
     }
@@ -383,10 +364,10 @@ mod tests {
 
     #[test]
     fn relations_spread_over_groups() {
-        let s = slots(4);
+        let layout = FastPathLayout::Groups(4);
         let mut hits = [0; 4];
         for rel in 16384..16384 + 400 {
-            hits[s.group(rel)] += 1;
+            hits[layout.group_of(rel)] += 1;
         }
         assert!(hits.iter().all(|&h| h == 100), "{hits:?}");
     }

@@ -365,7 +365,7 @@ impl<K: RawLwLock> LockManager<K> {
                     if self.fast_path.strong_count(counter) != 0 {
                         (false, false)
                     } else {
-                        s.grant(rel, mode)
+                        s.grant(group, rel, mode)
                     }
                 })?;
                 if granted {
@@ -457,11 +457,12 @@ impl<K: RawLwLock> LockManager<K> {
     ) -> Result<(), LmgrError> {
         let p = self.table.partition_of(hashcode);
         let (db, rel) = (tag.field1, tag.field2);
+        let group = self.fast_path.layout().group_of(rel);
         for procno in 0..self.fast_path.backends() {
             self.fast_path
                 .with_slots(b, procno, |s, b| -> Result<(), LmgrError> {
                     let modes = if s.database == db {
-                        s.relation_modes(rel)
+                        s.relation_modes(group, rel)
                     } else {
                         Vec::new()
                     };
@@ -471,7 +472,7 @@ impl<K: RawLwLock> LockManager<K> {
                     self.table.with_partition(b, p, |part| {
                         for m in modes {
                             part.setup(*tag, procno as u32, m)?.grant(procno as u32, m);
-                            s.ungrant(rel, m);
+                            s.ungrant(group, rel, m);
                         }
                         Ok(())
                     })?
@@ -518,10 +519,11 @@ impl<K: RawLwLock> LockManager<K> {
         let me = b.procno();
         if l.via_fast_path && self.eligible(database, &tag, mode) {
             let rel = tag.field2;
+            let group = self.fast_path.layout().group_of(rel);
             let (released, used) = self
                 .fast_path
-                .with_slots(b, me, |s, _| s.ungrant(rel, mode))?;
-            fast_path_used[self.fast_path.layout().group_of(rel)] = used;
+                .with_slots(b, me, |s, _| s.ungrant(group, rel, mode))?;
+            fast_path_used[group] = used;
             if released {
                 return Ok(());
             }

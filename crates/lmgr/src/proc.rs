@@ -273,16 +273,18 @@ impl<K: RawLwLock> LockManager<K> {
         let me = b.procno() as u32;
         let mut woken = Vec::new();
         let p = self.table.partition_of(tag.hash_code());
-        self.table.with_partition(b, p, |part| {
-            let mut wake = self.wake_into(&mut woken);
-            if self.waits.status(me) == STATUS_WAITING {
-                self.remove_from_wait_queue(part, tag, me, &mut wake);
-            } else if let Some(lock) = part.get(&tag) {
-                let wakeup_needed = lock.ungrant(me, mode);
-                part.clean_up_and_wake(&tag, me, wakeup_needed, &mut wake);
+        let still_waiting = self.table.with_partition(b, p, |part| {
+            let waiting = self.waits.status(me) == STATUS_WAITING;
+            if waiting {
+                self.remove_from_wait_queue(part, tag, me, &mut self.wake_into(&mut woken));
             }
+            waiting
         })?;
         self.post(b, &woken);
+        if !still_waiting {
+            // Granted meanwhile (a grant is never taken back by others): give it back.
+            self.release_in_table(b, tag, me, mode)?;
+        }
         Err(LmgrError::LockTimeout)
     }
 
