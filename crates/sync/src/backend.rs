@@ -260,6 +260,23 @@ mod tests {
         assert_eq!(t.shared_spins_per_delay(), 156);
         assert_eq!(t.attach().unwrap().spin.spins_per_delay, 156);
     }
+
+    #[test]
+    fn take_stats_returns_and_resets_every_counter() {
+        let t = ProcTable::new(1);
+        let mut b = t.attach().unwrap();
+        b.stats.lwlock.set_enabled(true);
+        b.stats.events.count("wal.flushes", 2);
+        b.stats.events.sample("wal.commits_per_flush", 3);
+        b.stats.waits.record("SpinDelay", "sleep", 10);
+        let taken = b.take_stats();
+        assert_eq!(taken.events.counters(), vec![("wal.flushes", 2)]);
+        assert_eq!(taken.events.distributions().len(), 1);
+        assert_eq!(taken.waits.entries().len(), 1);
+        assert!(b.stats.events.is_empty());
+        assert!(b.stats.waits.entries().is_empty());
+        assert!(b.stats.lwlock.enabled(), "counting stays on");
+    }
 }
 
 /// How many LWLocks one backend can hold at once: the room in [`HeldLwLocks`] (lwlock.h's

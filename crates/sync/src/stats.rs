@@ -3,8 +3,12 @@
 //! Nothing here is shared: each backend counts into its own [`BackendStats`] (a plain increment on
 //! the hot path, no atomics, no false sharing) and the harness merges them when the threads are done,
 //! as PostgreSQL's `LWLOCK_STATS` build dumps per-process counters at exit.
+//!
+//! Besides lock counters, a subsystem can count its own events in [`EventStats`] (named counters
+//! and distributions, such as a WAL's flushes and commits per flush), reported per run as metrics.
 
 use crate::tranche::{tranche_name, TrancheId};
+use std::collections::BTreeMap;
 
 /// Counters of the s_lock.c spinlocks a backend took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -250,6 +254,139 @@ impl LwLockStats {
     }
 }
 
+/// A distribution of small non-negative integers (such as the commits one WAL flush covered),
+/// kept exactly: how many samples had each value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Distribution {
+    /// Samples by value.
+    counts: BTreeMap<u64, u64>,
+}
+
+impl Distribution {
+    fn record(&mut self, value: u64, n: u64) {
+        *self.counts.entry(value).or_insert(0) += n;
+    }
+
+    fn merge(&mut self, other: &Distribution) {
+        for (&v, &n) in &other.counts {
+            self.record(v, n);
+        }
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.counts.values().sum()
+    }
+
+    /// Sum of the samples (saturating).
+    pub fn sum(&self) -> u64 {
+        self.counts.iter().fold(0u64, |acc, (&v, &n)| {
+            acc.saturating_add(v.saturating_mul(n))
+        })
+    }
+
+    /// Mean of the samples; 0 without any.
+    pub fn mean(&self) -> f64 {
+        let n = self.count();
+        if n == 0 {
+            return 0.0;
+        }
+        let sum: f64 = self.counts.iter().map(|(&v, &c)| v as f64 * c as f64).sum();
+        sum / n as f64
+    }
+
+    /// Largest sample; 0 without any.
+    pub fn max(&self) -> u64 {
+        self.counts.keys().next_back().copied().unwrap_or(0)
+    }
+
+    /// The `q`-quantile (`q` in 0..=1, clamped), exactly: the smallest sample such that at
+    /// least `ceil(q × count)` samples (and at least one) are at or below it. `quantile(0.0)` is
+    /// the smallest sample, `quantile(1.0)` the largest; 0 without any.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (&v, &c) in &self.counts {
+            seen += c;
+            if seen >= rank {
+                return v;
+            }
+        }
+        self.max()
+    }
+}
+
+/// A backend's own event counts, for metrics that are not lock waits: named counters (such as
+/// `wal.flushes`) and named distributions (such as `wal.commits_per_flush`, one sample per flush).
+///
+/// Like the rest of [`BackendStats`], it belongs to one backend and is merged after a run, never
+/// shared on the hot path. Few names are expected: a lookup is a linear scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventStats {
+    /// Counters, in first-recorded order.
+    counters: Vec<(&'static str, u64)>,
+    /// Distributions, in first-recorded order.
+    distributions: Vec<(&'static str, Distribution)>,
+}
+
+impl EventStats {
+    /// Adds `n` to counter `name`.
+    #[inline]
+    pub fn count(&mut self, name: &'static str, n: u64) {
+        match self.counters.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, total)) => *total += n,
+            None => self.counters.push((name, n)),
+        }
+    }
+
+    /// Records one sample of distribution `name` (e.g. commits covered by one flush).
+    pub fn sample(&mut self, name: &'static str, value: u64) {
+        self.distribution_mut(name).record(value, 1);
+    }
+
+    fn distribution_mut(&mut self, name: &'static str) -> &mut Distribution {
+        let i = match self.distributions.iter().position(|(k, _)| *k == name) {
+            Some(i) => i,
+            None => {
+                self.distributions.push((name, Distribution::default()));
+                self.distributions.len() - 1
+            }
+        };
+        &mut self.distributions[i].1
+    }
+
+    /// Adds `other`'s counters and samples into these (names first seen in `other` come after
+    /// this one's).
+    pub fn merge(&mut self, other: &EventStats) {
+        for &(name, n) in &other.counters {
+            self.count(name, n);
+        }
+        for (name, d) in &other.distributions {
+            self.distribution_mut(name).merge(d);
+        }
+    }
+
+    /// Counters in first-recorded order: (name, total).
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.counters.clone()
+    }
+
+    /// Distributions in first-recorded order: (name, distribution).
+    pub fn distributions(&self) -> Vec<(&'static str, Distribution)> {
+        self.distributions.clone()
+    }
+
+    /// Whether nothing was counted or sampled.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty() && self.distributions.is_empty()
+    }
+}
+
 /// Everything one backend counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackendStats {
@@ -259,6 +396,8 @@ pub struct BackendStats {
     pub waits: WaitTable,
     /// `LWLOCK_STATS` counters.
     pub lwlock: LwLockStats,
+    /// A subsystem's own counters and distributions (metrics that are not lock waits).
+    pub events: EventStats,
 }
 
 impl BackendStats {
@@ -267,6 +406,7 @@ impl BackendStats {
         self.spin.merge(&other.spin);
         self.waits.merge(&other.waits);
         self.lwlock.merge(&other.lwlock);
+        self.events.merge(&other.events);
     }
 }
 
@@ -321,5 +461,91 @@ mod tests {
         assert_eq!(a.entries()[0].count, 3);
         assert_eq!(a.entries()[0].wait_ns, 1510);
         assert_eq!(a.entries()[1].lock, "LockManager");
+    }
+
+    #[test]
+    fn event_counters_add_up_in_first_recorded_order() {
+        let mut e = EventStats::default();
+        assert!(e.is_empty());
+        e.count("wal.flushes", 1);
+        e.count("wal.commits", 3);
+        e.count("wal.flushes", 2);
+        e.count("wal.bytes", 0);
+        assert!(!e.is_empty());
+        assert_eq!(
+            e.counters(),
+            vec![("wal.flushes", 3), ("wal.commits", 3), ("wal.bytes", 0)]
+        );
+        assert!(e.distributions().is_empty());
+        // Names are compared by content, not by address.
+        let name: &'static str = String::from("wal.commits").leak();
+        e.count(name, 1);
+        assert_eq!(e.counters()[1], ("wal.commits", 4));
+    }
+
+    #[test]
+    fn event_samples_give_exact_count_sum_mean_max_and_quantiles() {
+        let mut e = EventStats::default();
+        for v in [1, 1, 2, 4, 4, 4, 8, 1, 1, 10] {
+            e.sample("wal.commits_per_flush", v);
+        }
+        assert!(!e.is_empty());
+        assert!(e.counters().is_empty());
+        let ds = e.distributions();
+        assert_eq!(ds.len(), 1);
+        let (name, d) = &ds[0];
+        assert_eq!(*name, "wal.commits_per_flush");
+        assert_eq!(d.count(), 10);
+        assert_eq!(d.sum(), 36);
+        assert_eq!(d.mean(), 3.6);
+        assert_eq!(d.max(), 10);
+        // Sorted: 1 1 1 1 2 4 4 4 8 10.
+        assert_eq!(d.quantile(0.0), 1);
+        assert_eq!(d.quantile(0.4), 1);
+        assert_eq!(d.quantile(0.5), 2);
+        assert_eq!(d.quantile(0.6), 4);
+        assert_eq!(d.quantile(0.9), 8);
+        assert_eq!(d.quantile(0.91), 10);
+        assert_eq!(d.quantile(1.0), 10);
+        assert_eq!(d.quantile(7.0), 10, "clamped");
+        let empty = Distribution::default();
+        assert_eq!(
+            (empty.count(), empty.sum(), empty.mean(), empty.max()),
+            (0, 0, 0.0, 0)
+        );
+        assert_eq!(empty.quantile(0.5), 0);
+    }
+
+    #[test]
+    fn events_merge_counters_and_samples_by_name() {
+        let mut a = EventStats::default();
+        a.count("wal.flushes", 2);
+        a.sample("wal.commits_per_flush", 3);
+        let mut b = EventStats::default();
+        b.count("wal.commits", 5);
+        b.count("wal.flushes", 1);
+        b.sample("wal.commits_per_flush", 3);
+        b.sample("wal.commits_per_flush", 1);
+        b.sample("other", 7);
+        a.merge(&b);
+        assert_eq!(a.counters(), vec![("wal.flushes", 3), ("wal.commits", 5)]);
+        let ds = a.distributions();
+        assert_eq!(
+            ds.iter().map(|d| d.0).collect::<Vec<_>>(),
+            ["wal.commits_per_flush", "other"]
+        );
+        let d = &ds[0].1;
+        assert_eq!((d.count(), d.sum(), d.max(), d.quantile(0.5)), (3, 7, 3, 3));
+        // Merging into an empty table copies it.
+        let mut c = EventStats::default();
+        c.merge(&a);
+        assert_eq!(c, a);
+        // BackendStats merges its events too.
+        let mut s = BackendStats::default();
+        s.events.count("wal.flushes", 1);
+        let mut t = BackendStats::default();
+        t.events.count("wal.flushes", 4);
+        s.merge(&t);
+        assert_eq!(s.events.counters(), vec![("wal.flushes", 5)]);
     }
 }
