@@ -1,8 +1,14 @@
 //! The JSON document of a run (DESIGN §4; a contract: tests, scripts and users rely on it), and
 //! how runs become points: the median of `--repeat` runs, all runs kept, efficiency against the
 //! 1-thread point.
+//!
+//! Two keys of a point extend DESIGN §4's document and are optional: `ideal_ops_per_sec` and
+//! `metrics` (see [`Point`]). They are present only for workloads that have an ideal throughput
+//! or count their own events, and absent otherwise, so the documents of every other workload are
+//! exactly DESIGN §4's (and older documents still parse).
 
 use crate::team::TeamRun;
+use pglocks_sync::stats::EventStats;
 use serde::{Deserialize, Serialize};
 
 /// The whole document `pglocks run --format json` prints and `report.json` holds.
@@ -61,6 +67,10 @@ pub struct Series {
 }
 
 /// One thread count's result.
+///
+/// The last two fields, `ideal_ops_per_sec` and `metrics`, are optional extensions of DESIGN §4's
+/// document: omitted from the JSON when absent (no ideal, no metrics), and absent keys parse as
+/// such. Every other key is required.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Point {
@@ -80,6 +90,25 @@ pub struct Point {
     pub waits: Vec<Wait>,
     /// Operations per thread in the median run.
     pub per_thread_ops: Vec<u64>,
+    /// Optional extension: the median run's ideal throughput (such as N committers over one
+    /// flush's latency), for workloads that have one; the key is absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_ops_per_sec: Option<f64>,
+    /// Optional extension: the median run's own event metrics (counters, and a distribution's
+    /// `.count`, `.mean`, `.p50`, `.p90`, `.max`), for workloads that count any; the key is absent
+    /// when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+}
+
+/// One named metric of a point (an optional extension of DESIGN §4's document).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    /// Metric name, such as `wal.flushes` or `wal.commits_per_flush.p90`.
+    pub name: String,
+    /// Its value.
+    pub value: f64,
 }
 
 /// Latency percentiles, in nanoseconds.
@@ -114,8 +143,8 @@ pub struct Wait {
 
 impl Point {
     /// The point for `runs` (all at one thread count, at least one): the median run by
-    /// throughput supplies latency, waits and per-thread counts. Efficiency is filled in by
-    /// [`Series::fill_efficiency`].
+    /// throughput supplies latency, waits, per-thread counts, the ideal throughput and the
+    /// metrics. Efficiency is filled in by [`Series::fill_efficiency`].
     pub fn from_runs(runs: &[TeamRun]) -> Point {
         let rates: Vec<f64> = runs.iter().map(TeamRun::ops_per_sec).collect();
         let mut order: Vec<usize> = (0..runs.len()).collect();
@@ -156,7 +185,17 @@ impl Point {
                 })
                 .collect(),
             per_thread_ops: median.per_thread_ops.clone(),
+            ideal_ops_per_sec: median.ideal_ops_per_sec,
+            metrics: metrics(&median.stats.events),
         }
+    }
+
+    /// Throughput as a fraction of the ideal (`ops_per_sec / ideal_ops_per_sec`); `None` without
+    /// a positive ideal.
+    pub fn ideal_fraction(&self) -> Option<f64> {
+        self.ideal_ops_per_sec
+            .filter(|&ideal| ideal > 0.0)
+            .map(|ideal| self.ops_per_sec / ideal)
     }
 
     /// Nanoseconds per operation per thread: what one backend pays for one operation.
@@ -167,6 +206,27 @@ impl Point {
             f64::INFINITY
         }
     }
+}
+
+/// A run's event counts as metrics: each counter as itself, each distribution as `name.count`,
+/// `name.mean`, `name.p50`, `name.p90` and `name.max`, in first-recorded order.
+fn metrics(events: &EventStats) -> Vec<Metric> {
+    let metric = |name: String, value: f64| Metric { name, value };
+    let mut out: Vec<Metric> = events
+        .counters()
+        .into_iter()
+        .map(|(name, n)| metric(name.to_string(), n as f64))
+        .collect();
+    for (name, d) in events.distributions() {
+        out.extend([
+            metric(format!("{name}.count"), d.count() as f64),
+            metric(format!("{name}.mean"), d.mean()),
+            metric(format!("{name}.p50"), d.quantile(0.5) as f64),
+            metric(format!("{name}.p90"), d.quantile(0.9) as f64),
+            metric(format!("{name}.max"), d.max() as f64),
+        ]);
+    }
+    out
 }
 
 /// The median (mean of the middle two for an even count).
@@ -222,6 +282,8 @@ mod tests {
             efficiency: None,
             waits: vec![],
             per_thread_ops: vec![],
+            ideal_ops_per_sec: None,
+            metrics: vec![],
         }
     }
 
@@ -252,5 +314,83 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert!(json["points"][0]["efficiency"].is_null());
         assert_eq!(json["impl"], "pg");
+    }
+
+    #[test]
+    fn ideal_and_metrics_round_trip_and_are_absent_when_empty() {
+        let plain = point(2, 150.0);
+        let json = serde_json::to_value(&plain).unwrap();
+        let o = json.as_object().unwrap();
+        assert!(!o.contains_key("ideal_ops_per_sec"), "{json}");
+        assert!(!o.contains_key("metrics"), "{json}");
+        assert_eq!(plain.ideal_fraction(), None);
+        assert_eq!(serde_json::from_value::<Point>(json).unwrap(), plain);
+
+        let mut p = point(4, 1500.0);
+        p.ideal_ops_per_sec = Some(2000.0);
+        p.metrics = vec![
+            Metric {
+                name: "wal.flushes".into(),
+                value: 12.0,
+            },
+            Metric {
+                name: "wal.commits_per_flush.mean".into(),
+                value: 3.25,
+            },
+        ];
+        assert_eq!(p.ideal_fraction(), Some(0.75));
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["ideal_ops_per_sec"], 2000.0);
+        assert_eq!(json["metrics"][1]["name"], "wal.commits_per_flush.mean");
+        assert_eq!(serde_json::from_value::<Point>(json.clone()).unwrap(), p);
+        // A metric is as strict as the rest of the document.
+        let mut bad = json;
+        bad["metrics"][0]["unit"] = serde_json::json!("flushes");
+        assert!(serde_json::from_value::<Point>(bad).is_err());
+    }
+
+    #[test]
+    fn from_runs_takes_ideal_and_metrics_from_the_median_run() {
+        let run = |ops: u64, flushes: u64, ideal: Option<f64>| {
+            let mut stats = pglocks_sync::stats::BackendStats::default();
+            stats.events.count("wal.flushes", flushes);
+            for v in [1, 2, 2, 3, 10] {
+                stats.events.sample("wal.commits_per_flush", v * flushes);
+            }
+            TeamRun {
+                threads: 2,
+                elapsed: std::time::Duration::from_secs(1),
+                per_thread_ops: vec![ops, ops],
+                latency: hdrhistogram::Histogram::new(3).unwrap(),
+                stats,
+                ideal_ops_per_sec: ideal,
+            }
+        };
+        let runs = [
+            run(10, 100, Some(1.0)),
+            run(20, 1, Some(50.0)),
+            run(30, 300, None),
+        ];
+        let p = Point::from_runs(&runs);
+        assert_eq!(p.ops_per_sec, 40.0);
+        assert_eq!(p.ideal_ops_per_sec, Some(50.0));
+        assert_eq!(p.ideal_fraction(), Some(0.8));
+        let m: Vec<(&str, f64)> = p.metrics.iter().map(|m| (&*m.name, m.value)).collect();
+        assert_eq!(
+            m,
+            [
+                ("wal.flushes", 1.0),
+                ("wal.commits_per_flush.count", 5.0),
+                ("wal.commits_per_flush.mean", 3.6),
+                ("wal.commits_per_flush.p50", 2.0),
+                ("wal.commits_per_flush.p90", 10.0),
+                ("wal.commits_per_flush.max", 10.0),
+            ]
+        );
+        // A workload without events or ideal gets neither.
+        let mut plain = run(10, 0, None);
+        plain.stats = Default::default();
+        let p = Point::from_runs(&[plain]);
+        assert_eq!((p.ideal_ops_per_sec, p.metrics.len()), (None, 0));
     }
 }

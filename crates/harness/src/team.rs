@@ -53,6 +53,10 @@ pub struct TeamRun {
     pub latency: Histogram<u64>,
     /// All backends' statistics, merged.
     pub stats: BackendStats,
+    /// The throughput this run could reach at best, if the workload knows one (such as N
+    /// committers over one flush's latency); [`run_team`] leaves it `None` and a workload sets it
+    /// on the run it returns.
+    pub ideal_ops_per_sec: Option<f64>,
 }
 
 impl TeamRun {
@@ -175,6 +179,7 @@ where
         per_thread_ops,
         latency,
         stats,
+        ideal_ops_per_sec: None,
     })
 }
 
