@@ -109,6 +109,13 @@ fn csv_and_markdown_have_one_row_per_point() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 3, "{text}");
     assert!(text.starts_with("workload,preset,impl,threads,ops_per_sec"));
+    // The ideal columns come last, empty for a workload without an ideal.
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .ends_with(",runs_ops_per_sec,ideal_ops_per_sec,ideal_fraction"));
+    assert!(lines.all(|l| l.ends_with(",,")), "{text}");
     let out = pglocks(&run_args(&["--threads", "1", "--format", "markdown"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("| pg18/pg"), "{text}");

@@ -12,7 +12,8 @@ pub enum Format {
     Table,
     /// The JSON document (DESIGN §4).
     Json,
-    /// One row per point.
+    /// One row per point (`ideal_ops_per_sec` and `ideal_fraction`, the last two columns, are
+    /// empty for points without an ideal).
     Csv,
     /// Markdown tables, for issues and notes.
     Markdown,
@@ -57,19 +58,36 @@ fn efficiency(p: &Point) -> String {
         .map_or_else(|| "-".into(), |e| format!("{e:.2}"))
 }
 
+fn ideal(p: &Point) -> String {
+    p.ideal_ops_per_sec.map_or_else(|| "-".into(), si)
+}
+
+fn of_ideal(p: &Point) -> String {
+    p.ideal_fraction()
+        .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0))
+}
+
+/// A metric's value: an integer without decimals, anything else with two.
+fn metric_value(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn tables(report: &Report, preset: &str) -> String {
+    let points = || report.series.iter().flat_map(|s| &s.points);
+    // The ideal columns appear only when some point has an ideal.
+    let with_ideal = points().any(|p| p.ideal_ops_per_sec.is_some());
+    let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
+    if with_ideal {
+        header.extend(["ideal ops/s", "of ideal"]);
+    }
+    header.extend(["p50 ns", "p99 ns", "p99.9 ns", "runs ops/s"]);
+    let numeric_columns = header.len() - 2;
     let mut t = Table::new();
-    t.load_preset(preset).set_header(vec![
-        "series",
-        "threads",
-        "ops/s",
-        "ns/op/thread",
-        "efficiency",
-        "p50 ns",
-        "p99 ns",
-        "p99.9 ns",
-        "runs ops/s",
-    ]);
+    t.load_preset(preset).set_header(header);
     let mut waits = Table::new();
     waits.load_preset(preset).set_header(vec![
         "series",
@@ -79,21 +97,32 @@ fn tables(report: &Report, preset: &str) -> String {
         "count",
         "wait ms",
     ]);
+    let mut metrics = Table::new();
+    metrics
+        .load_preset(preset)
+        .set_header(vec!["series", "threads", "metric", "value"]);
     let mut any_waits = false;
+    let mut any_metrics = false;
     for s in &report.series {
         for p in &s.points {
             let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
-            t.add_row(vec![
+            let mut row = vec![
                 s.label(),
                 p.threads.to_string(),
                 si(p.ops_per_sec),
                 format!("{:.2}", p.ns_per_op()),
                 efficiency(p),
+            ];
+            if with_ideal {
+                row.extend([ideal(p), of_ideal(p)]);
+            }
+            row.extend([
                 p.latency_ns.p50.to_string(),
                 p.latency_ns.p99.to_string(),
                 p.latency_ns.p999.to_string(),
                 runs.join(" "),
             ]);
+            t.add_row(row);
             for w in &p.waits {
                 any_waits = true;
                 waits.add_row(vec![
@@ -105,10 +134,25 @@ fn tables(report: &Report, preset: &str) -> String {
                     format!("{:.3}", w.wait_ns as f64 / 1e6),
                 ]);
             }
+            for m in &p.metrics {
+                any_metrics = true;
+                metrics.add_row(vec![
+                    s.label(),
+                    p.threads.to_string(),
+                    m.name.clone(),
+                    metric_value(m.value),
+                ]);
+            }
         }
     }
-    for i in 1..=7 {
+    // Every column from threads to p99.9 ns is a number.
+    for i in 1..=numeric_columns {
         if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for i in [1, 3] {
+        if let Some(c) = metrics.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
@@ -122,6 +166,9 @@ fn tables(report: &Report, preset: &str) -> String {
         out += &format!(
             "\nwait events and LWLOCK_STATS counters (median run of each point)\n\n{waits}\n"
         );
+    }
+    if any_metrics {
+        out += &format!("\nmetrics (median run of each point)\n\n{metrics}\n");
     }
     out
 }
@@ -142,6 +189,8 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
         "p999_ns",
         "max_ns",
         "runs_ops_per_sec",
+        "ideal_ops_per_sec",
+        "ideal_fraction",
     ])?;
     for s in &report.series {
         for p in &s.points {
@@ -165,6 +214,10 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
                 l.p999.to_string(),
                 l.max.to_string(),
                 runs.join(";"),
+                p.ideal_ops_per_sec
+                    .map_or(String::new(), |i| format!("{i:.1}")),
+                p.ideal_fraction()
+                    .map_or(String::new(), |f| format!("{f:.4}")),
             ])?;
         }
     }
@@ -177,6 +230,7 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Metric;
 
     #[test]
     fn si_units() {
@@ -190,5 +244,106 @@ mod tests {
         assert_eq!("json".parse::<Format>().unwrap(), Format::Json);
         let e = "yaml".parse::<Format>().unwrap_err().to_string();
         assert!(e.contains("table, json, csv, markdown"), "{e}");
+    }
+
+    fn report(points: Vec<Point>) -> Report {
+        use crate::report::{Machine, RunConfig, Series};
+        Report {
+            pglocks_version: "0.1.0".into(),
+            machine: Machine {
+                cpus: 4,
+                nodes: 1,
+                model: "test cpu".into(),
+            },
+            config: RunConfig {
+                workload: "wal-commit".into(),
+                duration_ms: 100,
+                repeat: 1,
+                pin: "none".into(),
+            },
+            series: vec![Series {
+                workload: "wal-commit".into(),
+                preset: "pg17".into(),
+                impl_name: "pg".into(),
+                points,
+            }],
+        }
+    }
+
+    fn point(threads: usize, ops: f64) -> Point {
+        Point {
+            threads,
+            ops_per_sec: ops,
+            runs_ops_per_sec: vec![ops],
+            latency_ns: Default::default(),
+            efficiency: None,
+            waits: vec![],
+            per_thread_ops: vec![],
+            ideal_ops_per_sec: None,
+            metrics: vec![],
+        }
+    }
+
+    #[test]
+    fn ideal_columns_and_metrics_appear_only_when_present() {
+        let plain = report(vec![point(1, 1000.0), point(2, 1800.0)]);
+        for format in [Format::Table, Format::Markdown] {
+            let text = render(&plain, format).unwrap();
+            assert!(!text.contains("ideal"), "{text}");
+            assert!(!text.contains("metrics"), "{text}");
+        }
+        let csv = render(&plain, Format::Csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(
+            lines[0].ends_with(",runs_ops_per_sec,ideal_ops_per_sec,ideal_fraction"),
+            "{csv}"
+        );
+        assert!(lines[1].ends_with(",,"), "{csv}");
+
+        let mut with = point(2, 1862.0);
+        with.ideal_ops_per_sec = Some(2000.0);
+        with.metrics = vec![
+            Metric {
+                name: "wal.flushes".into(),
+                value: 1234.0,
+            },
+            Metric {
+                name: "wal.commits_per_flush.mean".into(),
+                value: 1.5,
+            },
+        ];
+        let r = report(vec![point(1, 1000.0), with]);
+        let md = render(&r, Format::Markdown).unwrap();
+        let header = md.lines().find(|l| l.contains("series")).unwrap();
+        let cells: Vec<&str> = header.split('|').map(str::trim).collect();
+        let at = |name: &str| cells.iter().position(|c| *c == name).unwrap();
+        assert_eq!(at("ideal ops/s"), at("efficiency") + 1, "{header}");
+        assert_eq!(at("of ideal"), at("efficiency") + 2, "{header}");
+        assert!(md.contains("93.1%"), "{md}");
+        assert!(md.contains("2.000k"), "{md}");
+        let row1 = md.lines().find(|l| l.contains(" 1 | 1.000k")).unwrap();
+        assert_eq!(
+            row1.matches(" - ").count(),
+            3,
+            "no efficiency, ideal or fraction: {row1}"
+        );
+        assert!(md.contains("metrics (median run of each point)"), "{md}");
+        let flushes = md.lines().find(|l| l.contains("wal.flushes")).unwrap();
+        assert!(
+            flushes.contains("1234") && !flushes.contains("1234."),
+            "{flushes}"
+        );
+        let mean = md.lines().find(|l| l.contains(".mean")).unwrap();
+        assert!(mean.contains("1.50"), "{mean}");
+        let table = render(&r, Format::Table).unwrap();
+        assert!(
+            table.contains("of ideal") && table.contains("wal.flushes"),
+            "{table}"
+        );
+
+        let csv = render(&r, Format::Csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[1].ends_with(",,"), "{csv}");
+        assert!(lines[2].ends_with(",2000.0,0.9310"), "{csv}");
     }
 }
