@@ -33,6 +33,19 @@ fn design_example_round_trips() {
 }
 
 #[test]
+fn optional_ideal_and_metrics_extend_a_point() {
+    let mut v = design_example();
+    let p = &mut v["series"][0]["points"][0];
+    p["ideal_ops_per_sec"] = json!(1.25e7);
+    p["metrics"] = json!([{"name": "wal.flushes", "value": 42.0}]);
+    let r: Report = serde_json::from_value(v.clone()).expect("the extension keys parse");
+    assert_eq!(r.series[0].points[0].ideal_fraction(), Some(0.8));
+    assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    v["series"][0]["points"][0]["metrics"][0]["unit"] = json!("flushes");
+    assert!(serde_json::from_value::<Report>(v).is_err());
+}
+
+#[test]
 fn unknown_or_missing_fields_are_rejected() {
     let mut v = design_example();
     v["machine"]["sockets"] = json!(2);
