@@ -1,0 +1,319 @@
+//! Models the WAL buffers of xlog.c: the page ring (`XLogCtl->pages`, `xlblocks`),
+//! `GetXLogBuffer` and `AdvanceXLInsertBuffer`, and a reader of records in the buffers.
+//!
+//! Page `p` of the WAL can only be in buffer `p % wal_buffers`, and `xlblocks[i]` holds the end
+//! LSN of the page buffer `i` holds (0 while it is being initialised). An inserter finds its page
+//! by one load of `xlblocks`; only when the page is not there does it take
+//! `WALBufMappingLock` and initialise pages up to it, writing out (under `WALWriteLock`) any
+//! buffer whose old page has not been written yet. Before it may block there, it advertises in
+//! its insertion lock's `insertingAt` how far it has copied, so that a flusher waiting for it
+//! does not wait for it to finish an I/O that may need the flusher's own lock.
+
+use crate::pos::{Layout, SIZE_OF_XLOG_LONG_PHD, SIZE_OF_XLOG_SHORT_PHD, XLOG_BLCKSZ};
+use crate::record::{self, ReadRecord, XLP_FIRST_IS_CONTRECORD};
+use crate::{Wal, WalBackend, WalError};
+use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol};
+use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU64 as SyncU64, Ordering::*};
+use pglocks_sync::Backend;
+// The page bytes are data, not synchronisation: the locks order every access to them, so they
+// are std's atomics even under loom (loom would track each word as a synchronisation point).
+use std::sync::atomic::AtomicU64 as DataWord;
+
+/// Words per page.
+const PAGE_WORDS: usize = (XLOG_BLCKSZ / 8) as usize;
+
+/// The ring of WAL pages.
+pub(crate) struct Buffers {
+    pages: Box<[DataWord]>,
+    xlblocks: Box<[SyncU64]>,
+}
+
+impl Buffers {
+    pub(crate) fn new(n: usize) -> Self {
+        Self {
+            pages: (0..n * PAGE_WORDS).map(|_| DataWord::new(0)).collect(),
+            xlblocks: (0..n).map(|_| SyncU64::new(0)).collect(),
+        }
+    }
+
+    /// `XLogRecPtrToBufIdx`.
+    #[inline]
+    pub(crate) fn index(&self, ptr: u64) -> usize {
+        ((ptr / XLOG_BLCKSZ) % self.xlblocks.len() as u64) as usize
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.xlblocks.len()
+    }
+
+    /// `xlblocks[idx]`: the end LSN of the page buffer `idx` holds.
+    #[inline]
+    pub(crate) fn end_of(&self, idx: usize) -> u64 {
+        self.xlblocks[idx].load(Acquire)
+    }
+
+    #[inline]
+    fn word(&self, idx: usize, byte_offset: u64) -> &DataWord {
+        &self.pages[idx * PAGE_WORDS + (byte_offset / 8) as usize]
+    }
+
+    /// Stores `words` into buffer `idx` from `byte_offset`.
+    #[inline]
+    pub(crate) fn store(&self, idx: usize, byte_offset: u64, words: &[u64]) {
+        let base = idx * PAGE_WORDS + (byte_offset / 8) as usize;
+        for (slot, &w) in self.pages[base..base + words.len()].iter().zip(words) {
+            slot.store(w, Relaxed);
+        }
+    }
+
+    /// Reads one word.
+    #[inline]
+    pub(crate) fn load(&self, idx: usize, byte_offset: u64) -> u64 {
+        self.word(idx, byte_offset).load(Relaxed)
+    }
+
+    /// Appends pages `idx..idx + n` to `out` as bytes (for a device that wants them).
+    pub(crate) fn copy_out(&self, idx: usize, n: usize, out: &mut Vec<u8>) {
+        for w in &self.pages[idx * PAGE_WORDS..(idx + n) * PAGE_WORDS] {
+            out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
+        }
+    }
+
+    /// Marks the page at `continuing_at`'s page as starting with `rem_len` more bytes of a record.
+    pub(crate) fn mark_continuation(&self, idx: usize, rem_len: u64) {
+        let w0 = self.word(idx, 0);
+        w0.store(
+            w0.load(Relaxed) | (u64::from(XLP_FIRST_IS_CONTRECORD) << 16),
+            Relaxed,
+        );
+        self.word(idx, 16).store(rem_len, Relaxed);
+    }
+
+    /// Zeroes buffer `idx` and writes the header of the page starting at `page_start`.
+    fn init_page(&self, idx: usize, page_start: u64, layout: &Layout) {
+        for w in &self.pages[idx * PAGE_WORDS..(idx + 1) * PAGE_WORDS] {
+            w.store(0, Relaxed);
+        }
+        let long = layout.page_header_size(page_start) == SIZE_OF_XLOG_LONG_PHD;
+        self.word(idx, 0)
+            .store(record::page_header_word0(long), Relaxed);
+        self.word(idx, 8).store(page_start, Relaxed);
+        if long {
+            self.word(idx, 24)
+                .store(record::SYSTEM_IDENTIFIER, Relaxed);
+            self.word(idx, 32)
+                .store(layout.segment_size() | (XLOG_BLCKSZ << 32), Relaxed);
+        }
+    }
+}
+
+impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
+    /// Models `GetXLogBuffer`: the buffer holding the page of `ptr`, initialising pages up to it
+    /// if it is not there yet. The caller holds an insertion lock whose `insertingAt` is at most
+    /// `ptr`, which keeps the page from being evicted.
+    #[inline]
+    pub(crate) fn get_buffer(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        ptr: u64,
+    ) -> Result<usize, WalError> {
+        let page = ptr / XLOG_BLCKSZ;
+        if page == w.cached_page {
+            return Ok(w.cached_idx);
+        }
+        let idx = self.buffers.index(ptr);
+        let expected_end = (page + 1) * XLOG_BLCKSZ;
+        if self.buffers.end_of(idx) != expected_end {
+            self.get_buffer_slow(b, w, ptr, idx, expected_end)?;
+        }
+        w.cached_page = page;
+        w.cached_idx = idx;
+        Ok(idx)
+    }
+
+    #[cold]
+    fn get_buffer_slow(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        ptr: u64,
+        idx: usize,
+        expected_end: u64,
+    ) -> Result<(), WalError> {
+        // Advertise how far we are before we may block: just before the page header when
+        // we are its first inserter, so nobody flushes a header not yet written.
+        let in_page = ptr % XLOG_BLCKSZ;
+        let in_segment = self.layout.segment_offset(ptr);
+        let initialized_upto = if in_page == SIZE_OF_XLOG_SHORT_PHD && in_segment > XLOG_BLCKSZ
+            || in_page == SIZE_OF_XLOG_LONG_PHD && in_segment < XLOG_BLCKSZ
+        {
+            ptr - in_page
+        } else {
+            ptr
+        };
+        self.update_inserting_at(b, w, initialized_upto)?;
+        self.advance_insert_buffer(b, w, ptr)?;
+        if self.buffers.end_of(idx) != expected_end {
+            return Err(WalError::Internal(format!(
+                "could not find WAL buffer for {}",
+                crate::lsn(ptr)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Models `AdvanceXLInsertBuffer` (not opportunistic): initialises buffer pages up to the
+    /// one holding `upto`, writing out old pages first where needed.
+    fn advance_insert_buffer(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        upto: u64,
+    ) -> Result<(), WalError> {
+        self.buf_mapping_lock.acquire(b, LwLockMode::Exclusive)?;
+        loop {
+            let next = self.initialized_upto.load(Relaxed);
+            if upto < next {
+                break;
+            }
+            let idx = self.buffers.index(next);
+            let old_end = self.buffers.end_of(idx);
+            if w.logwrt.write < old_end {
+                // The buffer's old page may not be written yet: post a write request for it and
+                // look again at how far WAL is written.
+                w.logwrt = self.info.lock(b)?.with_mut(|info| {
+                    info.request.write = info.request.write.max(old_end);
+                    info.result
+                });
+                if w.logwrt.write < old_end {
+                    // Write it ourselves, without WALBufMappingLock: waiting for insertions
+                    // while holding it could deadlock with an inserter that needs it.
+                    self.buf_mapping_lock.release(b)?;
+                    self.wait_insertions_to_finish(b, old_end)?;
+                    self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+                    w.logwrt = self.shared_result(b)?;
+                    let written = if w.logwrt.write < old_end {
+                        self.xlog_write(b, w, old_end, 0)
+                    } else {
+                        Ok(())
+                    };
+                    self.write_lock.release(b)?;
+                    written?;
+                    b.stats.events.count("wal.buffer_writes", 1);
+                    self.buf_mapping_lock.acquire(b, LwLockMode::Exclusive)?;
+                    continue;
+                }
+            }
+            // Invalidate the buffer, initialise it, then publish the new page (release order:
+            // a reader that sees the new end sees the initialised page).
+            self.buffers.xlblocks[idx].store(0, Release);
+            self.buffers.init_page(idx, next, &self.layout);
+            self.buffers.xlblocks[idx].store(next + XLOG_BLCKSZ, Release);
+            self.initialized_upto.store(next + XLOG_BLCKSZ, Relaxed);
+        }
+        self.buf_mapping_lock.release(b)?;
+        Ok(())
+    }
+
+    /// Reads back the records from `from` (a record's start) that end at or before `to`, while
+    /// they are still in the buffers (a small `XLogReadRecord`): checks page headers, the
+    /// continuation lengths of records that cross pages, and every CRC. For tests and reports;
+    /// the caller makes sure nothing is being inserted in the range.
+    pub fn read_records(&self, from: u64, to: u64) -> Result<Vec<ReadRecord>, String> {
+        let mut out = Vec::new();
+        let mut pos = from;
+        while pos < to {
+            match self.read_record_at(pos, to)? {
+                Some(r) => {
+                    pos = self.next_record_start(&r);
+                    out.push(r);
+                }
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Where the record after `r` starts.
+    pub(crate) fn next_record_start(&self, r: &ReadRecord) -> u64 {
+        if r.rmid == record::RM_XLOG_ID && r.info == record::XLOG_SWITCH {
+            // The rest of the segment is consumed.
+            let seg = self.layout.segment_size();
+            let next_segment = r.lsn - r.lsn % seg + seg;
+            return next_segment + SIZE_OF_XLOG_LONG_PHD;
+        }
+        self.layout
+            .bytepos_to_recptr(self.layout.recptr_to_bytepos(r.end))
+    }
+
+    /// The record starting at `lsn`, or `None` if it does not end by `to`.
+    pub(crate) fn read_record_at(&self, lsn: u64, to: u64) -> Result<Option<ReadRecord>, String> {
+        let mut words = [0u64; 3];
+        let mut p = lsn;
+        let mut read = 0u64;
+        for slot in &mut words {
+            *slot = self.read_word(&mut p, lsn, read, u64::MAX)?;
+            read += 8;
+        }
+        let tot_len = u64::from(words[0] as u32);
+        if tot_len < crate::pos::SIZE_OF_XLOG_RECORD || tot_len > crate::XLOG_RECORD_MAX_SIZE {
+            return Err(format!(
+                "invalid record length at {}: {tot_len}",
+                crate::lsn(lsn)
+            ));
+        }
+        let total_words = crate::pos::maxalign(tot_len) / 8;
+        let mut all = words.to_vec();
+        for _ in 3..total_words {
+            if p >= to {
+                return Ok(None);
+            }
+            all.push(self.read_word(&mut p, lsn, read, tot_len)?);
+            read += 8;
+        }
+        if p > to {
+            return Ok(None);
+        }
+        record::decode(lsn, p, &all).map(Some)
+    }
+
+    /// One word of the record at `start` from `*p`, stepping over (and checking) a page header
+    /// when `*p` is at a page boundary; `read` bytes of a record of `tot_len` are behind.
+    fn read_word(&self, p: &mut u64, start: u64, read: u64, tot_len: u64) -> Result<u64, String> {
+        let idx = self.buffers.index(*p);
+        let page_start = *p - *p % XLOG_BLCKSZ;
+        if self.buffers.end_of(idx) != page_start + XLOG_BLCKSZ {
+            return Err(format!(
+                "page {} of the record at {} is no longer in the WAL buffers",
+                crate::lsn(page_start),
+                crate::lsn(start)
+            ));
+        }
+        if *p == page_start {
+            let w0 = self.buffers.load(idx, 0);
+            if w0 as u16 != record::XLOG_PAGE_MAGIC || self.buffers.load(idx, 8) != page_start {
+                return Err(format!(
+                    "invalid page header at {}",
+                    crate::lsn(page_start)
+                ));
+            }
+            let info = (w0 >> 16) as u16;
+            let rem_len = self.buffers.load(idx, 16) as u32;
+            let expected = tot_len.saturating_sub(read);
+            if tot_len != u64::MAX
+                && (info & XLP_FIRST_IS_CONTRECORD == 0 || u64::from(rem_len) != expected)
+            {
+                return Err(format!(
+                    "invalid contrecord length {rem_len} (expected {expected}) at {}",
+                    crate::lsn(page_start)
+                ));
+            }
+            *p += self.layout.page_header_size(page_start);
+        }
+        let w = self.buffers.load(idx, *p % XLOG_BLCKSZ);
+        *p += 8;
+        Ok(w)
+    }
+}

@@ -1,0 +1,365 @@
+//! Models the flush half of xlog.c and xact.c: `XLogFlush` (group commit), `XLogWrite`,
+//! `MinimumActiveBackends` (procarray.c) and the WAL part of `RecordTransactionCommit`.
+//!
+//! `XLogWrite` runs only under `WALWriteLock`. It hands the device the buffer pages from how far
+//! WAL is written up to the request, in runs that stop at the end of the ring and of a segment
+//! (a partial last page is written whole, and written again next time), flushes when the request
+//! asks for it, and publishes the new `LogwrtResult` under `info_lck`.
+
+use crate::device::FlushDevice;
+use crate::pos::XLOG_BLCKSZ;
+use crate::record::Record;
+use crate::{FlushWait, Insertion, Wal, WalBackend, WalError};
+use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol};
+use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::Ordering::*;
+use pglocks_sync::time::Instant;
+use pglocks_sync::Backend;
+
+/// How far WAL is written and flushed (`XLogwrtResult`), or asked to be (`XLogwrtRqst`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteResult {
+    /// Written to the device up to here.
+    pub write: u64,
+    /// Durable up to here.
+    pub flush: u64,
+}
+
+/// What only the `WALWriteLock` holder touches: the device, a byte buffer for it, and the
+/// walk that counts commits per flush.
+pub(crate) struct Writer {
+    device: Box<dyn FlushDevice>,
+    bytes: Vec<u8>,
+    /// Authoritative `LogwrtResult` (XLogCtl->Write.LogwrtResult before 9.5).
+    result: WriteResult,
+    /// Start of the first record not yet counted; `None` once counting gave up.
+    next_record: Option<u64>,
+    /// Commits written since the last flush.
+    pending_commits: u64,
+}
+
+impl Writer {
+    pub(crate) fn new(device: Box<dyn FlushDevice>, result: WriteResult, first: u64) -> Self {
+        Self {
+            device,
+            bytes: Vec::new(),
+            result,
+            next_record: Some(first),
+            pending_commits: 0,
+        }
+    }
+}
+
+impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
+    /// `LogwrtResult` as published under `info_lck`.
+    pub(crate) fn shared_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
+        Ok(self.info.lock(b)?.with(|info| info.result))
+    }
+
+    /// How far WAL is written and flushed (a fresh read under `info_lck`).
+    pub fn write_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
+        self.shared_result(b)
+    }
+
+    /// Marks backend `b` as in a transaction with an xid (or not): what
+    /// `MinimumActiveBackends` counts.
+    pub fn set_active(&self, b: &Backend, active: bool) {
+        if let Some(a) = self.active.get(b.procno()) {
+            a.store(active, Relaxed);
+        }
+    }
+
+    /// Models `MinimumActiveBackends` (procarray.c): are at least `min` *other* backends in a
+    /// transaction with an xid? Reads every slot without a lock, as PostgreSQL does; the answer
+    /// is a heuristic.
+    pub fn minimum_active_backends(&self, b: &Backend, min: u32) -> bool {
+        if min == 0 {
+            return true;
+        }
+        let mut count = 0;
+        for (i, a) in self.active.iter().enumerate() {
+            if i != b.procno() && a.load(Relaxed) {
+                count += 1;
+                if count >= min {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Sleeps `commit_delay`, counted as the wait event `CommitDelay`.
+    fn commit_delay(&self, b: &mut Backend) {
+        let t = Instant::now();
+        pglocks_sync::time::sleep(self.cfg.commit_delay);
+        b.stats.waits.record(
+            "CommitDelay",
+            "Timeout",
+            t.elapsed().as_nanos() as u64,
+        );
+    }
+
+    /// Should a committer sleep `commit_delay` now?
+    fn wants_commit_delay(&self, b: &Backend) -> bool {
+        !self.cfg.commit_delay.is_zero()
+            && self.minimum_active_backends(b, self.cfg.commit_siblings)
+    }
+
+    /// The WAL part of `RecordTransactionCommit` (xact.c): inserts a commit record for `xid`,
+    /// (≤ 9.2: sleeps `commit_delay`), and flushes it. Clears the backend's active mark.
+    pub fn commit(&self, b: &mut Backend, w: &mut WalBackend, xid: u32) -> Result<u64, WalError> {
+        self.set_active(b, true);
+        let end = self.insert(b, w, &Record::commit(xid))?;
+        if !self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
+            self.commit_delay(b);
+        }
+        self.flush(b, w, end)?;
+        self.set_active(b, false);
+        b.stats.events.count("wal.commits", 1);
+        Ok(end)
+    }
+
+    /// Models `XLogFlush`: returns once WAL is durable up to `record`, having flushed it itself
+    /// (with everything inserted before it) or found that another backend's flush covered it.
+    pub fn flush(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+        if record <= w.logwrt.flush {
+            return Ok(());
+        }
+        match self.cfg.insertion {
+            Insertion::Locks(_) => self.flush_94(b, w, record)?,
+            Insertion::OneLock => self.flush_93(b, w, record)?,
+        }
+        if w.logwrt.flush < record {
+            return Err(WalError::FlushNotSatisfied {
+                request: crate::lsn(record),
+                flushed: crate::lsn(w.logwrt.flush),
+            });
+        }
+        Ok(())
+    }
+
+    /// `XLogFlush`'s loop from 9.4: piggyback on the largest request, wait for insertions, then
+    /// `WALWriteLock` or the news that someone else flushed.
+    fn flush_94(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+        let mut request = record;
+        loop {
+            let (result, posted) = self
+                .info
+                .lock(b)?
+                .with(|info| (info.result, info.request.write));
+            w.logwrt = result;
+            if record <= w.logwrt.flush {
+                return Ok(());
+            }
+            request = request.max(posted);
+            let mut insert_pos = self.wait_insertions_to_finish(b, request)?;
+            if !self.acquire_write_lock(b)? {
+                // The holder is gone; it may have flushed our record.
+                continue;
+            }
+            w.logwrt = self.shared_result(b)?;
+            if record <= w.logwrt.flush {
+                self.write_lock.release(b)?;
+                return Ok(());
+            }
+            if self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
+                self.commit_delay(b);
+                // Only to move forward: everything before insert_pos is already copied, and
+                // waiting for more while holding WALWriteLock could deadlock.
+                insert_pos = self.wait_insertions_to_finish(b, insert_pos)?;
+            }
+            let written = self.xlog_write(b, w, insert_pos, insert_pos);
+            self.write_lock.release(b)?;
+            return written;
+        }
+    }
+
+    /// `XLogFlush` up to 9.3: no insertion locks to wait for; the leader learns how far WAL is
+    /// inserted by taking `WALInsertLock` if it is free, else writes just up to its request.
+    fn flush_93(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+        let mut request = record;
+        loop {
+            let (result, posted) = self
+                .info
+                .lock(b)?
+                .with(|info| (info.result, info.request.write));
+            w.logwrt = result;
+            request = request.max(posted);
+            if record <= w.logwrt.flush {
+                return Ok(());
+            }
+            if !self.acquire_write_lock(b)? {
+                continue;
+            }
+            w.logwrt = self.shared_result(b)?;
+            if record <= w.logwrt.flush {
+                self.write_lock.release(b)?;
+                return Ok(());
+            }
+            if self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
+                self.commit_delay(b);
+            }
+            let insert_lock = &self.insert_locks[0].lock;
+            let (write, flush) = if insert_lock.conditional_acquire(b, LwLockMode::Exclusive)? {
+                let inserted = self.reserved_upto(b);
+                insert_lock.release(b)?;
+                let inserted = inserted?;
+                (inserted, inserted)
+            } else {
+                (request, record)
+            };
+            let written = self.xlog_write(b, w, write, flush);
+            self.write_lock.release(b)?;
+            return written;
+        }
+    }
+
+    /// `WALWriteLock` as the release waits for it: `true` when taken; `false` when
+    /// `LWLockAcquireOrWait` waited for a release instead (9.2+).
+    fn acquire_write_lock(&self, b: &mut Backend) -> Result<bool, WalError> {
+        Ok(match self.cfg.flush_wait {
+            FlushWait::Acquire => {
+                self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+                true
+            }
+            FlushWait::AcquireOrWait => self.write_lock.acquire_or_wait(b, LwLockMode::Exclusive)?,
+        })
+    }
+
+    /// Models `XLogWrite`: writes WAL up to `write_upto` and, if `flush_upto` is past what is
+    /// durable, flushes everything written. The caller holds `WALWriteLock` and has made sure
+    /// every insertion before `write_upto` is copied.
+    pub(crate) fn xlog_write(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        write_upto: u64,
+        flush_upto: u64,
+    ) -> Result<(), WalError> {
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| WalError::Internal("the WAL writer state is poisoned".into()))?;
+        let wr = &mut *guard;
+        let mut result = wr.result;
+        let seg = self.layout.segment_size();
+        // The current run of pages to write: (first buffer, first page's LSN, pages).
+        let mut run: Option<(usize, u64, usize)> = None;
+        while result.write < write_upto {
+            let page_start = result.write - result.write % XLOG_BLCKSZ;
+            let idx = self.buffers.index(page_start);
+            let end = self.buffers.end_of(idx);
+            if end != page_start + XLOG_BLCKSZ {
+                return Err(WalError::Internal(format!(
+                    "xlog write request {} is past end of log {}",
+                    crate::lsn(write_upto),
+                    crate::lsn(end)
+                )));
+            }
+            result.write = end;
+            let partial = write_upto < end;
+            let r = run.get_or_insert((idx, page_start, 0));
+            r.2 += 1;
+            let finishing_segment = end % seg == 0;
+            if partial || end >= write_upto || idx == self.buffers.len() - 1 || finishing_segment {
+                let (first, lsn, pages) = run.take().expect("a run was started");
+                self.device_write(b, wr, first, lsn, pages)?;
+            }
+            if finishing_segment && !partial {
+                // A finished segment is flushed before moving on (as XLogWrite does, so the
+                // segment can be closed).
+                if self.cfg.count_commits {
+                    self.count_commits(wr, end);
+                }
+                self.device_flush(b, wr, end)?;
+                result.flush = end;
+            }
+            if partial {
+                result.write = write_upto;
+            }
+        }
+        if self.cfg.count_commits {
+            self.count_commits(wr, result.write);
+        }
+        if flush_upto > result.flush && result.flush < result.write {
+            self.device_flush(b, wr, result.write)?;
+            result.flush = result.write;
+        }
+        wr.result = result;
+        drop(guard);
+        // Publish, and raise the requests to what is done so nobody asks for less.
+        self.info.lock(b)?.with_mut(|info| {
+            info.result = result;
+            info.request.write = info.request.write.max(result.write);
+            info.request.flush = info.request.flush.max(result.flush);
+        });
+        w.logwrt = result;
+        Ok(())
+    }
+
+    fn device_write(
+        &self,
+        b: &mut Backend,
+        wr: &mut Writer,
+        first: usize,
+        lsn: u64,
+        pages: usize,
+    ) -> Result<(), WalError> {
+        wr.bytes.clear();
+        if wr.device.wants_bytes() {
+            self.buffers.copy_out(first, pages, &mut wr.bytes);
+        } else {
+            wr.bytes.resize(pages * XLOG_BLCKSZ as usize, 0);
+        }
+        let t = Instant::now();
+        wr.device.write(lsn, &wr.bytes)?;
+        b.stats
+            .waits
+            .record("WalWrite", "IO", t.elapsed().as_nanos() as u64);
+        b.stats
+            .events
+            .count("wal.written_bytes", pages as u64 * XLOG_BLCKSZ);
+        Ok(())
+    }
+
+    fn device_flush(&self, b: &mut Backend, wr: &mut Writer, upto: u64) -> Result<(), WalError> {
+        let t = Instant::now();
+        wr.device.flush(upto)?;
+        b.stats
+            .waits
+            .record("WalSync", "IO", t.elapsed().as_nanos() as u64);
+        b.stats.events.count("wal.flushes", 1);
+        if self.cfg.count_commits {
+            b.stats
+                .events
+                .sample("wal.commits_per_flush", wr.pending_commits);
+            wr.pending_commits = 0;
+        }
+        Ok(())
+    }
+
+    /// Counts the commit records that end by `upto`, walking on from where the last count
+    /// stopped. The pages are still in the buffers: nobody may evict them until this write is
+    /// published. Gives up (for the rest of the run) if a record's start page is gone.
+    fn count_commits(&self, wr: &mut Writer, upto: u64) {
+        let Some(mut pos) = wr.next_record else {
+            return;
+        };
+        while pos < upto {
+            match self.read_record_at(pos, upto) {
+                Ok(Some(r)) => {
+                    if Record::is_commit(r.rmid, r.info) {
+                        wr.pending_commits += 1;
+                    }
+                    pos = self.next_record_start(&r);
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    wr.next_record = None;
+                    return;
+                }
+            }
+        }
+        wr.next_record = Some(pos);
+    }
+}

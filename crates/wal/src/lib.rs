@@ -1,0 +1,387 @@
+//! PostgreSQL's write-ahead log, the part that is about locks (xlog.c): inserting records into
+//! the shared WAL buffers, and group commit in `XLogFlush`.
+//!
+//! # Insertion (9.4 and later)
+//! A record's place in WAL is decided by a tiny critical section: under the `insertpos_lck`
+//! spinlock, `CurrBytePos += MAXALIGN(size)` (in usable byte positions, which skip page headers,
+//! so no arithmetic is done under the spinlock; see [`pos`]). The previous record's position is
+//! remembered there too, for the record's prev-link. The copy into the WAL buffers then happens
+//! in parallel with other backends' copies, each under one of `NUM_XLOGINSERT_LOCKS` = 8
+//! *insertion locks*, LWLocks held exclusively for the whole reservation-and-copy. A backend
+//! starts with lock `procno % 8` and moves to the next one whenever it had to wait for its lock,
+//! so that busy backends spread over the locks and idle ones stay on theirs (no cache-line
+//! bouncing).
+//!
+//! The insertion locks are also how a flusher learns how far WAL is complete.
+//! `WaitXLogInsertionsToFinish(upto)` reads how far space has been reserved, then visits every
+//! insertion lock with `LWLockWaitForVar`: a free lock has no insertion in progress; a held one
+//! has a variable, `insertingAt`, which its holder sets to where it has copied to before it does
+//! anything that may block (moving to a new buffer page). The flusher waits until the lock is
+//! free or `insertingAt` has passed `upto`, and the minimum over the locks of the positions
+//! still in progress is the point up to which everything is copied and may be written.
+//!
+//! Some operations need WAL to stand still (a segment switch, here [`Wal::switch_segment`]):
+//! they take all 8 locks (`WALInsertLockAcquireExclusive`), setting the variables of the first 7
+//! to "infinity" so that flushers never wait on those; the last one's variable is the switcher's
+//! real position.
+//!
+//! # Buffers
+//! WAL buffers are a ring of `wal_buffers` 8 KB pages; page `p` of the WAL lives in buffer
+//! `p % wal_buffers`, and `xlblocks[i]` says which page buffer `i` holds (by its end LSN). An
+//! inserter that reaches a page that is not there calls `AdvanceXLInsertBuffer`, which, under
+//! `WALBufMappingLock`, initialises the next pages in turn; a buffer whose old page has not been
+//! written out yet must first be written, so the inserter advertises its position (see above),
+//! waits for older insertions, takes `WALWriteLock` and writes.
+//!
+//! # Flush and group commit
+//! `XLogFlush(lsn)` makes WAL durable up to `lsn`. Since `fsync` is slow, it flushes as much as
+//! it can in one go: it takes the largest write request anyone has posted, waits for insertions
+//! up to there to be copied, and then tries for `WALWriteLock` with `LWLockAcquireOrWait`
+//! (9.2): if the lock is busy it waits for the holder to release it *without taking it*, and
+//! then checks whether the holder's flush already covered `lsn` (it usually has: that is group
+//! commit). Only if not does it try again. The backend that gets the lock is the leader: it
+//! checks once more, optionally sleeps `commit_delay` (9.3: only the leader, and only when at
+//! least `commit_siblings` other backends are in a transaction) so that more commits join, then
+//! writes and flushes everything that is inserted, not just its own record.
+//!
+//! # Earlier releases
+//! - ≤ 9.3 ([`Insertion::OneLock`]): one `WALInsertLock` was held while reserving *and* copying,
+//!   so insertions were serial; a flusher took the write position by conditionally acquiring
+//!   that lock (or settled for its own record).
+//! - ≤ 9.1 ([`FlushWait::Acquire`]): `XLogFlush` queued for `WALWriteLock` with a plain acquire,
+//!   so the backends that a flush had already covered still took the lock one after another.
+//! - ≤ 9.2: `commit_delay` was slept by every committing backend, before `XLogFlush`
+//!   ([`WalConfig::commit_delay_in_flush`] off).
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles, and a backend's static variables in xlog.c
+//!   (`lockToTry`, `MyLockNo`, `holdingAllLocks`, the local `LogwrtResult`, `GetXLogBuffer`'s
+//!   cached page) are a [`WalBackend`].
+//! - One timeline, no recovery, no full-page images, no record assembly from buffers
+//!   (`XLogRecordAssemble`): a record is a header and a payload ([`Record`]).
+//! - `LogwrtResult` and `LogwrtRqst` are under `info_lck` in every release (17 made the results
+//!   atomics). 17's `logInsertResult` shortcut in `WaitXLogInsertionsToFinish` is a setting
+//!   ([`WalConfig::insert_result_cache`]). 18's lock-free `AdvanceXLInsertBuffer` is not
+//!   modelled: every release uses 9.4–17's `WALBufMappingLock`.
+//! - ≤ 9.3 reserved the position under `WALInsertLock` itself; the model takes the (then
+//!   uncontended) `insertpos_lck` inside it, and an inserter that must write out an old buffer
+//!   advertises its position on the one lock's variable as 9.4 does (nobody waits on it).
+//! - The device state (the open segment, the bytes being written) is behind a mutex that only
+//!   the `WALWriteLock` holder takes, so it is never contended; PostgreSQL relies on the LWLock.
+//! - I/O errors are returned ([`WalError::Device`]) where PostgreSQL PANICs; the caller must
+//!   then stop (locks held at the time are not released, as a PANIC would not release them).
+//! - Commits per flush are counted by walking the records each write covers (only when
+//!   [`WalConfig::count_commits`] is on); PostgreSQL does not count them.
+
+pub mod device;
+mod flush;
+mod insert;
+pub mod pos;
+pub mod record;
+
+mod buffers;
+
+pub use device::{
+    DeviceError, FileDevice, FlushDevice, FlushLatency, NullDevice, RecordingDevice, SimulatedDevice,
+};
+pub use flush::WriteResult;
+pub use pos::{lsn, Layout, DEFAULT_WAL_SEGMENT_SIZE, XLOG_BLCKSZ};
+pub use record::{ReadRecord, Record};
+
+use buffers::Buffers;
+use pglocks_lwlock::{AtomicVar, LwLockError, LwLockVar, RawLwLock, VarProtocol};
+use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError, SpinLock};
+use pglocks_sync::atomic::{AtomicBool, AtomicU64};
+use pglocks_sync::sync::Mutex;
+use pglocks_sync::time::Duration;
+use pglocks_sync::CachePadded;
+
+/// xlog.h: `NUM_XLOGINSERT_LOCKS` (9.4+).
+pub const NUM_XLOGINSERT_LOCKS: usize = 8;
+/// The default `wal_buffers` in pages: 4 MB, what `-1` gives with the default 128 MB
+/// `shared_buffers`.
+pub const DEFAULT_WAL_BUFFERS: usize = 512;
+/// `commit_siblings`' default.
+pub const DEFAULT_COMMIT_SIBLINGS: u32 = 5;
+/// `XLogRecordMaxSize` (xlogrecord.h): the largest record.
+pub const XLOG_RECORD_MAX_SIZE: u64 = 1020 * 1024 * 1024;
+
+/// How records get into the WAL buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insertion {
+    /// ≤ 9.3: one `WALInsertLock`, held while reserving and copying.
+    OneLock,
+    /// 9.4+: this many insertion locks (`NUM_XLOGINSERT_LOCKS`, 8), reservation under a spinlock.
+    Locks(usize),
+}
+
+/// How `XLogFlush` waits for `WALWriteLock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushWait {
+    /// ≤ 9.1: `LWLockAcquire`.
+    Acquire,
+    /// 9.2+: `LWLockAcquireOrWait`, re-checking after the holder's flush.
+    AcquireOrWait,
+}
+
+/// The settings of one WAL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WalConfig {
+    /// Insertion locking.
+    pub insertion: Insertion,
+    /// `XLogFlush`'s wait for `WALWriteLock`.
+    pub flush_wait: FlushWait,
+    /// `commit_delay` (0 = off).
+    pub commit_delay: Duration,
+    /// `commit_siblings`: other backends in a transaction needed before `commit_delay` is slept.
+    pub commit_siblings: u32,
+    /// 9.3+: the delay is slept inside `XLogFlush` by the leader; before, by every committer
+    /// before `XLogFlush`.
+    pub commit_delay_in_flush: bool,
+    /// 17+: `logInsertResult`, the shortcut of `WaitXLogInsertionsToFinish`.
+    pub insert_result_cache: bool,
+    /// `wal_buffers`, in pages (at least 4).
+    pub wal_buffers: usize,
+    /// `wal_segment_size` (a power of two from 64 KB).
+    pub segment_size: u64,
+    /// Backends that may use the WAL (`MaxBackends`).
+    pub max_backends: usize,
+    /// Count commits per flush (a distribution in the stats; costs a walk over written records).
+    pub count_commits: bool,
+}
+
+impl WalConfig {
+    /// 9.4–16's WAL for `max_backends` backends: 8 insertion locks, `LWLockAcquireOrWait`,
+    /// `commit_delay` off, 4 MB of buffers, 16 MB segments.
+    pub fn new(max_backends: usize) -> Self {
+        Self {
+            insertion: Insertion::Locks(NUM_XLOGINSERT_LOCKS),
+            flush_wait: FlushWait::AcquireOrWait,
+            commit_delay: Duration::ZERO,
+            commit_siblings: DEFAULT_COMMIT_SIBLINGS,
+            commit_delay_in_flush: true,
+            insert_result_cache: false,
+            wal_buffers: DEFAULT_WAL_BUFFERS,
+            segment_size: DEFAULT_WAL_SEGMENT_SIZE,
+            max_backends,
+            count_commits: false,
+        }
+    }
+
+    /// Checks the settings, with a message for the first one out of range.
+    pub fn validate(&self) -> Result<(), WalError> {
+        let bad = |m: String| Err(WalError::Config(m));
+        if let Insertion::Locks(n) = self.insertion {
+            if !(1..=1024).contains(&n) {
+                return bad(format!("insertion locks must be 1 to 1024, not {n}"));
+            }
+        }
+        if self.wal_buffers < 4 {
+            return bad(format!(
+                "wal_buffers must be at least 4 pages, not {}",
+                self.wal_buffers
+            ));
+        }
+        if !self.segment_size.is_power_of_two() || self.segment_size < 64 * 1024 {
+            return bad(format!(
+                "wal_segment_size must be a power of two of at least 64 kB, not {}",
+                self.segment_size
+            ));
+        }
+        if self.max_backends == 0 {
+            return bad("max_backends must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the WAL model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    /// An LWLock refused (too many held, or not held).
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+    /// A spinlock was stuck.
+    #[error(transparent)]
+    Spin(#[from] SpinError),
+    /// The flush device failed; PostgreSQL would PANIC.
+    #[error("PANIC: {0}")]
+    Device(#[from] DeviceError),
+    /// A record over `XLogRecordMaxSize`.
+    #[error("oversized WAL record: {len} bytes, the maximum is {max}")]
+    RecordTooLarge {
+        /// The record's total length.
+        len: u64,
+        /// `XLogRecordMaxSize`.
+        max: u64,
+    },
+    /// `XLogFlush` could not reach its target.
+    #[error("xlog flush request {request} is not satisfied --- flushed only to {flushed}")]
+    FlushNotSatisfied {
+        /// The requested LSN.
+        request: String,
+        /// How far WAL is flushed.
+        flushed: String,
+    },
+    /// Broken invariant of the buffers (a bug in the model, reported instead of a panic).
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// A setting out of range.
+    #[error("invalid WAL setting: {0}")]
+    Config(String),
+}
+
+/// One insertion lock and its `insertingAt` (xlog.c's `WALInsertLockPadded`).
+struct InsertLock<K, P: VarProtocol> {
+    lock: K,
+    inserting_at: LwLockVar<P>,
+}
+
+/// The reservation state under `insertpos_lck` (`XLogCtlInsert`'s `CurrBytePos`,
+/// `PrevBytePos`).
+#[derive(Debug, Clone, Copy)]
+struct InsertPos {
+    curr: u64,
+    /// `None` before the first record (its prev-link is `InvalidXLogRecPtr`).
+    prev: Option<u64>,
+}
+
+/// Write requests and results under `info_lck` (`XLogCtl->LogwrtRqst`, `LogwrtResult`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Info {
+    request: WriteResult,
+    result: WriteResult,
+}
+
+/// The shared WAL: xlog.c's `XLogCtl` and the locks around it, for backends using LWLock
+/// implementation `K`, variable protocol `P` (`LockedVar` up to 16, `AtomicVar` from 17) and
+/// spinlock `R`.
+pub struct Wal<K: RawLwLock, P: VarProtocol = AtomicVar, R: RawSpinLock = PgSpinLock> {
+    cfg: WalConfig,
+    layout: Layout,
+    /// Where WAL starts: the first record's LSN.
+    start: u64,
+    insert_pos: CachePadded<SpinLock<InsertPos, R>>,
+    insert_locks: Box<[CachePadded<InsertLock<K, P>>]>,
+    /// 17's `logInsertResult`: insertions are known finished up to here.
+    log_insert_result: CachePadded<AtomicU64>,
+    info: CachePadded<SpinLock<Info, R>>,
+    write_lock: CachePadded<K>,
+    buf_mapping_lock: CachePadded<K>,
+    /// `InitializedUpTo`, under `WALBufMappingLock`.
+    initialized_upto: CachePadded<AtomicU64>,
+    buffers: Buffers,
+    writer: Mutex<flush::Writer>,
+    /// Per backend: in a transaction that has an xid (what `MinimumActiveBackends` counts).
+    active: Box<[CachePadded<AtomicBool>]>,
+}
+
+/// A backend's own WAL state: the static variables of xlog.c (`lockToTry`, `MyLockNo`,
+/// `holdingAllLocks`, `LogwrtResult`, `GetXLogBuffer`'s cache) and a record scratch buffer.
+#[derive(Debug)]
+pub struct WalBackend {
+    lock_to_try: Option<usize>,
+    my_lock_no: usize,
+    holding_all_locks: bool,
+    cached_page: u64,
+    cached_idx: usize,
+    logwrt: WriteResult,
+    words: Vec<u64>,
+}
+
+impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
+    /// An empty WAL starting at segment 1 (`InvalidXLogRecPtr` stays invalid), writing to
+    /// `device`.
+    pub fn new(cfg: WalConfig, device: Box<dyn FlushDevice>) -> Result<Self, WalError> {
+        cfg.validate()?;
+        let layout = Layout::new(cfg.segment_size);
+        let start_bytepos = layout.usable_bytes_in_segment();
+        let start = layout.bytepos_to_recptr(start_bytepos);
+        let segment_start = cfg.segment_size;
+        let locks = match cfg.insertion {
+            Insertion::OneLock => 1,
+            Insertion::Locks(n) => n,
+        };
+        let lock_name = match cfg.insertion {
+            Insertion::OneLock => "WALInsertLock",
+            Insertion::Locks(_) => "WALInsert",
+        };
+        let written = WriteResult {
+            write: segment_start,
+            flush: segment_start,
+        };
+        Ok(Self {
+            layout,
+            start,
+            insert_pos: CachePadded::new(SpinLock::new(
+                "insertpos_lck",
+                InsertPos {
+                    curr: start_bytepos,
+                    prev: None,
+                },
+            )),
+            insert_locks: (0..locks)
+                .map(|_| {
+                    CachePadded::new(InsertLock {
+                        lock: K::new(lock_name),
+                        inserting_at: LwLockVar::new(0),
+                    })
+                })
+                .collect(),
+            log_insert_result: CachePadded::new(AtomicU64::new(segment_start)),
+            info: CachePadded::new(SpinLock::new(
+                "info_lck",
+                Info {
+                    request: written,
+                    result: written,
+                },
+            )),
+            write_lock: CachePadded::new(K::new("WALWrite")),
+            buf_mapping_lock: CachePadded::new(K::new("WALBufMapping")),
+            initialized_upto: CachePadded::new(AtomicU64::new(segment_start)),
+            buffers: Buffers::new(cfg.wal_buffers),
+            writer: Mutex::new(flush::Writer::new(device, written, start)),
+            active: (0..cfg.max_backends)
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
+            cfg,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &WalConfig {
+        &self.cfg
+    }
+
+    /// The position arithmetic.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The LSN of the first record.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// A backend's WAL state, to pass with `b` to every call.
+    pub fn backend(&self) -> WalBackend {
+        WalBackend {
+            lock_to_try: None,
+            my_lock_no: 0,
+            holding_all_locks: false,
+            cached_page: u64::MAX,
+            cached_idx: 0,
+            logwrt: WriteResult {
+                write: self.cfg.segment_size,
+                flush: self.cfg.segment_size,
+            },
+            words: Vec::new(),
+        }
+    }
+
+    /// The insertion lock a backend will try first next time (for tests of the migration).
+    pub fn lock_to_try(w: &WalBackend) -> Option<usize> {
+        w.lock_to_try
+    }
+}

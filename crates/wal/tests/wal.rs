@@ -1,0 +1,268 @@
+//! The WAL model against its invariants: concurrent inserts lay records out contiguously, in
+//! reservation order, with correct prev-links and CRCs; every flush returns only once the device
+//! has flushed past its target; the releases' variants (one insertion lock, plain acquire of
+//! WALWriteLock, commit_delay) keep those properties.
+#![cfg(not(loom))]
+
+use pglocks_lwlock::{AtomicLwLock, AtomicVar, LockedVar, Pg96Layout, SpinlockProtectedLwLock};
+use pglocks_spin::PgSpinLock;
+use pglocks_sync::atomic::Ordering::SeqCst;
+use pglocks_sync::ProcTable;
+use pglocks_wal::{
+    FlushWait, Insertion, NullDevice, Record, RecordingDevice, Wal, WalConfig, WalError,
+};
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Lw = AtomicLwLock<Pg96Layout>;
+
+fn config(threads: usize, insertion: Insertion, wal_buffers: usize) -> WalConfig {
+    WalConfig {
+        insertion,
+        wal_buffers,
+        segment_size: 64 * 1024,
+        ..WalConfig::new(threads)
+    }
+}
+
+/// A payload that says who wrote it: backend, sequence number, then filler of `len` bytes.
+fn payload(backend: usize, seq: u32, len: usize) -> Vec<u8> {
+    let mut p = Vec::with_capacity(len.max(8));
+    p.extend_from_slice(&(backend as u32).to_le_bytes());
+    p.extend_from_slice(&seq.to_le_bytes());
+    p.resize(len.max(8), (seq as u8).wrapping_mul(31) ^ backend as u8);
+    p
+}
+
+/// Runs `threads` backends that each insert `sizes` records (and, with `flush`, flush each),
+/// then reads the whole WAL back and checks it.
+fn insert_and_check<K: pglocks_lwlock::RawLwLock, P: pglocks_lwlock::VarProtocol>(
+    cfg: WalConfig,
+    threads: usize,
+    sizes: &[usize],
+    flush: bool,
+) -> Result<(), TestCaseError> {
+    let recording = RecordingDevice::new();
+    let flushed = recording.flushed_upto();
+    let wal: Arc<Wal<K, P, PgSpinLock>> = Arc::new(Wal::new(cfg, Box::new(recording)).unwrap());
+    let procs = Arc::new(ProcTable::new(threads + 1));
+    let ends: Vec<Vec<(u64, Vec<u8>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (wal, procs, flushed) = (&wal, &procs, &flushed);
+                s.spawn(move || {
+                    let mut b = procs.attach().unwrap();
+                    let mut w = wal.backend();
+                    let mut mine = Vec::new();
+                    for (i, &len) in sizes.iter().enumerate() {
+                        let p = payload(t, i as u32, len);
+                        let rec = Record {
+                            xid: t as u32 + 1,
+                            rmid: pglocks_wal::record::RM_HEAP_ID,
+                            info: 0,
+                            payload: &p,
+                        };
+                        let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                        if flush {
+                            wal.flush(&mut b, &mut w, end).unwrap();
+                            // Group-commit safety: the device has flushed past our record.
+                            assert!(flushed.load(SeqCst) >= end, "flush returned early");
+                        }
+                        mine.push((end, p));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    let tip = {
+        // Flush everything so the final state is quiescent, then read it all back.
+        let tip = wal.wait_insertions_to_finish(&mut b, u64::MAX).unwrap();
+        wal.flush(&mut b, &mut w, tip).unwrap();
+        tip
+    };
+    let records = wal
+        .read_records(wal.start(), tip)
+        .map_err(TestCaseError::fail)?;
+    let total: usize = ends.iter().map(Vec::len).sum();
+    prop_assert_eq!(records.len(), total);
+    let mut prev = 0;
+    let mut expect_start = wal.start();
+    for r in &records {
+        prop_assert_eq!(r.lsn, expect_start, "records are contiguous");
+        prop_assert_eq!(r.prev, prev, "prev-link of the record at {:X}", r.lsn);
+        prev = r.lsn;
+        expect_start = wal.layout().bytepos_to_recptr(wal.layout().recptr_to_bytepos(r.end));
+        let backend = u32::from_le_bytes(r.payload[..4].try_into().unwrap()) as usize;
+        let seq = u32::from_le_bytes(r.payload[4..8].try_into().unwrap()) as usize;
+        let (end, p) = &ends[backend][seq];
+        prop_assert_eq!(*end, r.end, "insert returned the record's end");
+        prop_assert_eq!(&r.payload, p);
+    }
+    // Each backend's records are in its own order.
+    for t in 0..threads {
+        let seqs: Vec<u32> = records
+            .iter()
+            .filter(|r| r.xid == t as u32 + 1)
+            .map(|r| u32::from_le_bytes(r.payload[4..8].try_into().unwrap()))
+            .collect();
+        prop_assert!(seqs.windows(2).all(|x| x[0] < x[1]));
+    }
+    prop_assert!(flushed.load(SeqCst) >= tip);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Concurrent inserts of mixed sizes (some larger than a page, crossing pages and small
+    /// segments, wrapping a small buffer ring) read back contiguous and in order.
+    #[test]
+    fn concurrent_inserts_lay_out_contiguously(
+        threads in 1usize..4,
+        sizes in prop::collection::vec(prop_oneof![8usize..200, 200usize..20_000], 1..40),
+        one_lock in any::<bool>(),
+        flush in any::<bool>(),
+    ) {
+        let insertion = if one_lock { Insertion::OneLock } else { Insertion::Locks(8) };
+        // The ring must hold every page a flush-less run leaves unread.
+        let cfg = config(threads + 1, insertion, 4096);
+        insert_and_check::<Lw, AtomicVar>(cfg, threads, &sizes, flush)?;
+    }
+}
+
+#[test]
+fn a_small_ring_is_written_out_as_it_wraps() {
+    // 4 buffers of 8 KB: inserts must write old pages out to proceed; with flushes after every
+    // record the WAL is still complete at the end (read back only the tail in the ring).
+    let cfg = config(4, Insertion::Locks(8), 4);
+    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
+    let procs = ProcTable::new(4);
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let (wal, procs) = (&wal, &procs);
+            s.spawn(move || {
+                let mut b = procs.attach().unwrap();
+                let mut w = wal.backend();
+                for i in 0..300 {
+                    let p = payload(t, i, 100 + (i as usize * 37) % 3000);
+                    let rec = Record { xid: 1, rmid: 10, info: 0, payload: &p };
+                    wal.insert(&mut b, &mut w, &rec).unwrap();
+                }
+            });
+        }
+    });
+    let mut b = procs.attach().unwrap();
+    let stats = b.take_stats();
+    let _ = stats;
+    let tip = wal.wait_insertions_to_finish(&mut b, u64::MAX).unwrap();
+    assert!(tip > wal.start() + 4 * 8192 * 10, "wrapped the ring many times");
+}
+
+#[test]
+fn single_lock_and_plain_acquire_still_group_commit_safely() {
+    for (insertion, flush_wait) in [
+        (Insertion::OneLock, FlushWait::Acquire),
+        (Insertion::OneLock, FlushWait::AcquireOrWait),
+        (Insertion::Locks(8), FlushWait::AcquireOrWait),
+    ] {
+        let cfg = WalConfig {
+            flush_wait,
+            commit_delay: Duration::from_micros(50),
+            commit_siblings: 1,
+            commit_delay_in_flush: insertion == Insertion::Locks(8),
+            ..config(4, insertion, 64)
+        };
+        insert_and_check::<SpinlockProtectedLwLock<PgSpinLock>, LockedVar>(
+            cfg,
+            3,
+            &[40; 30],
+            true,
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn commits_are_counted_per_flush() {
+    let cfg = WalConfig {
+        count_commits: true,
+        ..config(4, Insertion::Locks(8), 64)
+    };
+    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
+    let procs = ProcTable::new(4);
+    let stats: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let (wal, procs) = (&wal, &procs);
+                s.spawn(move || {
+                    let mut b = procs.attach().unwrap();
+                    let mut w = wal.backend();
+                    for x in 0..200 {
+                        wal.commit(&mut b, &mut w, x).unwrap();
+                    }
+                    b.take_stats()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = pglocks_sync::stats::BackendStats::default();
+    for s in &stats {
+        all.merge(s);
+    }
+    let counters = all.events.counters();
+    let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
+    assert_eq!(get("wal.commits"), 600);
+    let flushes = get("wal.flushes");
+    assert!(flushes >= 1 && flushes <= 600, "{flushes}");
+    let per_flush = all
+        .events
+        .distributions()
+        .into_iter()
+        .find(|d| d.0 == "wal.commits_per_flush")
+        .unwrap()
+        .1;
+    // Every commit is counted in exactly one flush.
+    assert_eq!(per_flush.sum(), 600);
+    assert_eq!(per_flush.count(), flushes);
+}
+
+#[test]
+fn a_segment_switch_ends_the_segment_and_reads_back() {
+    let cfg = config(2, Insertion::Locks(8), 64);
+    let wal: Wal<Lw> = Wal::new(cfg, Box::new(NullDevice)).unwrap();
+    let procs = ProcTable::new(2);
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    let p = payload(0, 0, 100);
+    let rec = Record { xid: 1, rmid: 10, info: 0, payload: &p };
+    wal.insert(&mut b, &mut w, &rec).unwrap();
+    let end = wal.switch_segment(&mut b, &mut w).unwrap();
+    assert_eq!(end % (64 * 1024), 0, "the switch consumes the rest of the segment");
+    // At a segment start there is nothing to switch.
+    assert_eq!(wal.switch_segment(&mut b, &mut w).unwrap(), end);
+    let after = wal.insert(&mut b, &mut w, &rec).unwrap();
+    assert!(after > end);
+    wal.flush(&mut b, &mut w, after).unwrap();
+    let records = wal.read_records(wal.start(), after).unwrap();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[1].rmid, pglocks_wal::record::RM_XLOG_ID);
+    assert_eq!(records[2].lsn, end + 40, "the next record follows the long header");
+    assert_eq!(records[2].prev, records[1].lsn);
+}
+
+#[test]
+fn misuse_is_a_typed_error() {
+    let mut cfg = config(2, Insertion::Locks(0), 64);
+    let e = Wal::<Lw>::new(cfg.clone(), Box::new(NullDevice)).err().unwrap();
+    assert!(e.to_string().contains("insertion locks"), "{e}");
+    cfg.insertion = Insertion::Locks(8);
+    cfg.segment_size = 1000;
+    let e = Wal::<Lw>::new(cfg, Box::new(NullDevice)).err().unwrap();
+    assert!(matches!(e, WalError::Config(_)), "{e}");
+}
