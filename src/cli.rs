@@ -98,6 +98,10 @@ struct RunArgs {
     /// Override one knob of the preset, `knob=value` (repeatable; see `pglocks list`).
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     sets: Vec<String>,
+    /// The simulated WAL device's flush time (`2ms`, `500us`, `1ms..3ms`); the same as
+    /// `--set flush_latency=…`.
+    #[arg(long)]
+    flush_latency: Option<String>,
     /// Read the topology from this sysfs tree instead of /sys.
     #[arg(long)]
     sysfs_root: Option<PathBuf>,
@@ -233,11 +237,15 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     let pin = pin_policy(&a.pin)?;
     let topology = detect(a.sysfs_root.as_deref())?;
     topology.pin_order(pin).map_err(HarnessError::from)?;
+    let mut sets = a.sets.clone();
+    if let Some(l) = &a.flush_latency {
+        sets.push(format!("flush_latency={l}"));
+    }
     let mut series = Vec::new();
     for p in list(&a.preset) {
         let preset = Preset::by_name(&p)?;
         for i in list(&a.impls) {
-            series.push(workloads::series(&a.workload, preset, &i, &a.sets)?);
+            series.push(workloads::series(&a.workload, preset, &i, &sets)?);
         }
     }
     if series.is_empty() {
@@ -294,6 +302,7 @@ fn demo() -> Result<(), CliError> {
         out: None,
         no_progress: false,
         sets: vec![],
+        flush_latency: None,
         sysfs_root: None,
         sample_every: 1024,
     };

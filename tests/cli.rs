@@ -71,6 +71,40 @@ fn malformed_numbers_exit_2() {
     fails_with(&["run", "spin", "--repeat", "0"], "at least 1");
     fails_with(&["run", "spin", "--no-such-flag"], "--no-such-flag");
     fails_with(&["report", "/nonexistent/dir"], "report.json");
+    fails_with(
+        &["run", "wal-commit", "--flush-latency", "soon"],
+        "bad value 'soon' for knob flush_latency",
+    );
+}
+
+#[test]
+fn wal_commit_reports_its_ideal_and_commits_per_flush() {
+    let out = pglocks(&[
+        "run",
+        "wal-commit",
+        "--threads",
+        "4",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--repeat",
+        "1",
+        "--flush-latency",
+        "1ms",
+        "--no-progress",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for needle in [
+        "ideal ops/s",
+        "4.000k",
+        "of ideal",
+        "wal.commits_per_flush.mean",
+        "WalSync",
+    ] {
+        assert!(text.contains(needle), "{needle} missing in:\n{text}");
+    }
 }
 
 #[test]

@@ -475,7 +475,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         var: &LwLockVar<P>,
         oldval: u64,
     ) -> Result<Option<VarWait>, LwLockError> {
-        if self.state.load(Relaxed) & L::VAL_EXCLUSIVE == 0 {
+        if self.state.load(Acquire) & L::VAL_EXCLUSIVE == 0 {
             return Ok(Some(VarWait::Free));
         }
         let value = if P::ATOMIC {

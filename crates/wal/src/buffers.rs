@@ -100,8 +100,7 @@ impl Buffers {
             .store(record::page_header_word0(long), Relaxed);
         self.word(idx, 8).store(page_start, Relaxed);
         if long {
-            self.word(idx, 24)
-                .store(record::SYSTEM_IDENTIFIER, Relaxed);
+            self.word(idx, 24).store(record::SYSTEM_IDENTIFIER, Relaxed);
             self.word(idx, 32)
                 .store(layout.segment_size() | (XLOG_BLCKSZ << 32), Relaxed);
         }
@@ -258,7 +257,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             read += 8;
         }
         let tot_len = u64::from(words[0] as u32);
-        if tot_len < crate::pos::SIZE_OF_XLOG_RECORD || tot_len > crate::XLOG_RECORD_MAX_SIZE {
+        if !(crate::pos::SIZE_OF_XLOG_RECORD..=crate::XLOG_RECORD_MAX_SIZE).contains(&tot_len) {
             return Err(format!(
                 "invalid record length at {}: {tot_len}",
                 crate::lsn(lsn)
@@ -294,10 +293,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         if *p == page_start {
             let w0 = self.buffers.load(idx, 0);
             if w0 as u16 != record::XLOG_PAGE_MAGIC || self.buffers.load(idx, 8) != page_start {
-                return Err(format!(
-                    "invalid page header at {}",
-                    crate::lsn(page_start)
-                ));
+                return Err(format!("invalid page header at {}", crate::lsn(page_start)));
             }
             let info = (w0 >> 16) as u16;
             let rem_len = self.buffers.load(idx, 16) as u32;

@@ -92,11 +92,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     fn commit_delay(&self, b: &mut Backend) {
         let t = Instant::now();
         pglocks_sync::time::sleep(self.cfg.commit_delay);
-        b.stats.waits.record(
-            "CommitDelay",
-            "Timeout",
-            t.elapsed().as_nanos() as u64,
-        );
+        b.stats
+            .waits
+            .record("CommitDelay", "Timeout", t.elapsed().as_nanos() as u64);
     }
 
     /// Should a committer sleep `commit_delay` now?
@@ -222,7 +220,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                 self.write_lock.acquire(b, LwLockMode::Exclusive)?;
                 true
             }
-            FlushWait::AcquireOrWait => self.write_lock.acquire_or_wait(b, LwLockMode::Exclusive)?,
+            FlushWait::AcquireOrWait => {
+                self.write_lock.acquire_or_wait(b, LwLockMode::Exclusive)?
+            }
         })
     }
 

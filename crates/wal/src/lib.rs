@@ -82,7 +82,8 @@ pub mod record;
 mod buffers;
 
 pub use device::{
-    DeviceError, FileDevice, FlushDevice, FlushLatency, NullDevice, RecordingDevice, SimulatedDevice,
+    DeviceError, FileDevice, FlushDevice, FlushLatency, NullDevice, RecordingDevice,
+    SimulatedDevice,
 };
 pub use flush::WriteResult;
 pub use pos::{lsn, Layout, DEFAULT_WAL_SEGMENT_SIZE, XLOG_BLCKSZ};

@@ -71,7 +71,7 @@ impl Layout {
     /// page boundary maps to just after the next page's header, where a record would start).
     #[inline]
     pub fn bytepos_to_recptr(&self, bytepos: u64) -> u64 {
-        self.to_recptr(bytepos, false)
+        self.recptr_of(bytepos, false)
     }
 
     /// Models `XLogBytePosToEndRecPtr`: as [`Self::bytepos_to_recptr`], except that a position
@@ -79,10 +79,10 @@ impl Layout {
     /// page before it exactly).
     #[inline]
     pub fn bytepos_to_end_recptr(&self, bytepos: u64) -> u64 {
-        self.to_recptr(bytepos, true)
+        self.recptr_of(bytepos, true)
     }
 
-    fn to_recptr(&self, bytepos: u64, end: bool) -> u64 {
+    fn recptr_of(&self, bytepos: u64, end: bool) -> u64 {
         let full_segments = bytepos / self.usable_bytes_in_segment;
         let mut left = bytepos % self.usable_bytes_in_segment;
         let first_page = XLOG_BLCKSZ - SIZE_OF_XLOG_LONG_PHD;
@@ -153,7 +153,10 @@ mod tests {
         assert_eq!(L.bytepos_to_end_recptr(0), 0);
         // The first page holds 8192 - 40 bytes; the next byte is after page 1's short header.
         let first = XLOG_BLCKSZ - SIZE_OF_XLOG_LONG_PHD;
-        assert_eq!(L.bytepos_to_recptr(first), XLOG_BLCKSZ + SIZE_OF_XLOG_SHORT_PHD);
+        assert_eq!(
+            L.bytepos_to_recptr(first),
+            XLOG_BLCKSZ + SIZE_OF_XLOG_SHORT_PHD
+        );
         assert_eq!(L.bytepos_to_end_recptr(first), XLOG_BLCKSZ);
         // A whole segment's usable bytes land at the next segment's start.
         let seg = L.usable_bytes_in_segment();

@@ -178,7 +178,10 @@ mod tests {
         encode(&rec, 0x1234, payload_crc(payload), &mut words);
         assert_eq!(words.len(), 3 + 2);
         let r = decode(100, 140, &words).unwrap();
-        assert_eq!((r.xid, r.prev, r.rmid, r.info), (7, 0x1234, RM_HEAP_ID, 0x10));
+        assert_eq!(
+            (r.xid, r.prev, r.rmid, r.info),
+            (7, 0x1234, RM_HEAP_ID, 0x10)
+        );
         assert_eq!(r.payload, payload);
         assert_eq!(r.tot_len, 24 + 11);
         // A flipped payload bit fails the checksum.

@@ -96,7 +96,9 @@ fn insert_and_check<K: pglocks_lwlock::RawLwLock, P: pglocks_lwlock::VarProtocol
         prop_assert_eq!(r.lsn, expect_start, "records are contiguous");
         prop_assert_eq!(r.prev, prev, "prev-link of the record at {:X}", r.lsn);
         prev = r.lsn;
-        expect_start = wal.layout().bytepos_to_recptr(wal.layout().recptr_to_bytepos(r.end));
+        expect_start = wal
+            .layout()
+            .bytepos_to_recptr(wal.layout().recptr_to_bytepos(r.end));
         let backend = u32::from_le_bytes(r.payload[..4].try_into().unwrap()) as usize;
         let seq = u32::from_le_bytes(r.payload[4..8].try_into().unwrap()) as usize;
         let (end, p) = &ends[backend][seq];
@@ -150,7 +152,12 @@ fn a_small_ring_is_written_out_as_it_wraps() {
                 let mut w = wal.backend();
                 for i in 0..300 {
                     let p = payload(t, i, 100 + (i as usize * 37) % 3000);
-                    let rec = Record { xid: 1, rmid: 10, info: 0, payload: &p };
+                    let rec = Record {
+                        xid: 1,
+                        rmid: 10,
+                        info: 0,
+                        payload: &p,
+                    };
                     wal.insert(&mut b, &mut w, &rec).unwrap();
                 }
             });
@@ -160,7 +167,10 @@ fn a_small_ring_is_written_out_as_it_wraps() {
     let stats = b.take_stats();
     let _ = stats;
     let tip = wal.wait_insertions_to_finish(&mut b, u64::MAX).unwrap();
-    assert!(tip > wal.start() + 4 * 8192 * 10, "wrapped the ring many times");
+    assert!(
+        tip > wal.start() + 4 * 8192 * 10,
+        "wrapped the ring many times"
+    );
 }
 
 #[test]
@@ -177,13 +187,8 @@ fn single_lock_and_plain_acquire_still_group_commit_safely() {
             commit_delay_in_flush: insertion == Insertion::Locks(8),
             ..config(4, insertion, 64)
         };
-        insert_and_check::<SpinlockProtectedLwLock<PgSpinLock>, LockedVar>(
-            cfg,
-            3,
-            &[40; 30],
-            true,
-        )
-        .unwrap();
+        insert_and_check::<SpinlockProtectedLwLock<PgSpinLock>, LockedVar>(cfg, 3, &[40; 30], true)
+            .unwrap();
     }
 }
 
@@ -219,7 +224,7 @@ fn commits_are_counted_per_flush() {
     let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     assert_eq!(get("wal.commits"), 600);
     let flushes = get("wal.flushes");
-    assert!(flushes >= 1 && flushes <= 600, "{flushes}");
+    assert!((1..=600).contains(&flushes), "{flushes}");
     let per_flush = all
         .events
         .distributions()
@@ -240,10 +245,19 @@ fn a_segment_switch_ends_the_segment_and_reads_back() {
     let mut b = procs.attach().unwrap();
     let mut w = wal.backend();
     let p = payload(0, 0, 100);
-    let rec = Record { xid: 1, rmid: 10, info: 0, payload: &p };
+    let rec = Record {
+        xid: 1,
+        rmid: 10,
+        info: 0,
+        payload: &p,
+    };
     wal.insert(&mut b, &mut w, &rec).unwrap();
     let end = wal.switch_segment(&mut b, &mut w).unwrap();
-    assert_eq!(end % (64 * 1024), 0, "the switch consumes the rest of the segment");
+    assert_eq!(
+        end % (64 * 1024),
+        0,
+        "the switch consumes the rest of the segment"
+    );
     // At a segment start there is nothing to switch.
     assert_eq!(wal.switch_segment(&mut b, &mut w).unwrap(), end);
     let after = wal.insert(&mut b, &mut w, &rec).unwrap();
@@ -252,17 +266,71 @@ fn a_segment_switch_ends_the_segment_and_reads_back() {
     let records = wal.read_records(wal.start(), after).unwrap();
     assert_eq!(records.len(), 3);
     assert_eq!(records[1].rmid, pglocks_wal::record::RM_XLOG_ID);
-    assert_eq!(records[2].lsn, end + 40, "the next record follows the long header");
+    assert_eq!(
+        records[2].lsn,
+        end + 40,
+        "the next record follows the long header"
+    );
     assert_eq!(records[2].prev, records[1].lsn);
 }
 
 #[test]
 fn misuse_is_a_typed_error() {
     let mut cfg = config(2, Insertion::Locks(0), 64);
-    let e = Wal::<Lw>::new(cfg.clone(), Box::new(NullDevice)).err().unwrap();
+    let e = Wal::<Lw>::new(cfg.clone(), Box::new(NullDevice))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("insertion locks"), "{e}");
     cfg.insertion = Insertion::Locks(8);
     cfg.segment_size = 1000;
     let e = Wal::<Lw>::new(cfg, Box::new(NullDevice)).err().unwrap();
     assert!(matches!(e, WalError::Config(_)), "{e}");
+}
+
+#[test]
+fn the_file_device_gets_real_pages() {
+    let dir = tempfile_dir();
+    let dev = pglocks_wal::FileDevice::create(&dir, 64 * 1024).unwrap();
+    let cfg = config(2, Insertion::Locks(8), 16);
+    let wal: Wal<Lw> = Wal::new(cfg, Box::new(dev)).unwrap();
+    let procs = ProcTable::new(2);
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    let mut end = 0;
+    for i in 0..3000 {
+        end = wal.commit(&mut b, &mut w, i).unwrap();
+    }
+    assert!(end > 2 * 64 * 1024, "crossed into a third segment");
+    // Segment 1 starts with a long page header: magic 0xD110, XLP_LONG_HEADER, timeline 1,
+    // page address 64 KB, then the first record at offset 40 with an invalid prev-link.
+    let seg1 = std::fs::read(dir.join("000000010000000000000001")).unwrap();
+    assert_eq!(seg1.len(), 64 * 1024);
+    assert_eq!(u16::from_le_bytes([seg1[0], seg1[1]]), 0xD110);
+    assert_eq!(u16::from_le_bytes([seg1[2], seg1[3]]), 0x0002);
+    assert_eq!(
+        u64::from_le_bytes(seg1[8..16].try_into().unwrap()),
+        64 * 1024
+    );
+    assert_eq!(
+        u32::from_le_bytes(seg1[40..44].try_into().unwrap()),
+        32,
+        "xl_tot_len"
+    );
+    assert_eq!(
+        u64::from_le_bytes(seg1[48..56].try_into().unwrap()),
+        0,
+        "xl_prev"
+    );
+    // The second record's prev-link points at the first.
+    assert_eq!(
+        u64::from_le_bytes(seg1[80..88].try_into().unwrap()),
+        64 * 1024 + 40
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pglocks-wal-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

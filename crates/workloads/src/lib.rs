@@ -9,8 +9,9 @@ mod lmgr;
 mod lwlock;
 pub mod preset;
 mod spin;
+mod wal;
 
-pub use preset::{Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};
+pub use preset::{FlushDeviceKind, Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};
 
 use pglocks_harness::SeriesSpec;
 
@@ -67,6 +68,16 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "lmgr-strong-mix",
         summary: "lmgr-relation, with AccessExclusiveLock on one relation every `strong_every` transactions",
         impls: lmgr::IMPLS,
+    },
+    WorkloadInfo {
+        name: "wal-insert",
+        summary: "insert one WAL record of `record_size` bytes (XLogInsertRecord)",
+        impls: wal::IMPLS,
+    },
+    WorkloadInfo {
+        name: "wal-commit",
+        summary: "a commit: insert a commit record and XLogFlush it (group commit; ideal = threads / flush_latency)",
+        impls: wal::IMPLS,
     },
 ];
 
@@ -211,6 +222,8 @@ pub fn series_with(
         "lmgr-relation" => lmgr::series(w.name, lmgr::Kind::Relation, impl_name, &settings)?,
         "lmgr-vxid" => lmgr::series(w.name, lmgr::Kind::Vxid, impl_name, &settings)?,
         "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
+        "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
+        "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -284,6 +297,67 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn wal_workloads_run_on_every_variant_and_report_the_ideal() {
+        for w in ["wal-insert", "wal-commit"] {
+            for preset in ["pg91", "pg92", "pg93", "pg94", "pg18"] {
+                let preset = Preset::by_name(preset).unwrap();
+                let sets = [
+                    "flush_latency=200us".into(),
+                    "commit_delay=10".into(),
+                    "commit_siblings=1".into(),
+                    "wal_buffers=8".into(),
+                    "record_size=3000".into(),
+                ];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(3)).unwrap();
+                assert!(run.total_ops() > 0, "{w} {}", preset.name);
+                let ideal = run.ideal_ops_per_sec;
+                if w == "wal-commit" {
+                    // 3 backends, 200 µs per flush.
+                    assert_eq!(ideal, Some(15_000.0), "{}", preset.name);
+                    let commits = run.stats.events.counters();
+                    assert!(commits.iter().any(|c| c.0 == "wal.commits" && c.1 > 0));
+                } else {
+                    assert_eq!(ideal, None);
+                }
+            }
+        }
+        // The other devices: no known latency, no ideal.
+        let p = Preset::by_name("pg18").unwrap();
+        for dev in ["null", "file"] {
+            let s = series("wal-commit", p, "pg", &[format!("flush_device={dev}")]).unwrap();
+            let run = (s.run)(&quick_spec(2)).unwrap();
+            assert!(
+                run.total_ops() > 0 && run.ideal_ops_per_sec.is_none(),
+                "{dev}"
+            );
+        }
+    }
+
+    #[test]
+    fn wal_knobs_reject_nonsense() {
+        let p = Preset::by_name("pg18").unwrap();
+        for (set, expect) in [
+            ("flush_latency=fast", "2ms"),
+            ("flush_device=disk", "simulated, file or null"),
+            ("wal_insert_locks=0", "one or a whole number"),
+            ("commit_delay=1s", "microseconds"),
+            ("flush_wait=spin", "acquire or acquire_or_wait"),
+        ] {
+            let e = series("wal-commit", p, "pg", &[set.into()])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(expect), "{set}: {e}");
+        }
+        let mut s = p.settings();
+        s.apply("wal_insert_locks=one").unwrap();
+        assert_eq!(s.wal_insertion, pglocks_wal::Insertion::OneLock);
+        s.apply("commit_delay=10us").unwrap();
+        assert_eq!(s.commit_delay, std::time::Duration::from_micros(10));
     }
 
     #[test]

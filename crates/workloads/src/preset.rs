@@ -7,6 +7,7 @@
 use crate::WorkloadError;
 use pglocks_lmgr::FastPathLayout;
 use pglocks_sync::time::Duration;
+use pglocks_wal::{FlushLatency, FlushWait, Insertion, WalConfig};
 
 /// The knob values in force for a series.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +34,28 @@ pub struct Settings {
     /// lock.c (17+): a `NOWAIT` request goes through the wait-queue rule and may be granted
     /// ahead of waiters; before 17 it fails on any conflict.
     pub nowait_checks_queue: bool,
+    /// xlog.c: one `WALInsertLock` (≤ 9.3) or `NUM_XLOGINSERT_LOCKS` insertion locks (9.4+).
+    pub wal_insertion: Insertion,
+    /// xlog.c: `XLogFlush` waits for `WALWriteLock` with a plain acquire (≤ 9.1) or
+    /// `LWLockAcquireOrWait` (9.2+).
+    pub flush_wait: FlushWait,
+    /// `commit_delay` (0, PostgreSQL's default, is off).
+    pub commit_delay: Duration,
+    /// `commit_siblings`.
+    pub commit_siblings: u32,
+    /// 9.3+: `commit_delay` is slept by the flush leader inside `XLogFlush`.
+    pub commit_delay_in_flush: bool,
+    /// 17+: `insertingAt` is read lock-free (`AtomicVar`), and `logInsertResult` short-cuts
+    /// `WaitXLogInsertionsToFinish`.
+    pub wal_var_atomic: bool,
+    /// `wal_buffers` in 8 KB pages.
+    pub wal_buffers: usize,
+    /// Where WAL goes: a simulated device, a real segment directory with fdatasync, or nowhere.
+    pub flush_device: FlushDeviceKind,
+    /// The simulated device's flush latency.
+    pub flush_latency: FlushLatency,
+    /// Workload `wal-insert`: payload bytes per record.
+    pub record_size: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -72,6 +95,28 @@ impl LwLockVariant {
             LwLockVariant::AtomicWithMutex => "atomic-mutex",
             LwLockVariant::Atomic => "atomic",
             LwLockVariant::Atomic18 => "atomic18",
+        }
+    }
+}
+
+/// Where the WAL workloads' WAL goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushDeviceKind {
+    /// A device that sleeps `flush_latency` per flush (the default: comparable anywhere).
+    Simulated,
+    /// Real 16 MB segment files in a temporary directory, with `fdatasync`.
+    File,
+    /// No I/O at all (`fsync = off`).
+    Null,
+}
+
+impl FlushDeviceKind {
+    /// The knob value.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushDeviceKind::Simulated => "simulated",
+            FlushDeviceKind::File => "file",
+            FlushDeviceKind::Null => "null",
         }
     }
 }
@@ -148,6 +193,43 @@ pub const KNOBS: &[(&str, &str)] = &[
         "on|off: the fast path for weak relation locks (on = the release's layout; 16 slots before it had one)",
     ),
     (
+        "wal_insert_locks",
+        "one|N in 1..=1024: one WALInsertLock (<= 9.3) or N insertion locks (8 from 9.4)",
+    ),
+    (
+        "flush_wait",
+        "acquire|acquire_or_wait: how XLogFlush waits for WALWriteLock (acquire_or_wait from 9.2)",
+    ),
+    (
+        "commit_delay",
+        "microseconds or a duration (10us, 1ms): the flush leader's sleep before flushing (0 = off)",
+    ),
+    (
+        "commit_siblings",
+        "N in 0..=1000: other backends in a transaction needed to sleep commit_delay (5)",
+    ),
+    (
+        "commit_delay_in_flush",
+        "on|off: commit_delay slept by the flush leader only (9.3+), or by every committer",
+    ),
+    (
+        "wal_var",
+        "locked|atomic: insertingAt under the wait-list lock (<= 16) or lock-free (17+)",
+    ),
+    ("wal_buffers", "N in 4..=262144: WAL buffer pages of 8 KB"),
+    (
+        "flush_device",
+        "simulated|file|null: WAL flushes sleep flush_latency, fdatasync real segment files, or do nothing",
+    ),
+    (
+        "flush_latency",
+        "the simulated device's flush time: 2ms, 500us, 1ms..3ms (uniform) or 0 (also --flush-latency)",
+    ),
+    (
+        "record_size",
+        "N in 0..=1000000: payload bytes per record (wal-insert)",
+    ),
+    (
         "relations",
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
@@ -219,6 +301,25 @@ impl Preset {
             lock_partitions: if self.name == "pg81" { 1 } else { 16 },
             fast_path: self.fast_path(),
             nowait_checks_queue: matches!(self.name, "pg17" | "pg18"),
+            wal_insertion: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92" | "pg93" => Insertion::OneLock,
+                _ => Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS),
+            },
+            flush_wait: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => FlushWait::Acquire,
+                _ => FlushWait::AcquireOrWait,
+            },
+            commit_delay: Duration::ZERO,
+            commit_siblings: pglocks_wal::DEFAULT_COMMIT_SIBLINGS,
+            commit_delay_in_flush: !matches!(
+                self.name,
+                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92"
+            ),
+            wal_var_atomic: matches!(self.name, "pg17" | "pg18"),
+            wal_buffers: pglocks_wal::DEFAULT_WAL_BUFFERS,
+            flush_device: FlushDeviceKind::Simulated,
+            flush_latency: FlushLatency::Fixed(Duration::from_millis(1)),
+            record_size: 100,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -242,6 +343,20 @@ impl Settings {
             fast_path: self.fast_path,
             nowait_checks_queue: self.nowait_checks_queue,
             ..pglocks_lmgr::LockManagerConfig::new(max_backends)
+        }
+    }
+
+    /// The WAL of these settings for `max_backends` backends.
+    pub fn wal_config(&self, max_backends: usize) -> WalConfig {
+        WalConfig {
+            insertion: self.wal_insertion,
+            flush_wait: self.flush_wait,
+            commit_delay: self.commit_delay,
+            commit_siblings: self.commit_siblings,
+            commit_delay_in_flush: self.commit_delay_in_flush,
+            insert_result_cache: self.wal_var_atomic,
+            wal_buffers: self.wal_buffers,
+            ..WalConfig::new(max_backends)
         }
     }
 
@@ -278,6 +393,62 @@ impl Settings {
                     (true, layout) => layout,
                 }
             }
+            "wal_insert_locks" => {
+                self.wal_insertion = if value == "one" {
+                    Insertion::OneLock
+                } else {
+                    Insertion::Locks(
+                        number(1, 1024).map_err(|_| bad("one or a whole number from 1 to 1024"))?
+                            as usize,
+                    )
+                }
+            }
+            "flush_wait" => {
+                self.flush_wait = match value {
+                    "acquire" => FlushWait::Acquire,
+                    "acquire_or_wait" => FlushWait::AcquireOrWait,
+                    _ => return Err(bad("acquire or acquire_or_wait")),
+                }
+            }
+            "commit_delay" => {
+                self.commit_delay = match value.parse::<u32>() {
+                    Ok(us) if us <= 100_000 => Duration::from_micros(u64::from(us)),
+                    _ => match value.parse::<FlushLatency>() {
+                        Ok(FlushLatency::Fixed(d)) if d <= Duration::from_millis(100) => d,
+                        _ => {
+                            return Err(bad(
+                                "microseconds up to 100000, or a duration such as 10us or 1ms",
+                            ))
+                        }
+                    },
+                }
+            }
+            "commit_siblings" => self.commit_siblings = number(0, 1000)?,
+            "commit_delay_in_flush" => self.commit_delay_in_flush = on_off()?,
+            "wal_var" => {
+                self.wal_var_atomic = match value {
+                    "locked" => false,
+                    "atomic" => true,
+                    _ => return Err(bad("locked or atomic")),
+                }
+            }
+            "wal_buffers" => self.wal_buffers = number(4, 262_144)? as usize,
+            "flush_device" => {
+                self.flush_device = [
+                    FlushDeviceKind::Simulated,
+                    FlushDeviceKind::File,
+                    FlushDeviceKind::Null,
+                ]
+                .into_iter()
+                .find(|d| d.name() == value)
+                .ok_or_else(|| bad("simulated, file or null"))?
+            }
+            "flush_latency" => {
+                self.flush_latency = value
+                    .parse()
+                    .map_err(|_| bad("a duration such as 2ms or 500us, a range 1ms..3ms, or 0"))?
+            }
+            "record_size" => self.record_size = number(0, 1_000_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {

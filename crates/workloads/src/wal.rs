@@ -1,0 +1,125 @@
+//! The WAL workloads, on the preset's WAL ([`pglocks_wal::Wal`]) and flush device.
+//!
+//! - `wal-insert`: one `XLogInsertRecord` of `record_size` payload bytes (a heap record); WAL
+//!   pages are written out as the buffer ring wraps, never flushed for a commit. What it
+//!   measures is insertion scaling: one `WALInsertLock` (≤ 9.3) against 8 insertion locks.
+//! - `wal-commit`: one transaction's commit: a commit record, then `XLogFlush` of it. With a
+//!   device of fixed latency `L` and `N` backends, the ideal is every flush covering all `N`
+//!   commits, `N / L` commits per second; the report shows that ideal and the fraction reached,
+//!   and the `wal.commits_per_flush` distribution.
+
+use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
+use crate::preset::{FlushDeviceKind, Settings};
+use crate::{proc_table, WorkloadError};
+use pglocks_harness::sweep::RunFn;
+use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
+use pglocks_spin::{PgSpinLock, RawSpinLock};
+use pglocks_sync::Backend;
+use pglocks_wal::{FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal};
+use std::sync::Arc;
+
+/// Implementations of the WAL workloads.
+pub const IMPLS: &[(&str, &str)] = &[(
+    "pg",
+    "PostgreSQL's xlog.c of the preset (insertion locks, XLogFlush, LWLocks) on the flush device",
+)];
+
+/// Which WAL workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Insert,
+    Commit,
+}
+
+/// The device of `settings`, fresh for one run.
+fn device(settings: &Settings) -> Result<Box<dyn FlushDevice>, HarnessError> {
+    Ok(match settings.flush_device {
+        FlushDeviceKind::Simulated => Box::new(SimulatedDevice::new(settings.flush_latency)),
+        FlushDeviceKind::Null => Box::new(NullDevice),
+        FlushDeviceKind::File => Box::new(
+            FileDevice::temp(settings.wal_config(1).segment_size)
+                .map_err(|e| HarnessError::Workload(Box::new(e)))?,
+        ),
+    })
+}
+
+/// Commits per second if every flush covered every backend's commit: `threads / latency`
+/// (only for the simulated device, whose latency is known).
+fn ideal(settings: &Settings, kind: Kind, threads: usize) -> Option<f64> {
+    let mean = settings.flush_latency.mean().as_secs_f64();
+    (kind == Kind::Commit && settings.flush_device == FlushDeviceKind::Simulated && mean > 0.0)
+        .then(|| threads as f64 / mean)
+}
+
+fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
+    settings: &Settings,
+    kind: Kind,
+    spec: &TeamSpec,
+) -> Result<pglocks_harness::TeamRun, HarnessError> {
+    let procs = proc_table(settings, spec.threads);
+    let mut cfg = settings.wal_config(spec.threads);
+    cfg.count_commits = kind == Kind::Commit;
+    let wal: Arc<Wal<K, P, R>> = Arc::new(
+        Wal::new(cfg, device(settings)?).map_err(|e| HarnessError::Workload(Box::new(e)))?,
+    );
+    let payload = vec![0x5a; settings.record_size as usize];
+    let mut run = run_team(spec, &procs, |_| {
+        let (wal, payload) = (Arc::clone(&wal), payload.clone());
+        let mut w = wal.backend();
+        let mut xid = 0u32;
+        move |b: &mut Backend| {
+            xid = xid.wrapping_add(1);
+            match kind {
+                Kind::Insert => {
+                    let rec = Record {
+                        xid,
+                        rmid: pglocks_wal::record::RM_HEAP_ID,
+                        info: 0,
+                        payload: &payload,
+                    };
+                    wal.insert(b, &mut w, &rec).map(drop)
+                }
+                Kind::Commit => wal.commit(b, &mut w, xid).map(drop),
+            }
+        }
+    })?;
+    run.ideal_ops_per_sec = ideal(settings, kind, spec.threads);
+    Ok(run)
+}
+
+struct WalRun<'a>(&'a Settings, Kind);
+
+impl MakeWithLwLock for WalRun<'_> {
+    fn make<K: RawLwLock>(self) -> RunFn<'static> {
+        let (settings, kind) = (self.0.clone(), self.1);
+        // The variable protocol (17's lock-free insertingAt) and the spinlock's TAS_SPIN.
+        match (settings.wal_var_atomic, settings.tas_spin) {
+            (true, true) => {
+                Box::new(move |spec| run::<K, AtomicVar, PgSpinLock<true>>(&settings, kind, spec))
+            }
+            (true, false) => {
+                Box::new(move |spec| run::<K, AtomicVar, PgSpinLock<false>>(&settings, kind, spec))
+            }
+            (false, true) => {
+                Box::new(move |spec| run::<K, LockedVar, PgSpinLock<true>>(&settings, kind, spec))
+            }
+            (false, false) => {
+                Box::new(move |spec| run::<K, LockedVar, PgSpinLock<false>>(&settings, kind, spec))
+            }
+        }
+    }
+}
+
+/// The runner of WAL workload `kind` for `impl_name` under `settings`.
+pub(crate) fn series(
+    workload: &str,
+    kind: Kind,
+    impl_name: &str,
+    settings: &Settings,
+) -> Result<RunFn<'static>, WorkloadError> {
+    match impl_name {
+        "pg" => Ok(with_lwlock_type(settings, WalRun(settings, kind))),
+        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
+    }
+}
