@@ -12,4 +12,5 @@ pub use pglocks_lmgr as lmgr;
 pub use pglocks_lwlock as lwlock;
 pub use pglocks_spin as spin;
 pub use pglocks_sync as sync;
+pub use pglocks_wal as wal;
 pub use pglocks_workloads as workloads;

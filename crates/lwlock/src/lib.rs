@@ -105,24 +105,32 @@ pub trait RawLwLock: Send + Sync + 'static {
     /// `LWLockWaitForVar` (9.4): waits until the lock is free or its holder has moved `var` away
     /// from `oldval` (see [`var`]).
     ///
-    /// The default, for locks without a variable protocol, waits until the lock is free (through
-    /// [`Self::acquire_or_wait`] in shared mode) and never returns early on an update: correct
-    /// for WAL's use, only slower.
+    /// The default, for locks without a variable protocol (the peers), polls: the lock is free
+    /// if it can be taken in shared mode, else the variable is read, else the thread yields and
+    /// looks again. It sees every update, so WAL's protocol keeps working (a flusher that
+    /// waits for an inserter which has advertised its position and is itself waiting returns),
+    /// at the cost of a busy wait where PostgreSQL sleeps.
     fn wait_for_var<P: VarProtocol>(
         &self,
         b: &mut Backend,
         var: &LwLockVar<P>,
         oldval: u64,
     ) -> Result<VarWait, LwLockError> {
-        let _ = (var, oldval);
-        if self.acquire_or_wait(b, LwLockMode::Shared)? {
-            self.release(b)?;
+        loop {
+            if self.conditional_acquire(b, LwLockMode::Shared)? {
+                self.release(b)?;
+                return Ok(VarWait::Free);
+            }
+            let value = var.get();
+            if value != oldval {
+                return Ok(VarWait::Changed(value));
+            }
+            pglocks_sync::thread::yield_now();
         }
-        Ok(VarWait::Free)
     }
 
     /// `LWLockUpdateVar`: the exclusive holder publishes `value` and wakes `wait_for_var`
-    /// waiters. The default only stores the value (its waiters wait for the release anyway).
+    /// waiters. The default only stores the value (its waiters poll).
     fn update_var<P: VarProtocol>(
         &self,
         b: &mut Backend,

@@ -80,7 +80,8 @@ impl Buffers {
         }
     }
 
-    /// Marks the page at `continuing_at`'s page as starting with `rem_len` more bytes of a record.
+    /// Marks the page in buffer `idx` as starting with `rem_len` more bytes of a record
+    /// (`CopyXLogRecordToWAL` setting `xlp_rem_len` and `XLP_FIRST_IS_CONTRECORD`).
     pub(crate) fn mark_continuation(&self, idx: usize, rem_len: u64) {
         let w0 = self.word(idx, 0);
         w0.store(
@@ -90,7 +91,8 @@ impl Buffers {
         self.word(idx, 16).store(rem_len, Relaxed);
     }
 
-    /// Zeroes buffer `idx` and writes the header of the page starting at `page_start`.
+    /// Zeroes buffer `idx` and writes the header of the page starting at `page_start`, as
+    /// `AdvanceXLInsertBuffer` does (`XLP_BKP_REMOVABLE`: no backup is forcing full-page writes).
     fn init_page(&self, idx: usize, page_start: u64, layout: &Layout) {
         for w in &self.pages[idx * PAGE_WORDS..(idx + 1) * PAGE_WORDS] {
             w.store(0, Relaxed);
@@ -132,6 +134,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(idx)
     }
 
+    /// `GetXLogBuffer` when the page is not in its buffer: advertise `insertingAt`, then
+    /// `AdvanceXLInsertBuffer`.
     #[cold]
     fn get_buffer_slow(
         &self,
@@ -193,21 +197,26 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                     self.wait_insertions_to_finish(b, old_end)?;
                     self.write_lock.acquire(b, LwLockMode::Exclusive)?;
                     w.logwrt = self.shared_result(b)?;
-                    let written = if w.logwrt.write < old_end {
+                    let wrote = w.logwrt.write < old_end;
+                    let written = if wrote {
                         self.xlog_write(b, w, old_end, 0)
                     } else {
                         Ok(())
                     };
                     self.write_lock.release(b)?;
                     written?;
-                    b.stats.events.count("wal.buffer_writes", 1);
+                    if wrote {
+                        // pg_stat_wal's wal_buffers_full.
+                        b.stats.events.count("wal.buffers_full", 1);
+                    }
                     self.buf_mapping_lock.acquire(b, LwLockMode::Exclusive)?;
                     continue;
                 }
             }
             // Invalidate the buffer, initialise it, then publish the new page (release order:
             // a reader that sees the new end sees the initialised page).
-            self.buffers.xlblocks[idx].store(0, Release);
+            self.buffers.xlblocks[idx].store(0, Relaxed);
+            pglocks_sync::atomic::fence(Release);
             self.buffers.init_page(idx, next, &self.layout);
             self.buffers.xlblocks[idx].store(next + XLOG_BLCKSZ, Release);
             self.initialized_upto.store(next + XLOG_BLCKSZ, Relaxed);
@@ -221,6 +230,13 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// continuation lengths of records that cross pages, and every CRC. For tests and reports;
     /// the caller makes sure nothing is being inserted in the range.
     pub fn read_records(&self, from: u64, to: u64) -> Result<Vec<ReadRecord>, String> {
+        if from < self.start || to > u64::MAX / 2 {
+            return Err(format!(
+                "{} to {} is not WAL of this model",
+                crate::lsn(from),
+                crate::lsn(to)
+            ));
+        }
         let mut out = Vec::new();
         let mut pos = from;
         while pos < to {
@@ -238,10 +254,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// Where the record after `r` starts.
     pub(crate) fn next_record_start(&self, r: &ReadRecord) -> u64 {
         if r.rmid == record::RM_XLOG_ID && r.info == record::XLOG_SWITCH {
-            // The rest of the segment is consumed.
+            // The rest of the segment the record ends in is consumed.
             let seg = self.layout.segment_size();
-            let next_segment = r.lsn - r.lsn % seg + seg;
-            return next_segment + SIZE_OF_XLOG_LONG_PHD;
+            return r.end.div_ceil(seg).saturating_mul(seg) + SIZE_OF_XLOG_LONG_PHD;
         }
         self.layout
             .bytepos_to_recptr(self.layout.recptr_to_bytepos(r.end))
@@ -253,6 +268,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         let mut p = lsn;
         let mut read = 0u64;
         for slot in &mut words {
+            if p >= to {
+                return Ok(None);
+            }
             *slot = self.read_word(&mut p, lsn, read, u64::MAX)?;
             read += 8;
         }

@@ -646,7 +646,9 @@ pub struct FileDevice {
 
 impl FileDevice {
     /// Opens `dir` (created if missing) as a WAL directory of segments of
-    /// `segment_size` bytes, and creates (or opens) the first segment.
+    /// `segment_size` bytes. Segments are created (or opened) as writes reach them, so the
+    /// directory holds only segments with WAL in them (pg_waldump reads the segment size from
+    /// the first file it finds).
     ///
     /// `segment_size` must be a power of two between [`XLOG_BLCKSZ`] and
     /// [`MAX_WAL_SEGMENT_SIZE`]; small sizes such as 64 kB keep tests quick.
@@ -678,7 +680,7 @@ impl FileDevice {
         segment_size: u64,
         temp: Option<tempfile::TempDir>,
     ) -> Result<Self, DeviceError> {
-        let mut device = FileDevice {
+        let device = FileDevice {
             dir,
             segment_size,
             keep_segments: DEFAULT_KEEP_SEGMENTS,
@@ -691,7 +693,6 @@ impl FileDevice {
             failed: None,
             _temp: temp,
         };
-        device.open_segment(0)?;
         Ok(device)
     }
 
@@ -1407,13 +1408,13 @@ mod tests {
         assert!(dev.wants_bytes());
         assert_eq!(
             dev.segments_created(),
-            1,
-            "create() makes the first segment"
+            0,
+            "segments appear as WAL reaches them"
         );
         let dir = dev.dir().to_path_buf();
         let seg0 = dir.join("000000010000000000000000");
         let seg1 = dir.join("000000010000000000000001");
-        assert_eq!(fs::metadata(&seg0).unwrap().len(), SEG);
+        assert!(!seg0.exists());
 
         // Segment 0: two whole pages, then a partial page, then a rewrite of
         // that partial page starting mid-page (as XLogWrite rewrites the

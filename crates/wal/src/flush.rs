@@ -30,6 +30,8 @@ pub struct WriteResult {
 pub(crate) struct Writer {
     device: Box<dyn FlushDevice>,
     bytes: Vec<u8>,
+    /// Zeros standing in for the pages, for a device that does not look at them.
+    zeros: Vec<u8>,
     /// Authoritative `LogwrtResult` (XLogCtl->Write.LogwrtResult before 9.5).
     result: WriteResult,
     /// Start of the first record not yet counted; `None` once counting gave up.
@@ -43,6 +45,7 @@ impl Writer {
         Self {
             device,
             bytes: Vec::new(),
+            zeros: Vec::new(),
             result,
             next_record: Some(first),
             pending_commits: 0,
@@ -51,7 +54,7 @@ impl Writer {
 }
 
 impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
-    /// `LogwrtResult` as published under `info_lck`.
+    /// `LogwrtResult` as published under `info_lck` (`RefreshXLogWriteResult`).
     pub(crate) fn shared_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
         Ok(self.info.lock(b)?.with(|info| info.result))
     }
@@ -88,7 +91,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         false
     }
 
-    /// Sleeps `commit_delay`, counted as the wait event `CommitDelay`.
+    /// The `pg_usleep(CommitDelay)` of `XLogFlush` (9.3+) or `RecordTransactionCommit` (≤ 9.2),
+    /// counted as the wait event `CommitDelay`.
     fn commit_delay(&self, b: &mut Backend) {
         let t = Instant::now();
         pglocks_sync::time::sleep(self.cfg.commit_delay);
@@ -97,7 +101,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             .record("CommitDelay", "Timeout", t.elapsed().as_nanos() as u64);
     }
 
-    /// Should a committer sleep `commit_delay` now?
+    /// `CommitDelay > 0 && enableFsync && MinimumActiveBackends(CommitSiblings)`: should a
+    /// committer sleep `commit_delay` now?
     fn wants_commit_delay(&self, b: &Backend) -> bool {
         !self.cfg.commit_delay.is_zero()
             && self.minimum_active_backends(b, self.cfg.commit_siblings)
@@ -107,14 +112,17 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// (≤ 9.2: sleeps `commit_delay`), and flushes it. Clears the backend's active mark.
     pub fn commit(&self, b: &mut Backend, w: &mut WalBackend, xid: u32) -> Result<u64, WalError> {
         self.set_active(b, true);
-        let end = self.insert(b, w, &Record::commit(xid))?;
-        if !self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
-            self.commit_delay(b);
-        }
-        self.flush(b, w, end)?;
+        let committed = self.insert(b, w, &Record::commit(xid)).and_then(|end| {
+            if !self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
+                self.commit_delay(b);
+            }
+            self.flush(b, w, end).map(|()| end)
+        });
         self.set_active(b, false);
-        b.stats.events.count("wal.commits", 1);
-        Ok(end)
+        if committed.is_ok() {
+            b.stats.events.count("wal.commits", 1);
+        }
+        committed
     }
 
     /// Models `XLogFlush`: returns once WAL is durable up to `record`, having flushed it itself
@@ -297,6 +305,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
+    /// The `pg_pwrite` of a run of pages in `XLogWrite`.
     fn device_write(
         &self,
         b: &mut Backend,
@@ -305,14 +314,19 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         lsn: u64,
         pages: usize,
     ) -> Result<(), WalError> {
-        wr.bytes.clear();
-        if wr.device.wants_bytes() {
+        let len = pages * XLOG_BLCKSZ as usize;
+        let data = if wr.device.wants_bytes() {
+            wr.bytes.clear();
             self.buffers.copy_out(first, pages, &mut wr.bytes);
+            &wr.bytes[..]
         } else {
-            wr.bytes.resize(pages * XLOG_BLCKSZ as usize, 0);
-        }
+            if wr.zeros.len() < len {
+                wr.zeros.resize(len, 0);
+            }
+            &wr.zeros[..len]
+        };
         let t = Instant::now();
-        wr.device.write(lsn, &wr.bytes)?;
+        wr.device.write(lsn, data)?;
         b.stats
             .waits
             .record("WalWrite", "IO", t.elapsed().as_nanos() as u64);
@@ -322,6 +336,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
+    /// `issue_xlog_fsync`.
     fn device_flush(&self, b: &mut Backend, wr: &mut Writer, upto: u64) -> Result<(), WalError> {
         let t = Instant::now();
         wr.device.flush(upto)?;

@@ -45,15 +45,23 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         b: &mut Backend,
         w: &mut WalBackend,
     ) -> Result<(), WalError> {
-        let (last, rest) = self
-            .insert_locks
-            .split_last()
-            .expect("there is at least one insertion lock");
-        for l in rest {
-            l.lock.acquire(b, LwLockMode::Exclusive)?;
-            l.lock.update_var(b, &l.inserting_at, u64::MAX)?;
+        let last = self.insert_locks.len() - 1;
+        for (i, l) in self.insert_locks.iter().enumerate() {
+            let taken = l.lock.acquire(b, LwLockMode::Exclusive).and_then(|_| {
+                if i < last {
+                    l.lock.update_var(b, &l.inserting_at, u64::MAX)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = taken {
+                // Give back the ones already taken, so the error leaves nothing held.
+                for held in self.insert_locks[..i].iter().rev() {
+                    held.lock.release_clear_var(b, &held.inserting_at, 0)?;
+                }
+                return Err(e.into());
+            }
         }
-        last.lock.acquire(b, LwLockMode::Exclusive)?;
         w.holding_all_locks = true;
         Ok(())
     }
@@ -63,10 +71,10 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     #[inline]
     fn insert_lock_release(&self, b: &mut Backend, w: &mut WalBackend) -> Result<(), WalError> {
         if w.holding_all_locks {
-            w.holding_all_locks = false;
             for l in self.insert_locks.iter() {
                 l.lock.release_clear_var(b, &l.inserting_at, 0)?;
             }
+            w.holding_all_locks = false;
         } else {
             let l = &self.insert_locks[w.my_lock_no];
             l.lock.release_clear_var(b, &l.inserting_at, 0)?;
@@ -109,15 +117,16 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         })
     }
 
-    /// Models `ReserveXLogSwitch`: a switch record plus the rest of its segment, or `None` if
-    /// WAL is exactly at a segment start (nothing to switch). Called holding all insertion
-    /// locks, so the arithmetic under the spinlock competes with nobody.
-    fn reserve_switch(&self, b: &mut Backend) -> Result<Option<Reserved>, WalError> {
+    /// Models `ReserveXLogSwitch`: a switch record plus the rest of its segment, or
+    /// `Err(position)` if WAL is exactly at a segment start (nothing to switch). Called holding
+    /// all insertion locks, so the arithmetic under the spinlock competes with nobody.
+    fn reserve_switch(&self, b: &mut Backend) -> Result<Result<Reserved, u64>, WalError> {
         let layout = self.layout;
         self.insert_pos.lock(b)?.with_mut(|p: &mut InsertPos| {
             let start_bytepos = p.curr;
-            if layout.segment_offset(layout.bytepos_to_end_recptr(start_bytepos)) == 0 {
-                return Ok(None);
+            let at = layout.bytepos_to_end_recptr(start_bytepos);
+            if layout.segment_offset(at) == 0 {
+                return Ok(Err(at));
             }
             let start = layout.bytepos_to_recptr(start_bytepos);
             let mut end = layout.bytepos_to_end_recptr(start_bytepos + SIZE_OF_XLOG_RECORD);
@@ -128,11 +137,12 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             let prev = p.prev.map_or(0, |p| layout.bytepos_to_recptr(p));
             p.curr = layout.recptr_to_bytepos(end);
             p.prev = Some(start_bytepos);
-            Ok(Some(Reserved { start, end, prev }))
+            Ok(Ok(Reserved { start, end, prev }))
         })
     }
 
-    /// How far WAL space has been reserved, as an end LSN.
+    /// How far WAL space has been reserved, as an end LSN (the read of `CurrBytePos` that
+    /// `WaitXLogInsertionsToFinish` and `GetXLogInsertRecPtr` make).
     pub(crate) fn reserved_upto(&self, b: &mut Backend) -> Result<u64, WalError> {
         let curr = self.insert_pos.lock(b)?.with(|p| p.curr);
         Ok(self.layout.bytepos_to_end_recptr(curr))
@@ -188,6 +198,14 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         rec: &Record<'_>,
     ) -> Result<u64, WalError> {
         let tot_len = rec.total_len();
+        if rec.rmid == record::RM_XLOG_ID && rec.info == record::XLOG_SWITCH {
+            return Err(WalError::InvalidRecord(
+                "an XLOG_SWITCH record is inserted by switch_segment",
+            ));
+        }
+        if rec.payload.is_empty() {
+            return Err(WalError::InvalidRecord("a record must carry data"));
+        }
         if tot_len > XLOG_RECORD_MAX_SIZE {
             return Err(WalError::RecordTooLarge {
                 len: tot_len,
@@ -276,15 +294,17 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
+    /// Is this encoded record `XLOG_SWITCH` (`XLogInsertRecord`'s `isLogSwitch`)?
     fn is_switch(&self, words: &[u64]) -> bool {
         let w2 = words[2];
         words.len() == 3 && (w2 >> 8) as u8 == record::RM_XLOG_ID && w2 as u8 == record::XLOG_SWITCH
     }
 
     /// Models `RequestXLogSwitch` / `XLogInsertRecord` for an `XLOG_SWITCH` record: with all
-    /// insertion locks held, ends the current segment. Returns the end of the segment (the next
-    /// record starts in the next one), or the current position if WAL is already at a segment
-    /// start.
+    /// insertion locks held, ends the current segment, then flushes the record and the padding
+    /// that fills the rest of the segment. Returns the end of the switch record itself (as
+    /// PostgreSQL does, not the end of the segment), or, if WAL was exactly at a segment start,
+    /// that position (nothing is inserted).
     pub fn switch_segment(&self, b: &mut Backend, w: &mut WalBackend) -> Result<u64, WalError> {
         let rec = Record {
             xid: 0,
@@ -302,22 +322,29 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             }
         }
         let done = self.reserve_switch(b).and_then(|at| match at {
-            None => Ok(None),
-            Some(at) => {
+            Err(position) => Ok(Err(position)),
+            Ok(at) => {
                 let mut words = std::mem::take(&mut w.words);
                 record::encode(&rec, at.prev, record::payload_crc(&[]), &mut words);
                 let copied = self.copy_to_wal(b, w, &words, SIZE_OF_XLOG_RECORD, at);
                 w.words = words;
-                copied.map(|()| Some(at))
+                copied.map(|()| Ok(at))
             }
         });
         self.insert_lock_release(b, w)?;
-        match done? {
-            Some(at) => {
-                b.stats.events.count("wal.switches", 1);
-                Ok(at.end)
-            }
-            None => self.reserved_upto(b),
-        }
+        let at = match done? {
+            Ok(at) => at,
+            Err(position) => return Ok(position),
+        };
+        w.logwrt = self.info.lock(b)?.with_mut(|info| {
+            info.request.write = info.request.write.max(at.end);
+            info.result
+        });
+        self.flush(b, w, at.end)?;
+        b.stats.events.count("wal.switches", 1);
+        let start = self.layout.recptr_to_bytepos(at.start);
+        Ok(self
+            .layout
+            .bytepos_to_end_recptr(start + SIZE_OF_XLOG_RECORD))
     }
 }

@@ -61,15 +61,21 @@
 //!   (`XLogRecordAssemble`): a record is a header and a payload ([`Record`]).
 //! - `LogwrtResult` and `LogwrtRqst` are under `info_lck` in every release (17 made the results
 //!   atomics). 17's `logInsertResult` shortcut in `WaitXLogInsertionsToFinish` is a setting
-//!   ([`WalConfig::insert_result_cache`]). 18's lock-free `AdvanceXLInsertBuffer` is not
-//!   modelled: every release uses 9.4–17's `WALBufMappingLock`.
+//!   ([`WalConfig::insert_result_cache`]). Every release initialises buffers under
+//!   `WALBufMappingLock`, as 9.4–18 do (a lock-free `AdvanceXLInsertBuffer` was committed to 18's
+//!   development branch and reverted before release).
 //! - ≤ 9.3 reserved the position under `WALInsertLock` itself; the model takes the (then
-//!   uncontended) `insertpos_lck` inside it, and an inserter that must write out an old buffer
-//!   advertises its position on the one lock's variable as 9.4 does (nobody waits on it).
+//!   uncontended) `insertpos_lck` inside it. An inserter that must write out an old buffer
+//!   goes through 9.4's steps (advertise its position on the one lock's variable, wait for
+//!   insertions: only itself, which has advertised, so it never waits). 9.3 posted as write
+//!   request the end of the last full page an insert filled; the model posts the record's end,
+//!   so a 9.3 flush leader that cannot get `WALInsertLock` may write a little further.
 //! - The device state (the open segment, the bytes being written) is behind a mutex that only
 //!   the `WALWriteLock` holder takes, so it is never contended; PostgreSQL relies on the LWLock.
-//! - I/O errors are returned ([`WalError::Device`]) where PostgreSQL PANICs; the caller must
-//!   then stop (locks held at the time are not released, as a PANIC would not release them).
+//! - I/O errors are returned ([`WalError::Device`]) where PostgreSQL PANICs; the WAL locks
+//!   are released on the way out, and the caller must stop. Errors of the locks themselves
+//!   (a stuck spinlock, too many LWLocks) are fatal too: they may leave a lock held, as
+//!   PostgreSQL's `elog(ERROR)` would until the abort's `LWLockReleaseAll`.
 //! - Commits per flush are counted by walking the records each write covers (only when
 //!   [`WalConfig::count_commits`] is on); PostgreSQL does not count them.
 
@@ -99,6 +105,9 @@ use pglocks_sync::CachePadded;
 
 /// xlog.h: `NUM_XLOGINSERT_LOCKS` (9.4+).
 pub const NUM_XLOGINSERT_LOCKS: usize = 8;
+/// The most insertion locks a [`WalConfig`] may ask for: all of them are held at once by a
+/// segment switch, well under the 100 LWLocks a backend may hold up to 9.4.
+pub const MAX_XLOGINSERT_LOCKS: usize = 64;
 /// The default `wal_buffers` in pages: 4 MB, what `-1` gives with the default 128 MB
 /// `shared_buffers`.
 pub const DEFAULT_WAL_BUFFERS: usize = 512;
@@ -173,8 +182,12 @@ impl WalConfig {
     pub fn validate(&self) -> Result<(), WalError> {
         let bad = |m: String| Err(WalError::Config(m));
         if let Insertion::Locks(n) = self.insertion {
-            if !(1..=1024).contains(&n) {
-                return bad(format!("insertion locks must be 1 to 1024, not {n}"));
+            // A segment switch holds them all, and a backend may hold at most
+            // MAX_SIMUL_LWLOCKS (100 up to 9.4) LWLocks at once.
+            if !(1..=MAX_XLOGINSERT_LOCKS).contains(&n) {
+                return bad(format!(
+                    "insertion locks must be 1 to {MAX_XLOGINSERT_LOCKS}, not {n}"
+                ));
             }
         }
         if self.wal_buffers < 4 {
@@ -231,6 +244,9 @@ pub enum WalError {
     /// A setting out of range.
     #[error("invalid WAL setting: {0}")]
     Config(String),
+    /// A record `insert` does not take (one without data, or a switch record).
+    #[error("invalid WAL record: {0}")]
+    InvalidRecord(&'static str),
 }
 
 /// One insertion lock and its `insertingAt` (xlog.c's `WALInsertLockPadded`).
@@ -292,8 +308,8 @@ pub struct WalBackend {
 }
 
 impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
-    /// An empty WAL starting at segment 1 (`InvalidXLogRecPtr` stays invalid), writing to
-    /// `device`.
+    /// Models `XLOGShmemInit` and the part of `StartupXLOG` that positions insertion: an empty
+    /// WAL starting at segment 1 (`InvalidXLogRecPtr` stays invalid), writing to `device`.
     pub fn new(cfg: WalConfig, device: Box<dyn FlushDevice>) -> Result<Self, WalError> {
         cfg.validate()?;
         let layout = Layout::new(cfg.segment_size);

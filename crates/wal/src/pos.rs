@@ -42,8 +42,9 @@ pub const USABLE_BYTES_IN_PAGE: u64 = XLOG_BLCKSZ - SIZE_OF_XLOG_SHORT_PHD;
 
 impl Layout {
     /// The layout for segments of `segment_size` bytes (a power of two, at least two pages;
-    /// checked by [`WalConfig::validate`](crate::WalConfig::validate)).
-    pub const fn new(segment_size: u64) -> Self {
+    /// checked by [`WalConfig::validate`](crate::WalConfig::validate); get one from
+    /// [`Wal::layout`](crate::Wal::layout)).
+    pub(crate) const fn new(segment_size: u64) -> Self {
         Self {
             segment_size,
             usable_bytes_in_segment: (segment_size / XLOG_BLCKSZ) * USABLE_BYTES_IN_PAGE

@@ -22,6 +22,8 @@ pub const XLOG_PAGE_MAGIC: u16 = 0xD110;
 pub const XLP_FIRST_IS_CONTRECORD: u16 = 0x0001;
 /// `XLP_LONG_HEADER`: the page has a long header.
 pub const XLP_LONG_HEADER: u16 = 0x0002;
+/// `XLP_BKP_REMOVABLE`: full-page images on this page may be removed (no backup running).
+pub const XLP_BKP_REMOVABLE: u16 = 0x0004;
 /// The timeline every model WAL is on.
 pub const TIMELINE: u32 = 1;
 /// The system identifier written into long page headers.
@@ -30,6 +32,10 @@ pub const SYSTEM_IDENTIFIER: u64 = 0x7067_6C6F_636B_7321;
 pub const RM_XACT_ID: u8 = 1;
 /// `XLOG_XACT_COMMIT`.
 pub const XLOG_XACT_COMMIT: u8 = 0x00;
+/// `XLR_BLOCK_ID_DATA_SHORT`: main data of at most 255 bytes follows, after a one-byte length.
+pub const XLR_BLOCK_ID_DATA_SHORT: u8 = 255;
+/// The main data of a commit record: `XLR_BLOCK_ID_DATA_SHORT`, 8, and `xact_time` = 0.
+const COMMIT_MAIN_DATA: [u8; 10] = [XLR_BLOCK_ID_DATA_SHORT, 8, 0, 0, 0, 0, 0, 0, 0, 0];
 /// A resource manager id for records that stand for data changes (`RM_HEAP_ID`).
 pub const RM_HEAP_ID: u8 = 10;
 /// `RM_XLOG_ID`, whose `XLOG_SWITCH` record ends a segment.
@@ -51,15 +57,16 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
-    /// A commit record of `xid` with a payload the size of a simple one (`xl_xact_commit`'s
-    /// timestamp plus flags: the 8 bytes that make PostgreSQL's smallest commit record 34 bytes
-    /// with its block-id header; here 24 + 8 = 32).
+    /// A commit record of `xid`, as PostgreSQL writes the simplest one: after the header, the
+    /// main data as `XLogRecordAssemble` encodes it (`XLR_BLOCK_ID_DATA_SHORT`, its length,
+    /// then `xl_xact_commit`, whose only field is `xact_time`, here 0 = 2000-01-01): 34 bytes,
+    /// which pg_waldump decodes as `COMMIT`.
     pub const fn commit(xid: u32) -> Record<'static> {
         Record {
             xid,
             rmid: RM_XACT_ID,
             info: XLOG_XACT_COMMIT,
-            payload: &[0; 8],
+            payload: &COMMIT_MAIN_DATA,
         }
     }
 
@@ -155,9 +162,9 @@ pub(crate) fn decode(lsn: u64, end: u64, words: &[u64]) -> Result<ReadRecord, St
     })
 }
 
-/// Page header word 0 for a page starting at `page_start`, long or not.
+/// Page header word 0 (`xlp_magic`, `xlp_info`, `xlp_tli`) of a page with a long header or not.
 pub(crate) fn page_header_word0(long: bool) -> u64 {
-    let info = if long { XLP_LONG_HEADER } else { 0 };
+    let info = XLP_BKP_REMOVABLE | if long { XLP_LONG_HEADER } else { 0 };
     u64::from(XLOG_PAGE_MAGIC) | (u64::from(info) << 16) | (u64::from(TIMELINE) << 32)
 }
 

@@ -137,12 +137,11 @@ proptest! {
     }
 }
 
-#[test]
-fn a_small_ring_is_written_out_as_it_wraps() {
-    // 4 buffers of 8 KB: inserts must write old pages out to proceed; with flushes after every
-    // record the WAL is still complete at the end (read back only the tail in the ring).
+/// Three backends insert through a ring of 4 buffers, so inserters must write old pages out
+/// (advertising their position, waiting for older insertions, taking WALWriteLock) to proceed.
+fn wrap_the_ring<K: pglocks_lwlock::RawLwLock>() {
     let cfg = config(4, Insertion::Locks(8), 4);
-    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
+    let wal: Arc<Wal<K>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
     let procs = ProcTable::new(4);
     std::thread::scope(|s| {
         for t in 0..3 {
@@ -158,19 +157,29 @@ fn a_small_ring_is_written_out_as_it_wraps() {
                         info: 0,
                         payload: &p,
                     };
-                    wal.insert(&mut b, &mut w, &rec).unwrap();
+                    let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                    if i % 50 == 0 {
+                        wal.flush(&mut b, &mut w, end).unwrap();
+                    }
                 }
             });
         }
     });
     let mut b = procs.attach().unwrap();
-    let stats = b.take_stats();
-    let _ = stats;
     let tip = wal.wait_insertions_to_finish(&mut b, u64::MAX).unwrap();
     assert!(
         tip > wal.start() + 4 * 8192 * 10,
         "wrapped the ring many times"
     );
+}
+
+#[test]
+fn a_small_ring_is_written_out_as_it_wraps() {
+    wrap_the_ring::<Lw>();
+    wrap_the_ring::<SpinlockProtectedLwLock<PgSpinLock>>();
+    // Peers without LWLockWaitForVar of their own (the trait's polling default).
+    wrap_the_ring::<pglocks_lwlock::ParkingLotLwLock>();
+    wrap_the_ring::<pglocks_lwlock::HandoffLwLock>();
 }
 
 #[test]
@@ -239,43 +248,86 @@ fn commits_are_counted_per_flush() {
 
 #[test]
 fn a_segment_switch_ends_the_segment_and_reads_back() {
-    let cfg = config(2, Insertion::Locks(8), 64);
-    let wal: Wal<Lw> = Wal::new(cfg, Box::new(NullDevice)).unwrap();
-    let procs = ProcTable::new(2);
-    let mut b = procs.attach().unwrap();
-    let mut w = wal.backend();
-    let p = payload(0, 0, 100);
-    let rec = Record {
-        xid: 1,
-        rmid: 10,
-        info: 0,
-        payload: &p,
-    };
-    wal.insert(&mut b, &mut w, &rec).unwrap();
-    let end = wal.switch_segment(&mut b, &mut w).unwrap();
-    assert_eq!(
-        end % (64 * 1024),
-        0,
-        "the switch consumes the rest of the segment"
-    );
-    // At a segment start there is nothing to switch.
-    assert_eq!(wal.switch_segment(&mut b, &mut w).unwrap(), end);
-    let after = wal.insert(&mut b, &mut w, &rec).unwrap();
-    assert!(after > end);
-    wal.flush(&mut b, &mut w, after).unwrap();
-    let records = wal.read_records(wal.start(), after).unwrap();
-    assert_eq!(records.len(), 3);
-    assert_eq!(records[1].rmid, pglocks_wal::record::RM_XLOG_ID);
-    assert_eq!(
-        records[2].lsn,
-        end + 40,
-        "the next record follows the long header"
-    );
-    assert_eq!(records[2].prev, records[1].lsn);
+    const SEG: u64 = 64 * 1024;
+    // Once with the switch record inside its segment, once starting 8 bytes before the end,
+    // so that the record itself crosses into the next segment, whose rest it then consumes.
+    for switch_at in [None, Some(2 * SEG - 8)] {
+        let cfg = config(2, Insertion::Locks(8), 64);
+        let wal: Wal<Lw> = Wal::new(cfg, Box::new(NullDevice)).unwrap();
+        let procs = ProcTable::new(2);
+        let mut b = procs.attach().unwrap();
+        let mut w = wal.backend();
+        let l = *wal.layout();
+        let fill = switch_at.map_or(100, |at| {
+            (l.recptr_to_bytepos(at) - l.recptr_to_bytepos(wal.start()) - 24) as usize
+        });
+        let p = payload(0, 0, fill);
+        let rec = Record {
+            xid: 1,
+            rmid: 10,
+            info: 0,
+            payload: &p,
+        };
+        let first_end = wal.insert(&mut b, &mut w, &rec).unwrap();
+        let switch_end = wal.switch_segment(&mut b, &mut w).unwrap();
+        // The switch returns the end of its own record, and has flushed the whole segment.
+        let switch_start = l.bytepos_to_recptr(l.recptr_to_bytepos(first_end));
+        assert_eq!(
+            l.recptr_to_bytepos(switch_end),
+            l.recptr_to_bytepos(switch_start) + 24
+        );
+        let next_segment = switch_end.div_ceil(SEG) * SEG;
+        assert!(wal.write_result(&mut b).unwrap().flush >= next_segment);
+        // At a segment start there is nothing to switch.
+        assert_eq!(wal.switch_segment(&mut b, &mut w).unwrap(), next_segment);
+        let after = wal.insert(&mut b, &mut w, &rec).unwrap();
+        wal.flush(&mut b, &mut w, after).unwrap();
+        let records = wal.read_records(wal.start(), after).unwrap();
+        assert_eq!(records.len(), 3, "{switch_at:?}");
+        assert_eq!(records[1].rmid, pglocks_wal::record::RM_XLOG_ID);
+        assert_eq!(records[1].lsn, switch_start);
+        assert_eq!(
+            records[2].lsn,
+            next_segment + 40,
+            "the next record follows the long header"
+        );
+        assert_eq!(records[2].prev, records[1].lsn);
+    }
 }
 
 #[test]
 fn misuse_is_a_typed_error() {
+    let e = Wal::<Lw>::new(config(2, Insertion::Locks(300), 64), Box::new(NullDevice))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("1 to 64"), "{e}");
+    let wal = Wal::<Lw>::new(config(2, Insertion::Locks(8), 64), Box::new(NullDevice)).unwrap();
+    let procs = ProcTable::new(1);
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    for (rec, msg) in [
+        (
+            Record {
+                xid: 1,
+                rmid: 10,
+                info: 0,
+                payload: &[],
+            },
+            "must carry data",
+        ),
+        (
+            Record {
+                xid: 1,
+                rmid: 0,
+                info: 0x40,
+                payload: &[1],
+            },
+            "switch_segment",
+        ),
+    ] {
+        let e = wal.insert(&mut b, &mut w, &rec).unwrap_err().to_string();
+        assert!(e.contains(msg), "{e}");
+    }
     let mut cfg = config(2, Insertion::Locks(0), 64);
     let e = Wal::<Lw>::new(cfg.clone(), Box::new(NullDevice))
         .err()
@@ -306,14 +358,15 @@ fn the_file_device_gets_real_pages() {
     let seg1 = std::fs::read(dir.join("000000010000000000000001")).unwrap();
     assert_eq!(seg1.len(), 64 * 1024);
     assert_eq!(u16::from_le_bytes([seg1[0], seg1[1]]), 0xD110);
-    assert_eq!(u16::from_le_bytes([seg1[2], seg1[3]]), 0x0002);
+    // XLP_LONG_HEADER | XLP_BKP_REMOVABLE.
+    assert_eq!(u16::from_le_bytes([seg1[2], seg1[3]]), 0x0006);
     assert_eq!(
         u64::from_le_bytes(seg1[8..16].try_into().unwrap()),
         64 * 1024
     );
     assert_eq!(
         u32::from_le_bytes(seg1[40..44].try_into().unwrap()),
-        32,
+        34,
         "xl_tot_len"
     );
     assert_eq!(
@@ -321,9 +374,9 @@ fn the_file_device_gets_real_pages() {
         0,
         "xl_prev"
     );
-    // The second record's prev-link points at the first.
+    // The second record (at 40 + MAXALIGN(34)) has a prev-link to the first.
     assert_eq!(
-        u64::from_le_bytes(seg1[80..88].try_into().unwrap()),
+        u64::from_le_bytes(seg1[88..96].try_into().unwrap()),
         64 * 1024 + 40
     );
     let _ = std::fs::remove_dir_all(&dir);
