@@ -28,6 +28,16 @@ fn wal(insertion: Insertion) -> PgWal {
     Wal::new(cfg, Box::new(NullDevice)).expect("valid config")
 }
 
+/// A 100-byte heap record.
+fn heap_record(payload: &[u8; 100]) -> Record<'_> {
+    Record {
+        xid: 1,
+        rmid: pglocks_wal::record::RM_HEAP_ID,
+        info: 0,
+        payload,
+    }
+}
+
 /// `XLogInsertRecord` of a 100-byte heap record.
 fn insert(group: &mut Group<'_>, name: &str, insertion: Insertion) {
     let procs = ProcTable::new(1);
@@ -35,12 +45,7 @@ fn insert(group: &mut Group<'_>, name: &str, insertion: Insertion) {
     let wal = wal(insertion);
     let mut w = wal.backend();
     let payload = [0x5a; 100];
-    let rec = Record {
-        xid: 1,
-        rmid: pglocks_wal::record::RM_HEAP_ID,
-        info: 0,
-        payload: &payload,
-    };
+    let rec = heap_record(&payload);
     group.bench_function(name, |it| {
         it.iter(|| wal.insert(&mut b, &mut w, black_box(&rec)).expect("insert"))
     });
@@ -60,12 +65,7 @@ fn uncontended(c: &mut Criterion) {
     );
 
     let payload = [0x5a; 100];
-    let rec = Record {
-        xid: 1,
-        rmid: pglocks_wal::record::RM_HEAP_ID,
-        info: 0,
-        payload: &payload,
-    };
+    let rec = heap_record(&payload);
     let mut words = Vec::new();
     group.bench_function("floor: encode 100 B + CRC-32C", |it| {
         it.iter(|| {

@@ -201,15 +201,22 @@ pub trait FlushDevice: Send + 'static {
     fn name(&self) -> &'static str;
 
     /// false when [`write`](FlushDevice::write) ignores the bytes (the caller
-    /// can then skip assembling them).
-    fn wants_bytes(&self) -> bool;
+    /// can then skip assembling them). The default, for devices that only
+    /// model time: false.
+    fn wants_bytes(&self) -> bool {
+        false
+    }
 
     /// Writes `data` at WAL position `lsn` (byte offset in the WAL stream;
     /// segment = lsn / segment_size, offset in segment = lsn % segment_size).
     /// The caller never passes a range that crosses a segment boundary, and
     /// lsn and data.len() are multiples of 8 (may start mid-page when a partial
-    /// page is rewritten).
-    fn write(&mut self, lsn: u64, data: &[u8]) -> Result<(), DeviceError>;
+    /// page is rewritten). The default ignores the write (a device whose cost
+    /// is all in `flush`).
+    fn write(&mut self, lsn: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let _ = (lsn, data);
+        Ok(())
+    }
 
     /// Makes everything written so far durable (models `issue_xlog_fsync`);
     /// `upto` is the end position of the writes (for bookkeeping/tests).
@@ -255,14 +262,6 @@ impl NullDevice {
 impl FlushDevice for NullDevice {
     fn name(&self) -> &'static str {
         "null"
-    }
-
-    fn wants_bytes(&self) -> bool {
-        false
-    }
-
-    fn write(&mut self, _lsn: u64, _data: &[u8]) -> Result<(), DeviceError> {
-        Ok(())
     }
 
     fn flush(&mut self, _upto: u64) -> Result<(), DeviceError> {
@@ -510,14 +509,6 @@ impl fmt::Debug for SimulatedDevice {
 impl FlushDevice for SimulatedDevice {
     fn name(&self) -> &'static str {
         "simulated"
-    }
-
-    fn wants_bytes(&self) -> bool {
-        false
-    }
-
-    fn write(&mut self, _lsn: u64, _data: &[u8]) -> Result<(), DeviceError> {
-        Ok(())
     }
 
     fn flush(&mut self, _upto: u64) -> Result<(), DeviceError> {

@@ -131,10 +131,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         if record <= w.logwrt.flush {
             return Ok(());
         }
-        match self.cfg.insertion {
-            Insertion::Locks(_) => self.flush_94(b, w, record)?,
-            Insertion::OneLock => self.flush_93(b, w, record)?,
-        }
+        self.flush_loop(b, w, record)?;
         if w.logwrt.flush < record {
             return Err(WalError::FlushNotSatisfied {
                 request: crate::lsn(record),
@@ -144,9 +141,13 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
-    /// `XLogFlush`'s loop from 9.4: piggyback on the largest request, wait for insertions, then
-    /// `WALWriteLock` or the news that someone else flushed.
-    fn flush_94(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+    /// `XLogFlush`'s loop: piggyback on the largest write request, (9.4+) wait for insertions
+    /// up to it, then get `WALWriteLock` or the news that its holder flushed our record; the
+    /// leader re-checks, sleeps `commit_delay` (9.3+), and writes and flushes everything
+    /// inserted. Up to 9.3 there are no insertion locks to wait for: the leader learns how far
+    /// WAL is inserted by taking `WALInsertLock` if it is free, else writes just its request.
+    fn flush_loop(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+        let insertion_locks = matches!(self.cfg.insertion, Insertion::Locks(_));
         let mut request = record;
         loop {
             let (result, posted) = self
@@ -158,66 +159,57 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                 return Ok(());
             }
             request = request.max(posted);
-            let mut insert_pos = self.wait_insertions_to_finish(b, request)?;
+            let mut insert_pos = if insertion_locks {
+                Some(self.wait_insertions_to_finish(b, request)?)
+            } else {
+                None
+            };
             if !self.acquire_write_lock(b)? {
                 // The holder is gone; it may have flushed our record.
                 continue;
             }
-            w.logwrt = self.shared_result(b)?;
-            if record <= w.logwrt.flush {
-                self.write_lock.release(b)?;
-                return Ok(());
-            }
-            if self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
-                self.commit_delay(b);
-                // Only to move forward: everything before insert_pos is already copied, and
-                // waiting for more while holding WALWriteLock could deadlock.
-                insert_pos = self.wait_insertions_to_finish(b, insert_pos)?;
-            }
-            let written = self.xlog_write(b, w, insert_pos, insert_pos);
+            let written = self.lead_flush(b, w, record, request, &mut insert_pos);
             self.write_lock.release(b)?;
             return written;
         }
     }
 
-    /// `XLogFlush` up to 9.3: no insertion locks to wait for; the leader learns how far WAL is
-    /// inserted by taking `WALInsertLock` if it is free, else writes just up to its request.
-    fn flush_93(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
-        let mut request = record;
-        loop {
-            let (result, posted) = self
-                .info
-                .lock(b)?
-                .with(|info| (info.result, info.request.write));
-            w.logwrt = result;
-            request = request.max(posted);
-            if record <= w.logwrt.flush {
-                return Ok(());
-            }
-            if !self.acquire_write_lock(b)? {
-                continue;
-            }
-            w.logwrt = self.shared_result(b)?;
-            if record <= w.logwrt.flush {
-                self.write_lock.release(b)?;
-                return Ok(());
-            }
-            if self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
-                self.commit_delay(b);
-            }
-            let insert_lock = &self.insert_locks[0].lock;
-            let (write, flush) = if insert_lock.conditional_acquire(b, LwLockMode::Exclusive)? {
-                let inserted = self.reserved_upto(b);
-                insert_lock.release(b)?;
-                let inserted = inserted?;
-                (inserted, inserted)
-            } else {
-                (request, record)
-            };
-            let written = self.xlog_write(b, w, write, flush);
-            self.write_lock.release(b)?;
-            return written;
+    /// The flush leader's part of `XLogFlush`, holding `WALWriteLock`.
+    fn lead_flush(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        record: u64,
+        request: u64,
+        insert_pos: &mut Option<u64>,
+    ) -> Result<(), WalError> {
+        w.logwrt = self.shared_result(b)?;
+        if record <= w.logwrt.flush {
+            return Ok(());
         }
+        if self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
+            self.commit_delay(b);
+            if let Some(pos) = *insert_pos {
+                // Only to move forward: everything before `pos` is already copied, and waiting
+                // for more while holding WALWriteLock could deadlock.
+                *insert_pos = Some(self.wait_insertions_to_finish(b, pos)?);
+            }
+        }
+        let (write, flush) = match *insert_pos {
+            Some(pos) => (pos, pos),
+            None => {
+                let insert_lock = &self.insert_locks[0].lock;
+                if insert_lock.conditional_acquire(b, LwLockMode::Exclusive)? {
+                    let inserted = self.reserved_upto(b);
+                    insert_lock.release(b)?;
+                    let inserted = inserted?;
+                    (inserted, inserted)
+                } else {
+                    (request, record)
+                }
+            }
+        };
+        self.xlog_write(b, w, write, flush)
     }
 
     /// `WALWriteLock` as the release waits for it: `true` when taken; `false` when
