@@ -343,12 +343,22 @@ fn print_list() {
         "\npresets (--preset, default {}):",
         workloads::DEFAULT_PRESET
     );
+    let width = workloads::PRESETS
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(0);
     for p in workloads::PRESETS {
-        println!("  {:<6} {}", p.name, p.summary);
+        println!("  {:<width$} {}", p.name, p.summary);
     }
     println!("\nknobs (--set knob=value, applied on top of the preset):");
+    let width = workloads::KNOBS
+        .iter()
+        .map(|k| k.0.len())
+        .max()
+        .unwrap_or(0);
     for (k, what) in workloads::KNOBS {
-        println!("  {k:<16} {what}");
+        println!("  {k:<width$} {what}");
     }
 }
 

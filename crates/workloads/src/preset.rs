@@ -156,15 +156,15 @@ pub const PRESETS: &[Preset] = &[
     preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true, SpinlockProtected),
     preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true, SpinlockProtected),
     preset("pg82uis", "8.2 with the 2007 Unisys patches: 2048 buffer partitions, 64-byte LWLocks, read-first TAS", true, true, SpinlockProtected),
-    preset("pg91", "9.1: the last release before the fast-path lock work", false, true, SpinlockProtected),
-    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT; TAS_SPIN macro (plain TAS on x86_64)", false, true, SpinlockProtected),
+    preset("pg91", "9.1: the last release before the fast-path lock work; XLogFlush queues for WALWriteLock", false, true, SpinlockProtected),
+    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT, group commit (LWLockAcquireOrWait); TAS_SPIN macro (plain TAS on x86_64)", false, true, SpinlockProtected),
     preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true, SpinlockProtected),
     preset("pg94", "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks", true, false, SpinlockProtected),
     preset("pg95", "9.5: atomic LWLock state word; 128 buffer-mapping partitions", true, false, AtomicWithMutex),
     preset("pg96", "9.6: LWLock wait list under the LOCKED bit; group XID clear", true, false, Atomic),
     preset("pg11", "11: CLOG group update", true, false, Atomic),
     preset("pg14", "14: dense ProcArray arrays and snapshot reuse", true, false, Atomic),
-    preset("pg17", "17: SLRU banks", true, false, Atomic),
+    preset("pg17", "17: SLRU banks; lock-free WAL insertingAt", true, false, Atomic),
     preset("pg18", "18: fast-path lock groups", true, false, Atomic18),
 ];
 
@@ -194,7 +194,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "wal_insert_locks",
-        "one|N in 1..=1024: one WALInsertLock (<= 9.3) or N insertion locks (8 from 9.4)",
+        "one|N in 1..=64: one WALInsertLock (<= 9.3) or N insertion locks (8 from 9.4)",
     ),
     (
         "flush_wait",
@@ -227,7 +227,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "record_size",
-        "N in 0..=1000000: payload bytes per record (wal-insert)",
+        "N in 1..=1000000: payload bytes per record (wal-insert)",
     ),
     (
         "relations",
@@ -397,8 +397,10 @@ impl Settings {
                 self.wal_insertion = if value == "one" {
                     Insertion::OneLock
                 } else {
+                    let most = pglocks_wal::MAX_XLOGINSERT_LOCKS as u32;
                     Insertion::Locks(
-                        number(1, 1024).map_err(|_| bad("one or a whole number from 1 to 1024"))?
+                        number(1, most)
+                            .map_err(|_| bad(&format!("one or a whole number from 1 to {most}")))?
                             as usize,
                     )
                 }
@@ -448,7 +450,7 @@ impl Settings {
                     .parse()
                     .map_err(|_| bad("a duration such as 2ms or 500us, a range 1ms..3ms, or 0"))?
             }
-            "record_size" => self.record_size = number(0, 1_000_000)?,
+            "record_size" => self.record_size = number(1, 1_000_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
