@@ -1,7 +1,7 @@
 //! Uncontended cost, on one thread, of WAL insertion and of a commit with a free flush: a
 //! 100-byte record inserted under one of 8 insertion locks (9.4+) and under the single
-//! `WALInsertLock` (≤ 9.3), the same record's copy alone (the floor: encoding it and storing
-//! its words, what any design pays), and `RecordTransactionCommit`'s WAL part (insert a commit
+//! `WALInsertLock` (≤ 9.3), the same record's encoding and CRC alone (the floor: what any
+//! design pays before it copies), and `RecordTransactionCommit`'s WAL part (insert a commit
 //! record, `XLogFlush` it) on the null device, where it measures the lock and bookkeeping cost
 //! of a flush.
 //!

@@ -239,6 +239,12 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     topology.pin_order(pin).map_err(HarnessError::from)?;
     let mut sets = a.sets.clone();
     if let Some(l) = &a.flush_latency {
+        if !a.workload.starts_with("wal-") {
+            return Err(CliError::Usage(format!(
+                "--flush-latency applies to the WAL workloads (wal-insert, wal-commit), not {}",
+                a.workload
+            )));
+        }
         sets.push(format!("flush_latency={l}"));
     }
     let mut series = Vec::new();

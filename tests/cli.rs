@@ -75,6 +75,10 @@ fn malformed_numbers_exit_2() {
         &["run", "wal-commit", "--flush-latency", "soon"],
         "bad value 'soon' for knob flush_latency",
     );
+    fails_with(
+        &["run", "spin", "--flush-latency", "2ms"],
+        "applies to the WAL workloads",
+    );
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //!   (`tests/wal/record-waldump.sh`): same LSNs, prev-links, lengths, across page boundaries.
 //! - When pg_waldump is installed (CI installs postgresql-15; `PG_WALDUMP` names another one):
 //!   four backends commit concurrently through group commit into 1 MB segment files, across
-//!   pages and segments, and pg_waldump must decode every record (CRCs, page headers,
-//!   continuation records, the segment switch) and stop only at the end of WAL.
+//!   pages and segments, then one switches segments and commits on; pg_waldump must decode
+//!   every record (CRCs, page headers, continuation records, the `XLOG_SWITCH` record and the
+//!   jump to the next segment) and stop only at the end of WAL.
 
 use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks::sync::ProcTable;
@@ -72,8 +73,8 @@ fn pg_waldump_decodes_concurrent_group_commits_across_segments() {
         return;
     };
     const SEGMENT: u64 = 1024 * 1024;
-    let dir = std::env::temp_dir().join(format!("pglocks-waldump-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let device = FileDevice::create(&dir, SEGMENT).unwrap();
     let cfg = WalConfig {
         segment_size: SEGMENT,
@@ -95,6 +96,13 @@ fn pg_waldump_decodes_concurrent_group_commits_across_segments() {
             });
         }
     });
+    // Then a segment switch, and a few more commits in the next segment.
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    wal.switch_segment(&mut b, &mut w).unwrap();
+    for i in 0..10 {
+        wal.commit(&mut b, &mut w, 100_000 + i).unwrap();
+    }
     drop(wal);
     let out = Command::new(waldump)
         .env("TZ", "UTC")
@@ -106,16 +114,29 @@ fn pg_waldump_decodes_concurrent_group_commits_across_segments() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
     let commits = stdout
         .lines()
         .filter(|l| l.contains("desc: COMMIT"))
         .count();
-    assert_eq!(commits, 32_000, "pg_waldump decoded:\n{stderr}");
-    assert_eq!(stdout.lines().count(), 32_000);
+    assert_eq!(commits, 32_010, "pg_waldump decoded:\n{stderr}");
+    let switch: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("desc: SWITCH"))
+        .collect();
+    assert_eq!(switch.len(), 1, "{stderr}");
+    assert!(
+        switch[0].starts_with("rmgr: XLOG        len (rec/tot):     24/    24"),
+        "{}",
+        switch[0]
+    );
+    assert_eq!(stdout.lines().count(), 32_011);
     assert!(
         stdout.contains("lsn: 0/0020"),
         "the WAL crossed into segment 2"
+    );
+    assert!(
+        stdout.contains("lsn: 0/00300028"),
+        "after the switch, WAL goes on at the start of segment 3"
     );
     // The only complaint is the end of WAL: zeros where the next record would be.
     assert!(

@@ -212,12 +212,16 @@ impl Point {
 /// `name.mean`, `name.p50`, `name.p90` and `name.max`, in first-recorded order.
 fn metrics(events: &EventStats) -> Vec<Metric> {
     let metric = |name: String, value: f64| Metric { name, value };
-    let mut out: Vec<Metric> = events
-        .counters()
+    // By name, so every point lists them in the same order whichever thread counted first.
+    let mut counters = events.counters();
+    counters.sort_by_key(|c| c.0);
+    let mut distributions = events.distributions();
+    distributions.sort_by_key(|d| d.0);
+    let mut out: Vec<Metric> = counters
         .into_iter()
         .map(|(name, n)| metric(name.to_string(), n as f64))
         .collect();
-    for (name, d) in events.distributions() {
+    for (name, d) in distributions {
         out.extend([
             metric(format!("{name}.count"), d.count() as f64),
             metric(format!("{name}.mean"), d.mean()),

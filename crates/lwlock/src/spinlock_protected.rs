@@ -16,9 +16,10 @@
 //! waiters were woken, and wake them after dropping the spinlock.
 //!
 //! The variable functions (9.4) work under the same spinlock: `wait_for_var` returns at once if
-//! the lock is not held exclusively or the variable moved, else queues (at the tail, as every
-//! 9.4 waiter) as a wait-until-free waiter and sleeps; `update_var` writes the variable and wakes
-//! the wait-until-free waiters at the head of the queue.
+//! the lock is not held exclusively or the variable moved, else queues at the *front* as a
+//! wait-until-free waiter and sleeps (every other 9.4 waiter queues at the tail); `update_var`
+//! writes the variable and wakes the wait-until-free waiters at the head of the queue, which
+//! therefore include every variable waiter.
 //!
 //! Differences from PostgreSQL: the spinlock is generic (presets pick `TAS` or `TAS_SPIN`); the
 //! queue is a [`ProcList`] (as from 10) rather than `lwWaitLink` pointers, which does not change
@@ -225,7 +226,13 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
                 if value != oldval {
                     return Some(VarWait::Changed(value));
                 }
-                Self::enqueue(f, procs, me, LwLockMode::WaitUntilFree);
+                // 9.4 queues variable waiters at the front, so that `update_var` (which wakes
+                // the leading wait-until-free waiters) reaches them past any exclusive waiter.
+                let slot = procs.slot(me as usize);
+                slot.lw_waiting.store(WAITING, Relaxed);
+                slot.lw_wait_mode
+                    .store(LwLockMode::WaitUntilFree as u8, Relaxed);
+                f.waiters.push_head(procs, wait_link, me);
                 None
             })?;
             if let Some(found) = found {

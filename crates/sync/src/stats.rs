@@ -338,7 +338,12 @@ impl EventStats {
     /// Adds `n` to counter `name`.
     #[inline]
     pub fn count(&mut self, name: &'static str, n: u64) {
-        match self.counters.iter_mut().find(|(k, _)| *k == name) {
+        // The same literal is usually the same address: compare that before the bytes.
+        match self
+            .counters
+            .iter_mut()
+            .find(|(k, _)| std::ptr::eq(*k, name) || *k == name)
+        {
             Some((_, total)) => *total += n,
             None => self.counters.push((name, n)),
         }

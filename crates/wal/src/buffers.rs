@@ -251,6 +251,16 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(out)
     }
 
+    /// The one record starting at `lsn`, read back from the buffers (as
+    /// [`read_records`](Self::read_records) does); for walking prev-links backwards.
+    pub fn read_record(&self, lsn: u64) -> Result<ReadRecord, String> {
+        if lsn < self.start {
+            return Err(format!("{} is before this WAL", crate::lsn(lsn)));
+        }
+        self.read_record_at(lsn, u64::MAX / 2)?
+            .ok_or_else(|| format!("no whole record at {}", crate::lsn(lsn)))
+    }
+
     /// Where the record after `r` starts.
     pub(crate) fn next_record_start(&self, r: &ReadRecord) -> u64 {
         if r.rmid == record::RM_XLOG_ID && r.info == record::XLOG_SWITCH {

@@ -34,16 +34,15 @@
 //!   PostgreSQL would have stopped, a [`FileDevice`] refuses every later call
 //!   once a write or flush has failed (a retried `fsync` may report success
 //!   after the kernel dropped the dirty pages).
-//! * A segment whose last page is written is not fsynced at once, as
-//!   `XLogWrite` does when it finishes a segment; it is fdatasynced by the next
-//!   [`FlushDevice::flush`], together with the current segment. Durability at
-//!   the return of `flush` is the same.
+//! * A flush fdatasyncs every segment written since the last one (the WAL
+//!   model's `XLogWrite` itself flushes each segment it finishes, as
+//!   PostgreSQL's does).
 //! * Recycling happens when a new segment is needed (keeping at most
 //!   `keep_segments` old files), not at checkpoints (`RemoveOldXlogFiles`);
 //!   there is no archiving, no `wal_keep_size`, no replication slots, and no
 //!   `wal_init_zero = off` / `wal_recycle = off`.
-//! * Recycled segments keep their old contents, as in PostgreSQL; nothing here
-//!   reads WAL back, so there are no page headers to tell old data from new.
+//! * Recycled segments keep their old contents, as in PostgreSQL, where a
+//!   reader tells old pages from new by the page address in their headers.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -54,16 +53,15 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pglocks_sync::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-/// XLOG_BLCKSZ: the size of a WAL page (PostgreSQL's default, 8 kB).
-pub const XLOG_BLCKSZ: usize = 8192;
-
-/// The default `wal_segment_size` (16 MB, as chosen by `initdb`).
-pub const DEFAULT_WAL_SEGMENT_SIZE: u64 = 16 * 1024 * 1024;
+/// `XLOG_BLCKSZ` as a length.
+const XLOG_BLCKSZ: usize = crate::pos::XLOG_BLCKSZ as usize;
 
 /// The largest segment size accepted (PostgreSQL's `WalSegMaxSize`, 1 GB).
 pub const MAX_WAL_SEGMENT_SIZE: u64 = 1024 * 1024 * 1024;
@@ -188,9 +186,9 @@ pub enum DeviceError {
     Failed(String),
 }
 
-/// Formats a WAL position as PostgreSQL does (`LSN_FORMAT_ARGS`: "%X/%08X").
+/// [`crate::lsn`] for an error message's field.
 fn fmt_lsn(lsn: &u64) -> String {
-    format!("{:X}/{:08X}", lsn >> 32, *lsn as u32)
+    crate::pos::lsn(*lsn)
 }
 
 /// Where `XLogWrite` sends its pages: models the I/O half of `XLogWrite`,
@@ -447,7 +445,7 @@ fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
 /// [`FlushLatency`] (models the wait in `issue_xlog_fsync`).
 ///
 /// A flush computes its deadline as its start plus the draw and sleeps with
-/// `std::thread::sleep` until then (again if woken early). A zero draw
+/// `pglocks_sync::time::sleep` until then (again if woken early). A zero draw
 /// returns at once without any system call.
 ///
 /// # Timer slack
@@ -545,7 +543,7 @@ fn sleep_until(deadline: Instant) {
     }
     reduce_timer_slack_once();
     while now < deadline {
-        std::thread::sleep(deadline - now);
+        pglocks_sync::time::sleep(deadline - now);
         now = Instant::now();
     }
 }
@@ -613,8 +611,8 @@ struct Segment {
 /// current one (`issue_xlog_fsync` with `wal_sync_method = fdatasync`), and
 /// does nothing when nothing was written since.
 ///
-/// The first segment (number 0) is created or opened by
-/// [`create`](Self::create). After a failed write or flush every call returns
+/// Segments are created or opened when the first write reaches them. After a
+/// failed write or flush every call returns
 /// [`DeviceError::Failed`]. A directory must be used by one device at a time
 /// (the temporary name is per process, as in PostgreSQL).
 #[derive(Debug)]
@@ -641,7 +639,7 @@ impl FileDevice {
     /// directory holds only segments with WAL in them (pg_waldump reads the segment size from
     /// the first file it finds).
     ///
-    /// `segment_size` must be a power of two between [`XLOG_BLCKSZ`] and
+    /// `segment_size` must be a power of two between `XLOG_BLCKSZ` and
     /// [`MAX_WAL_SEGMENT_SIZE`]; small sizes such as 64 kB keep tests quick.
     pub fn create(dir: &Path, segment_size: u64) -> Result<Self, DeviceError> {
         check_segment_size(segment_size)?;
@@ -1128,6 +1126,7 @@ impl FlushDevice for RecordingDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pos::DEFAULT_WAL_SEGMENT_SIZE;
     use std::os::unix::fs::MetadataExt;
     use std::sync::OnceLock;
 

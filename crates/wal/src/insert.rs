@@ -141,6 +141,12 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         })
     }
 
+    /// Where the last reserved record starts (`PrevBytePos` as an LSN), if any.
+    pub fn last_record(&self, b: &mut Backend) -> Result<Option<u64>, WalError> {
+        let prev = self.insert_pos.lock(b)?.with(|p| p.prev);
+        Ok(prev.map(|p| self.layout.bytepos_to_recptr(p)))
+    }
+
     /// How far WAL space has been reserved, as an end LSN (the read of `CurrBytePos` that
     /// `WaitXLogInsertionsToFinish` and `GetXLogInsertRecPtr` make).
     pub(crate) fn reserved_upto(&self, b: &mut Backend) -> Result<u64, WalError> {
@@ -346,5 +352,66 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(self
             .layout
             .bytepos_to_end_recptr(start + SIZE_OF_XLOG_RECORD))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{NullDevice, Record, Wal, WalConfig};
+    use pglocks_lwlock::wait_state::WAITING;
+    use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+    use pglocks_sync::atomic::Ordering::Relaxed;
+    use pglocks_sync::ProcTable;
+
+    #[test]
+    fn a_backend_that_waited_for_its_insertion_lock_moves_to_the_next() {
+        let wal: Wal<AtomicLwLock<Pg96Layout>> =
+            Wal::new(WalConfig::new(2), Box::new(NullDevice)).unwrap();
+        let procs = ProcTable::new(2);
+        let mut holder = procs.attach().unwrap();
+        let mut b = procs.attach().unwrap();
+        let mut w = wal.backend();
+        let rec = Record {
+            xid: 1,
+            rmid: 10,
+            info: 0,
+            payload: &[1; 40],
+        };
+        // Uncontended, a backend keeps to lock procno % 8.
+        let first = b.procno() % 8;
+        for _ in 0..3 {
+            wal.insert(&mut b, &mut w, &rec).unwrap();
+        }
+        assert_eq!(w.lock_to_try, Some(first));
+        // Someone holds that lock: the insert waits for it, then moves on for next time.
+        let lock = &wal.insert_locks[first].lock;
+        lock.acquire(&mut holder, LwLockMode::Exclusive).unwrap();
+        std::thread::scope(|s| {
+            let (wal, rec) = (&wal, &rec);
+            let (b, w) = (&mut b, &mut w);
+            let t = s.spawn(move || {
+                b.take_stats();
+                wal.insert(b, w, rec).unwrap();
+                let slept = b
+                    .take_stats()
+                    .waits
+                    .entries()
+                    .iter()
+                    .any(|e| e.lock == "WALInsert");
+                (w.my_lock_no, w.lock_to_try, slept)
+            });
+            let slot = procs.slot(1 - holder.procno());
+            while slot.lw_waiting.load(Relaxed) != WAITING {
+                std::thread::yield_now();
+            }
+            // Queued; give it time to go to sleep (if it does not, its second attempt took the
+            // lock and it did not wait: PostgreSQL's LWLockAcquire then reports no wait either).
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            lock.release(&mut holder).unwrap();
+            let (used, next, slept) = t.join().unwrap();
+            assert_eq!(used, first);
+            let expected = if slept { (first + 1) % 8 } else { first };
+            assert_eq!(next, Some(expected), "slept: {slept}");
+        });
     }
 }

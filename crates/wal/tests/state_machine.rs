@@ -34,7 +34,7 @@ struct Model {
     pos: u64,
     /// Start of the last record.
     prev: u64,
-    /// (start, payload) of the records, in order.
+    /// (start, prev-link, payload) of the records, in order.
     records: Vec<(u64, u64, Vec<u8>)>,
 }
 

@@ -137,14 +137,17 @@ proptest! {
     }
 }
 
-/// Three backends insert through a ring of 4 buffers, so inserters must write old pages out
-/// (advertising their position, waiting for older insertions, taking WALWriteLock) to proceed.
-fn wrap_the_ring<K: pglocks_lwlock::RawLwLock>() {
-    let cfg = config(4, Insertion::Locks(8), 4);
+/// `threads` backends insert through a ring of 4 buffers with `locks` insertion locks, so
+/// inserters must write old pages out (advertising their position, waiting for older insertions,
+/// taking WALWriteLock) to proceed, and share insertion locks when there are more of them than
+/// locks. Afterwards the records still in the ring read back through their prev-links, each
+/// backend's in its own order.
+fn wrap_the_ring<K: pglocks_lwlock::RawLwLock>(threads: usize, locks: usize) {
+    let cfg = config(threads + 1, Insertion::Locks(locks), 4);
     let wal: Arc<Wal<K>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
-    let procs = ProcTable::new(4);
+    let procs = ProcTable::new(threads + 1);
     std::thread::scope(|s| {
-        for t in 0..3 {
+        for t in 0..threads {
             let (wal, procs) = (&wal, &procs);
             s.spawn(move || {
                 let mut b = procs.attach().unwrap();
@@ -152,7 +155,7 @@ fn wrap_the_ring<K: pglocks_lwlock::RawLwLock>() {
                 for i in 0..300 {
                     let p = payload(t, i, 100 + (i as usize * 37) % 3000);
                     let rec = Record {
-                        xid: 1,
+                        xid: t as u32,
                         rmid: 10,
                         info: 0,
                         payload: &p,
@@ -171,15 +174,43 @@ fn wrap_the_ring<K: pglocks_lwlock::RawLwLock>() {
         tip > wal.start() + 4 * 8192 * 10,
         "wrapped the ring many times"
     );
+    // Walk back from the last record while its pages are still in the ring.
+    let mut at = wal.last_record(&mut b).unwrap().unwrap();
+    let mut last_seq = vec![u32::MAX; threads];
+    let mut walked = 0;
+    while let Ok(r) = wal.read_record(at) {
+        let seq = u32::from_le_bytes(r.payload[4..8].try_into().unwrap());
+        let t = r.xid as usize;
+        assert_eq!(
+            r.payload,
+            payload(t, seq, r.payload.len()),
+            "record at {at:X}"
+        );
+        assert!(seq < last_seq[t], "backend {t}'s records out of order");
+        last_seq[t] = seq;
+        walked += 1;
+        at = r.prev;
+    }
+    assert!(walked >= 3, "walked back {walked} records");
 }
 
 #[test]
 fn a_small_ring_is_written_out_as_it_wraps() {
-    wrap_the_ring::<Lw>();
-    wrap_the_ring::<SpinlockProtectedLwLock<PgSpinLock>>();
+    wrap_the_ring::<Lw>(3, 8);
+    wrap_the_ring::<SpinlockProtectedLwLock<PgSpinLock>>(3, 8);
     // Peers without LWLockWaitForVar of their own (the trait's polling default).
-    wrap_the_ring::<pglocks_lwlock::ParkingLotLwLock>();
-    wrap_the_ring::<pglocks_lwlock::HandoffLwLock>();
+    wrap_the_ring::<pglocks_lwlock::ParkingLotLwLock>(3, 8);
+    wrap_the_ring::<pglocks_lwlock::HandoffLwLock>(3, 8);
+}
+
+#[test]
+fn more_backends_than_insertion_locks() {
+    // Backends queue on each other's insertion locks, and an evicting inserter waits for
+    // insertingAt on a lock with exclusive waiters queued: 9.4's variable waiters must be at
+    // the front of the queue for LWLockUpdateVar to wake them (they were not: this hung).
+    wrap_the_ring::<SpinlockProtectedLwLock<PgSpinLock>>(6, 2);
+    wrap_the_ring::<Lw>(6, 2);
+    wrap_the_ring::<pglocks_lwlock::MutexWaitListLwLock>(6, 1);
 }
 
 #[test]
@@ -199,6 +230,77 @@ fn single_lock_and_plain_acquire_still_group_commit_safely() {
         insert_and_check::<SpinlockProtectedLwLock<PgSpinLock>, LockedVar>(cfg, 3, &[40; 30], true)
             .unwrap();
     }
+}
+
+/// Commits from `threads` backends with a 50 µs `commit_delay` and `commit_siblings` = 0 (so
+/// the delay is always due): returns (commits, flushes, `CommitDelay` sleeps).
+fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
+    let cfg = WalConfig {
+        commit_delay: Duration::from_micros(50),
+        commit_siblings: 0,
+        commit_delay_in_flush: in_flush,
+        ..config(4, insertion, 64)
+    };
+    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
+    let procs = ProcTable::new(4);
+    let mut all = pglocks_sync::stats::BackendStats::default();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let (wal, procs) = (&wal, &procs);
+                s.spawn(move || {
+                    let mut b = procs.attach().unwrap();
+                    let mut w = wal.backend();
+                    for x in 0..40 {
+                        wal.commit(&mut b, &mut w, x).unwrap();
+                    }
+                    b.take_stats()
+                })
+            })
+            .collect();
+        for h in hs {
+            all.merge(&h.join().unwrap());
+        }
+    });
+    let counters = all.events.counters();
+    let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
+    let sleeps = all
+        .waits
+        .entries()
+        .iter()
+        .find(|e| e.lock == "CommitDelay")
+        .map_or(0, |e| e.count);
+    (get("wal.commits"), get("wal.flushes"), sleeps)
+}
+
+#[test]
+fn commit_delay_is_slept_by_the_leader_from_93_and_by_every_committer_before() {
+    for insertion in [Insertion::Locks(8), Insertion::OneLock] {
+        // 9.3+: one sleep per flush, by the backend about to flush.
+        let (commits, flushes, sleeps) = commit_delays(true, insertion);
+        assert_eq!(commits, 120);
+        assert_eq!(sleeps, flushes, "{insertion:?}");
+        // <= 9.2: every committer sleeps before XLogFlush.
+        let (commits, _, sleeps) = commit_delays(false, insertion);
+        assert_eq!(sleeps, commits, "{insertion:?}");
+    }
+}
+
+#[test]
+fn minimum_active_backends_counts_the_others() {
+    let wal: Wal<Lw> = Wal::new(config(4, Insertion::Locks(8), 64), Box::new(NullDevice)).unwrap();
+    let procs = ProcTable::new(4);
+    let bs: Vec<_> = (0..4).map(|_| procs.attach().unwrap()).collect();
+    assert!(wal.minimum_active_backends(&bs[0], 0));
+    assert!(!wal.minimum_active_backends(&bs[0], 1));
+    wal.set_active(&bs[0], true);
+    // Itself does not count.
+    assert!(!wal.minimum_active_backends(&bs[0], 1));
+    wal.set_active(&bs[1], true);
+    wal.set_active(&bs[2], true);
+    assert!(wal.minimum_active_backends(&bs[0], 2));
+    assert!(!wal.minimum_active_backends(&bs[0], 3));
+    assert!(wal.minimum_active_backends(&bs[3], 3));
 }
 
 #[test]
@@ -341,7 +443,8 @@ fn misuse_is_a_typed_error() {
 
 #[test]
 fn the_file_device_gets_real_pages() {
-    let dir = tempfile_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let dev = pglocks_wal::FileDevice::create(&dir, 64 * 1024).unwrap();
     let cfg = config(2, Insertion::Locks(8), 16);
     let wal: Wal<Lw> = Wal::new(cfg, Box::new(dev)).unwrap();
@@ -379,11 +482,4 @@ fn the_file_device_gets_real_pages() {
         u64::from_le_bytes(seg1[88..96].try_into().unwrap()),
         64 * 1024 + 40
     );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pglocks-wal-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }

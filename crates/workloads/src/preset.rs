@@ -202,7 +202,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "commit_delay",
-        "microseconds or a duration (10us, 1ms): the flush leader's sleep before flushing (0 = off)",
+        "microseconds or a duration (10us, 1ms): sleep before a flush, by the leader from 9.3, by every committer before (0 = off)",
     ),
     (
         "commit_siblings",
@@ -214,7 +214,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "wal_var",
-        "locked|atomic: insertingAt under the wait-list lock (<= 16) or lock-free (17+)",
+        "locked|atomic: insertingAt under the wait-list lock (<= 16), or lock-free with the logInsertResult shortcut (17+)",
     ),
     ("wal_buffers", "N in 4..=262144: WAL buffer pages of 8 KB"),
     (
@@ -223,7 +223,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "flush_latency",
-        "the simulated device's flush time: 2ms, 500us, 1ms..3ms (uniform) or 0 (also --flush-latency)",
+        "the simulated device's flush time (default 1ms): 2ms, 500us, 1ms..3ms (uniform) or 0 (also --flush-latency)",
     ),
     (
         "record_size",

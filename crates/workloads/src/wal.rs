@@ -1,8 +1,8 @@
 //! The WAL workloads, on the preset's WAL ([`pglocks_wal::Wal`]) and flush device.
 //!
 //! - `wal-insert`: one `XLogInsertRecord` of `record_size` payload bytes (a heap record); WAL
-//!   pages are written out as the buffer ring wraps, never flushed for a commit. What it
-//!   measures is insertion scaling: one `WALInsertLock` (≤ 9.3) against 8 insertion locks.
+//!   pages are written out as the buffer ring wraps, and flushed only when a segment is
+//!   finished (as `XLogWrite` does), never for a commit. What it measures is insertion scaling: one `WALInsertLock` (≤ 9.3) against 8 insertion locks.
 //! - `wal-commit`: one transaction's commit: a commit record, then `XLogFlush` of it. With a
 //!   device of fixed latency `L` and `N` backends, the ideal is every flush covering all `N`
 //!   commits, `N / L` commits per second; the report shows that ideal and the fraction reached,
