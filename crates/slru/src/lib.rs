@@ -1,0 +1,533 @@
+//! PostgreSQL's simple LRU buffers (slru.c) and the commit log on top of them (clog.c, in
+//! [`clog`]).
+//!
+//! # The algorithm
+//! An SLRU keeps a few 8 KB pages of a large, mostly append-only array (transaction statuses,
+//! subtransaction parents, multixact members…) in a fixed set of buffer *slots*. A slot holds a
+//! page number, a status — empty, read in progress, valid, write in progress — a dirty flag and
+//! an LRU count. Lookups are a linear scan: there are few slots, so no hash table is needed.
+//!
+//! Up to 16 one *control lock* guards every slot's state; from 17 the slots are split into
+//! *banks* of 16, page `p` can only live in bank `p % nbanks`, and each bank has its own lock
+//! and LRU counter, so lookups of pages in different banks no longer contend. Holding the bank
+//! lock exclusively is needed to change anything; `ReadPage_ReadOnly` looks a page up under the
+//! lock in *shared* mode, and only on a miss retakes it exclusively and reads the page in.
+//!
+//! I/O never happens under the bank lock. To read a page in, a backend picks a slot, marks it
+//! read-in-progress, takes the slot's own I/O lock exclusively, releases the bank lock, reads,
+//! then retakes the bank lock, marks the slot valid and releases the I/O lock. Whoever finds a
+//! slot busy waits for its I/O by releasing the bank lock, taking the I/O lock in shared mode
+//! (which waits for the I/O's holder), releasing it and retaking the bank lock, then starts
+//! over: anything may have changed meanwhile.
+//!
+//! The victim for a new page is an empty slot if there is one, else the least recently used
+//! valid slot — never the slot of the latest page (it is the one being appended to). Up to 9.1
+//! the plain LRU slot was chosen even if it was busy with I/O (and then waited for); from 9.2 a
+//! busy slot is chosen only when every other slot is busy too ([`Victim`]). A dirty victim is
+//! written out first, and the search starts over.
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles; the bank lock a function needs is taken and
+//!   released by the caller around it through [`Slru::lock_bank`] / [`Slru::unlock_bank`], as
+//!   PostgreSQL's callers do.
+//! - Page bytes are relaxed atomics (ordered by the bank and I/O locks), so the buffers need no
+//!   `unsafe`.
+//! - An I/O error leaves the slot in a clean state at once (empty after a failed read, dirty
+//!   after a failed write), so `SimpleLruWaitIO`'s repair of a slot abandoned mid-I/O is not
+//!   needed.
+//! - No per-page LSNs in the SLRU itself (the commit log keeps its group LSNs in [`clog`]); no
+//!   truncation, no `SimpleLruDoesPhysicalPageExist`, no sync requests.
+
+pub mod clog;
+pub mod store;
+
+pub use store::{FileStore, MemoryStore, PageStore, BLCKSZ, SLRU_PAGES_PER_SEGMENT};
+
+use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use pglocks_sync::time::Instant;
+use pglocks_sync::{Backend, CachePadded};
+use std::path::PathBuf;
+// Page bytes are data ordered by the locks, so std's atomics even under loom.
+use std::sync::atomic::AtomicU8 as DataByte;
+
+/// `SLRU_BANK_SIZE` (17+): slots per bank.
+pub const SLRU_BANK_SIZE: usize = 16;
+
+/// Slot states (`SlruPageStatus`).
+pub mod page_status {
+    /// `SLRU_PAGE_EMPTY`: the slot holds no page.
+    pub const EMPTY: u8 = 0;
+    /// `SLRU_PAGE_READ_IN_PROGRESS`: being read in.
+    pub const READ_IN_PROGRESS: u8 = 1;
+    /// `SLRU_PAGE_VALID`: holds a page.
+    pub const VALID: u8 = 2;
+    /// `SLRU_PAGE_WRITE_IN_PROGRESS`: holds a page that is being written out.
+    pub const WRITE_IN_PROGRESS: u8 = 3;
+}
+use page_status::*;
+
+/// How a victim slot is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Victim {
+    /// ≤ 9.1: the least recently used slot, even if busy with I/O (then waited for).
+    PlainLru,
+    /// 9.2+: the least recently used *valid* slot; an I/O-busy one only if all are busy.
+    AvoidIoBusy,
+}
+
+/// The shape of one SLRU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlruConfig {
+    /// Buffer slots (`NUM_CLOG_BUFFERS` / `transaction_buffers`).
+    pub slots: usize,
+    /// 17+: banks of [`SLRU_BANK_SIZE`] slots, each with its own lock; else one control lock.
+    pub banks: bool,
+    /// Victim rule.
+    pub victim: Victim,
+    /// Tranche name of the bank (control) locks, e.g. `XactSLRU`.
+    pub lock_name: &'static str,
+    /// Tranche name of the per-slot I/O locks, e.g. `XactBuffer`.
+    pub buffer_lock_name: &'static str,
+}
+
+impl SlruConfig {
+    /// Checks the shape.
+    pub fn validate(&self) -> Result<(), SlruError> {
+        let bad = |m: String| Err(SlruError::Config(m));
+        if self.slots == 0 || self.slots > 131_072 {
+            return bad(format!(
+                "buffer slots must be 1 to 131072, not {}",
+                self.slots
+            ));
+        }
+        if self.banks && self.slots % SLRU_BANK_SIZE != 0 {
+            return bad(format!(
+                "with banks, buffer slots must be a multiple of {SLRU_BANK_SIZE}, not {}",
+                self.slots
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the SLRU and the commit log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SlruError {
+    /// Page I/O failed (`SlruReportIOError`).
+    #[error("could not {what} file \"{}\" for page {pageno}: {source}", path.display())]
+    Io {
+        /// `open`, `read from`, `write to`.
+        what: &'static str,
+        /// The segment file.
+        path: PathBuf,
+        /// The page.
+        pageno: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An LWLock refused.
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+    /// A shape out of range.
+    #[error("invalid SLRU setting: {0}")]
+    Config(String),
+    /// A commit-log status change PostgreSQL forbids (its `Assert` in `TransactionIdSetStatusBit`).
+    #[error("cannot change the status of transaction {xid} from {from} to {to}")]
+    BadTransition {
+        /// The transaction.
+        xid: u32,
+        /// Its status now.
+        from: &'static str,
+        /// The status asked for.
+        to: &'static str,
+    },
+}
+
+struct Bank<K> {
+    lock: K,
+    /// `bank_cur_lru_count`.
+    cur_lru_count: AtomicU32,
+}
+
+struct Slot<K> {
+    page_number: AtomicU64,
+    status: AtomicU8,
+    dirty: AtomicBool,
+    lru_count: AtomicU32,
+    /// `buffer_locks[slotno]`: held exclusively during the slot's I/O.
+    io_lock: K,
+    page: Box<[DataByte]>,
+}
+
+/// One SLRU: slots, banks and their locks, over a [`PageStore`] (models `SlruSharedData` and
+/// `SlruCtlData`).
+pub struct Slru<K: RawLwLock> {
+    bank_size: usize,
+    nbanks: usize,
+    victim: Victim,
+    banks: Box<[CachePadded<Bank<K>>]>,
+    slots: Box<[Slot<K>]>,
+    /// `latest_page_number`: never evicted.
+    latest_page_number: CachePadded<AtomicU64>,
+    store: Box<dyn PageStore>,
+}
+
+impl<K: RawLwLock> Slru<K> {
+    /// Models `SimpleLruInit`: empty slots over `store`.
+    pub fn new(cfg: &SlruConfig, store: Box<dyn PageStore>) -> Result<Self, SlruError> {
+        cfg.validate()?;
+        let bank_size = if cfg.banks { SLRU_BANK_SIZE } else { cfg.slots };
+        let nbanks = cfg.slots / bank_size;
+        Ok(Self {
+            bank_size,
+            nbanks,
+            victim: cfg.victim,
+            banks: (0..nbanks)
+                .map(|_| {
+                    CachePadded::new(Bank {
+                        lock: K::new(cfg.lock_name),
+                        cur_lru_count: AtomicU32::new(0),
+                    })
+                })
+                .collect(),
+            slots: (0..cfg.slots)
+                .map(|_| Slot {
+                    page_number: AtomicU64::new(0),
+                    status: AtomicU8::new(EMPTY),
+                    dirty: AtomicBool::new(false),
+                    lru_count: AtomicU32::new(0),
+                    io_lock: K::new(cfg.buffer_lock_name),
+                    page: (0..BLCKSZ).map(|_| DataByte::new(0)).collect(),
+                })
+                .collect(),
+            latest_page_number: CachePadded::new(AtomicU64::new(0)),
+            store,
+        })
+    }
+
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The bank page `pageno` belongs to (`pageno % nbanks`).
+    #[inline]
+    fn bank_of(&self, pageno: u64) -> usize {
+        (pageno % self.nbanks as u64) as usize
+    }
+
+    /// The bank slot `slotno` is in (`SlotGetBankNumber`).
+    #[inline]
+    fn bank_of_slot(&self, slotno: usize) -> usize {
+        slotno / self.bank_size
+    }
+
+    /// Takes the lock of page `pageno`'s bank (`SimpleLruGetBankLock` + `LWLockAcquire`).
+    #[inline]
+    pub fn lock_bank(
+        &self,
+        b: &mut Backend,
+        pageno: u64,
+        mode: LwLockMode,
+    ) -> Result<(), SlruError> {
+        self.banks[self.bank_of(pageno)].lock.acquire(b, mode)?;
+        Ok(())
+    }
+
+    /// Takes the lock of page `pageno`'s bank if it is free right now.
+    pub fn try_lock_bank(&self, b: &mut Backend, pageno: u64) -> Result<bool, SlruError> {
+        Ok(self.banks[self.bank_of(pageno)]
+            .lock
+            .conditional_acquire(b, LwLockMode::Exclusive)?)
+    }
+
+    /// Releases the lock of page `pageno`'s bank.
+    #[inline]
+    pub fn unlock_bank(&self, b: &mut Backend, pageno: u64) -> Result<(), SlruError> {
+        self.banks[self.bank_of(pageno)].lock.release(b)?;
+        Ok(())
+    }
+
+    /// The page number slot `slotno` holds (meaningful unless the slot is empty).
+    pub fn page_number(&self, slotno: usize) -> u64 {
+        self.slots[slotno].page_number.load(Relaxed)
+    }
+
+    /// The slot's [`page_status`].
+    pub fn status(&self, slotno: usize) -> u8 {
+        self.slots[slotno].status.load(Relaxed)
+    }
+
+    /// Byte `i` of the page in `slotno` (bank lock held, any mode).
+    #[inline]
+    pub fn byte(&self, slotno: usize, i: usize) -> u8 {
+        self.slots[slotno].page[i].load(Relaxed)
+    }
+
+    /// Sets byte `i` of the page in `slotno` (bank lock held exclusively); the caller marks the
+    /// page dirty.
+    #[inline]
+    pub fn set_byte(&self, slotno: usize, i: usize, v: u8) {
+        self.slots[slotno].page[i].store(v, Relaxed);
+    }
+
+    /// Marks the page in `slotno` dirty (`page_dirty[slotno] = true`; bank lock held exclusively).
+    #[inline]
+    pub fn mark_dirty(&self, slotno: usize) {
+        self.slots[slotno].dirty.store(true, Relaxed);
+    }
+
+    /// Models `SlruRecentlyUsed`: bumps the bank's LRU counter into the slot, unless it already
+    /// has the current value. Runs under the bank lock in shared mode too, racing with others:
+    /// the worst outcome is a less than optimal victim, as in PostgreSQL.
+    #[inline]
+    fn recently_used(&self, slotno: usize) {
+        let bank = &self.banks[self.bank_of_slot(slotno)];
+        let count = bank.cur_lru_count.load(Relaxed);
+        let slot = &self.slots[slotno];
+        if count != slot.lru_count.load(Relaxed) {
+            bank.cur_lru_count.store(count.wrapping_add(1), Relaxed);
+            slot.lru_count.store(count.wrapping_add(1), Relaxed);
+        }
+    }
+
+    /// Models `SimpleLruZeroPage`: a slot for new page `pageno`, zeroed, valid, dirty, and now
+    /// the latest page. Bank lock held exclusively.
+    pub fn zero_page(&self, b: &mut Backend, pageno: u64) -> Result<usize, SlruError> {
+        let slotno = self.select_lru_page(b, pageno)?;
+        let slot = &self.slots[slotno];
+        slot.page_number.store(pageno, Relaxed);
+        slot.status.store(VALID, Relaxed);
+        slot.dirty.store(true, Relaxed);
+        self.recently_used(slotno);
+        for byte in slot.page.iter() {
+            byte.store(0, Relaxed);
+        }
+        self.latest_page_number.store(pageno, Relaxed);
+        Ok(slotno)
+    }
+
+    /// Models `SimpleLruReadPage`: the slot holding `pageno`, read in if needed. Bank lock held
+    /// exclusively at entry and exit (released meanwhile for I/O). With `write_ok`, a page
+    /// being written out is good enough.
+    pub fn read_page(
+        &self,
+        b: &mut Backend,
+        pageno: u64,
+        write_ok: bool,
+    ) -> Result<usize, SlruError> {
+        loop {
+            let slotno = self.select_lru_page(b, pageno)?;
+            let slot = &self.slots[slotno];
+            let status = slot.status.load(Relaxed);
+            if status != EMPTY && slot.page_number.load(Relaxed) == pageno {
+                if status == READ_IN_PROGRESS || status == WRITE_IN_PROGRESS && !write_ok {
+                    self.wait_io(b, slotno, pageno)?;
+                    continue;
+                }
+                self.recently_used(slotno);
+                b.stats.events.count("slru.hits", 1);
+                return Ok(slotno);
+            }
+            if status == VALID {
+                b.stats.events.count("slru.evictions", 1);
+            }
+            // A miss: read the page into the victim slot, without the bank lock.
+            slot.page_number.store(pageno, Relaxed);
+            slot.status.store(READ_IN_PROGRESS, Relaxed);
+            slot.dirty.store(false, Relaxed);
+            slot.io_lock.acquire(b, LwLockMode::Exclusive)?;
+            self.unlock_bank(b, pageno)?;
+            let mut buf = [0u8; BLCKSZ];
+            let t = Instant::now();
+            let read = self.store.read_page(pageno, &mut buf);
+            b.stats
+                .waits
+                .record("SLRURead", "IO", t.elapsed().as_nanos() as u64);
+            if read.is_ok() {
+                for (byte, &v) in slot.page.iter().zip(buf.iter()) {
+                    byte.store(v, Relaxed);
+                }
+            }
+            self.lock_bank(b, pageno, LwLockMode::Exclusive)?;
+            slot.status
+                .store(if read.is_ok() { VALID } else { EMPTY }, Relaxed);
+            slot.io_lock.release(b)?;
+            read?;
+            self.recently_used(slotno);
+            b.stats.events.count("slru.reads", 1);
+            return Ok(slotno);
+        }
+    }
+
+    /// Models `SimpleLruReadPage_ReadOnly`: looks `pageno` up under the bank lock in shared mode
+    /// and returns its slot if it is there (and not still being read); otherwise retakes the
+    /// lock exclusively and reads it in. The bank lock is not held at entry and is held, in
+    /// one mode or the other, at exit: release it with [`Self::unlock_bank`].
+    pub fn read_page_read_only(&self, b: &mut Backend, pageno: u64) -> Result<usize, SlruError> {
+        self.lock_bank(b, pageno, LwLockMode::Shared)?;
+        let bank = self.bank_of(pageno) * self.bank_size;
+        for slotno in bank..bank + self.bank_size {
+            let slot = &self.slots[slotno];
+            let status = slot.status.load(Relaxed);
+            if status != EMPTY
+                && status != READ_IN_PROGRESS
+                && slot.page_number.load(Relaxed) == pageno
+            {
+                self.recently_used(slotno);
+                b.stats.events.count("slru.hits", 1);
+                return Ok(slotno);
+            }
+        }
+        self.unlock_bank(b, pageno)?;
+        self.lock_bank(b, pageno, LwLockMode::Exclusive)?;
+        self.read_page(b, pageno, true)
+    }
+
+    /// Models `SimpleLruWaitIO`: waits for the I/O on `slotno` by taking its I/O lock in shared
+    /// mode, with the bank lock (of `pageno`) released meanwhile.
+    fn wait_io(&self, b: &mut Backend, slotno: usize, pageno: u64) -> Result<(), SlruError> {
+        self.unlock_bank(b, pageno)?;
+        let io = &self.slots[slotno].io_lock;
+        io.acquire(b, LwLockMode::Shared)?;
+        io.release(b)?;
+        self.lock_bank(b, pageno, LwLockMode::Exclusive)
+    }
+
+    /// Models `SlruSelectLRUPage`: a slot that holds `pageno` (in any state but empty), or a
+    /// free one — empty, or valid and clean — writing out a dirty victim or waiting for I/O
+    /// first when it must. Bank lock held exclusively.
+    fn select_lru_page(&self, b: &mut Backend, pageno: u64) -> Result<usize, SlruError> {
+        let bank_no = self.bank_of(pageno);
+        let first = bank_no * self.bank_size;
+        let range = first..first + self.bank_size;
+        loop {
+            for slotno in range.clone() {
+                let slot = &self.slots[slotno];
+                if slot.status.load(Relaxed) != EMPTY && slot.page_number.load(Relaxed) == pageno {
+                    return Ok(slotno);
+                }
+            }
+            let bank = &self.banks[bank_no];
+            let cur_count = bank.cur_lru_count.fetch_add(1, Relaxed);
+            let latest = self.latest_page_number.load(Relaxed);
+            // (slot, delta, page) of the best valid and the best I/O-busy candidate.
+            let mut best_valid: Option<(usize, u32, u64)> = None;
+            let mut best_busy: Option<(usize, u32, u64)> = None;
+            for slotno in range.clone() {
+                let slot = &self.slots[slotno];
+                let status = slot.status.load(Relaxed);
+                if status == EMPTY {
+                    return Ok(slotno);
+                }
+                let lru = slot.lru_count.load(Relaxed);
+                let delta = if (cur_count.wrapping_sub(lru) as i32) < 0 {
+                    // Lost increments: back the slot's count off rather than chase it.
+                    slot.lru_count.store(cur_count, Relaxed);
+                    0
+                } else {
+                    cur_count.wrapping_sub(lru)
+                };
+                let page = slot.page_number.load(Relaxed);
+                if page == latest {
+                    continue;
+                }
+                let better = |best: Option<(usize, u32, u64)>| match best {
+                    None => true,
+                    Some((_, d, p)) => delta > d || delta == d && page < p,
+                };
+                let busy = status != VALID && self.victim == Victim::AvoidIoBusy;
+                if busy {
+                    if better(best_busy) {
+                        best_busy = Some((slotno, delta, page));
+                    }
+                } else if better(best_valid) {
+                    best_valid = Some((slotno, delta, page));
+                }
+            }
+            let Some((victim, _, _)) = best_valid else {
+                // Every candidate is busy with I/O: wait for the least recently used one.
+                match best_busy {
+                    Some((slotno, _, _)) => self.wait_io(b, slotno, pageno)?,
+                    None => {
+                        return Err(SlruError::Config(
+                            "an SLRU needs at least two slots per bank (one holds the latest page)"
+                                .into(),
+                        ))
+                    }
+                }
+                continue;
+            };
+            let slot = &self.slots[victim];
+            match slot.status.load(Relaxed) {
+                VALID if !slot.dirty.load(Relaxed) => return Ok(victim),
+                VALID => self.write_page(b, victim)?,
+                // ≤ 9.1: the plain LRU slot was busy; wait for its I/O and look again.
+                _ => self.wait_io(b, victim, pageno)?,
+            }
+        }
+    }
+
+    /// Models `SlruInternalWritePage` / `SimpleLruWritePage`: writes the page in `slotno` out if
+    /// it is dirty, with the bank lock released during the write. Bank lock held exclusively.
+    pub fn write_page(&self, b: &mut Backend, slotno: usize) -> Result<(), SlruError> {
+        let slot = &self.slots[slotno];
+        let pageno = slot.page_number.load(Relaxed);
+        while slot.status.load(Relaxed) == WRITE_IN_PROGRESS
+            && slot.page_number.load(Relaxed) == pageno
+        {
+            self.wait_io(b, slotno, pageno)?;
+        }
+        if !slot.dirty.load(Relaxed)
+            || slot.status.load(Relaxed) != VALID
+            || slot.page_number.load(Relaxed) != pageno
+        {
+            return Ok(());
+        }
+        slot.status.store(WRITE_IN_PROGRESS, Relaxed);
+        slot.dirty.store(false, Relaxed);
+        slot.io_lock.acquire(b, LwLockMode::Exclusive)?;
+        let mut buf = [0u8; BLCKSZ];
+        for (v, byte) in buf.iter_mut().zip(slot.page.iter()) {
+            *v = byte.load(Relaxed);
+        }
+        self.unlock_bank(b, pageno)?;
+        let t = Instant::now();
+        let written = self.store.write_page(pageno, &buf);
+        b.stats
+            .waits
+            .record("SLRUWrite", "IO", t.elapsed().as_nanos() as u64);
+        self.lock_bank(b, pageno, LwLockMode::Exclusive)?;
+        if written.is_err() {
+            slot.dirty.store(true, Relaxed);
+        }
+        slot.status.store(VALID, Relaxed);
+        slot.io_lock.release(b)?;
+        written?;
+        b.stats.events.count("slru.writes", 1);
+        Ok(())
+    }
+
+    /// Models `SimpleLruWriteAll` (a checkpoint): writes out every dirty page, bank by bank.
+    pub fn write_all(&self, b: &mut Backend) -> Result<(), SlruError> {
+        for bank_no in 0..self.nbanks {
+            let first = bank_no * self.bank_size;
+            let pageno = bank_no as u64; // any page of this bank
+            self.lock_bank(b, pageno, LwLockMode::Exclusive)?;
+            let mut done = Ok(());
+            for slotno in first..first + self.bank_size {
+                if self.slots[slotno].status.load(Relaxed) != EMPTY {
+                    done = self.write_page(b, slotno);
+                    if done.is_err() {
+                        break;
+                    }
+                }
+            }
+            self.unlock_bank(b, pageno)?;
+            done?;
+        }
+        Ok(())
+    }
+}
