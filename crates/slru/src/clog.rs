@@ -332,8 +332,9 @@ impl<K: RawLwLock> Clog<K> {
         let slotno = self.slru.read_page(b, pageno, lsn == 0)?;
         for &x in xid.iter().chain(subxids) {
             let from = self.status_in(slotno, x);
-            let sub_ok = status == XidStatus::Committed && from == XidStatus::SubCommitted;
-            if !(from == XidStatus::InProgress || from == status || sub_ok) {
+            // PostgreSQL's rule: from in progress, from sub-committed, or to the same status.
+            if !(from == XidStatus::InProgress || from == XidStatus::SubCommitted || from == status)
+            {
                 return Err(SlruError::BadTransition {
                     xid: x,
                     from: from.name(),
