@@ -218,9 +218,25 @@ fn metrics(events: &EventStats) -> Vec<Metric> {
     let mut distributions = events.distributions();
     distributions.sort_by_key(|d| d.0);
     let mut out: Vec<Metric> = counters
-        .into_iter()
-        .map(|(name, n)| metric(name.to_string(), n as f64))
+        .iter()
+        .map(|&(name, n)| metric(name.to_string(), n as f64))
         .collect();
+    // A cache's `P.hits` and `P.reads` (misses) also give `P.hit_ratio`.
+    for &(name, hits) in &counters {
+        let Some(prefix) = name.strip_suffix(".hits") else {
+            continue;
+        };
+        let reads = counters
+            .iter()
+            .find(|c| c.0.strip_suffix(".reads") == Some(prefix))
+            .map_or(0, |c| c.1);
+        if hits + reads > 0 {
+            out.push(metric(
+                format!("{prefix}.hit_ratio"),
+                hits as f64 / (hits + reads) as f64,
+            ));
+        }
+    }
     for (name, d) in distributions {
         out.extend([
             metric(format!("{name}.count"), d.count() as f64),

@@ -5,6 +5,7 @@
 //! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
 //! hands the harness one operation per thread. Workloads never print and never time anything.
 
+mod clog;
 mod lmgr;
 mod lwlock;
 pub mod preset;
@@ -68,6 +69,16 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "lmgr-strong-mix",
         summary: "lmgr-relation, with AccessExclusiveLock on one relation every `strong_every` transactions",
         impls: lmgr::IMPLS,
+    },
+    WorkloadInfo {
+        name: "clog-get",
+        summary: "look up a transaction's status among the newest `xid_window` xids (TransactionIdGetStatus)",
+        impls: clog::IMPLS,
+    },
+    WorkloadInfo {
+        name: "clog-set",
+        summary: "commit the next xid in the commit log (TransactionIdCommitTree; group update from 11)",
+        impls: clog::IMPLS,
     },
     WorkloadInfo {
         name: "wal-insert",
@@ -222,6 +233,8 @@ pub fn series_with(
         "lmgr-relation" => lmgr::series(w.name, lmgr::Kind::Relation, impl_name, &settings)?,
         "lmgr-vxid" => lmgr::series(w.name, lmgr::Kind::Vxid, impl_name, &settings)?,
         "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
+        "clog-get" => clog::series(w.name, clog::Kind::Get, impl_name, &settings)?,
+        "clog-set" => clog::series(w.name, clog::Kind::Set, impl_name, &settings)?,
         "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
         "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
@@ -335,6 +348,35 @@ mod tests {
                 "{dev}"
             );
         }
+    }
+
+    #[test]
+    fn clog_workloads_run_on_every_variant() {
+        for w in ["clog-get", "clog-set"] {
+            for preset in ["pg91", "pg92", "pg96", "pg11", "pg17"] {
+                let preset = Preset::by_name(preset).unwrap();
+                let sets = ["xid_window=400000".into(), "slru_latency=10us".into()];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(3)).unwrap();
+                assert!(run.total_ops() > 0, "{w} {}", preset.name);
+            }
+        }
+        let s = Preset::by_name("pg17").unwrap().settings();
+        assert_eq!((s.clog_buffers, s.slru_banks), (1024, true));
+        let s = Preset::by_name("pg91").unwrap().settings();
+        assert_eq!(
+            (s.clog_buffers, s.slru_victim),
+            (8, pglocks_slru::Victim::PlainLru)
+        );
+        let mut s = Preset::by_name("pg17").unwrap().settings();
+        s.apply("shared_buffers=128").unwrap();
+        assert_eq!(
+            s.clog_buffers, 32,
+            "128 MB: 2 MB per GB of shared_buffers, two banks"
+        );
+        s.apply("shared_buffers=16").unwrap();
+        assert_eq!(s.clog_buffers, 16, "the minimum, one bank");
+        assert!(s.apply("slru_victim=random").is_err());
     }
 
     #[test]

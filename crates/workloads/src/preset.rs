@@ -6,6 +6,8 @@
 
 use crate::WorkloadError;
 use pglocks_lmgr::FastPathLayout;
+use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
+use pglocks_slru::Victim;
 use pglocks_sync::time::Duration;
 use pglocks_wal::{FlushLatency, FlushWait, Insertion, WalConfig};
 
@@ -56,6 +58,22 @@ pub struct Settings {
     pub flush_latency: FlushLatency,
     /// Workload `wal-insert`: payload bytes per record.
     pub record_size: u32,
+    /// clog.c: CLOG buffers (8 up to 9.1, 32 in 9.2–9.5, 128 in 9.6–16 — the maxima, reached
+    /// from 512 MB of shared_buffers; from 17 `transaction_buffers` autotuned from
+    /// `shared_buffers`).
+    pub clog_buffers: usize,
+    /// slru.c (17+): banks of 16 buffers with their own locks.
+    pub slru_banks: bool,
+    /// slru.c: plain LRU victims (≤ 9.1) or avoiding I/O-busy slots (9.2+).
+    pub slru_victim: Victim,
+    /// clog.c (11+): group update of transaction status.
+    pub clog_group_update: bool,
+    /// `shared_buffers` in MB (sizes 17's `transaction_buffers`).
+    pub shared_buffers_mb: u32,
+    /// The simulated time of one SLRU page read or write.
+    pub slru_latency: Duration,
+    /// Workload `clog-get`: lookups fall among the newest this many xids.
+    pub xid_window: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -230,6 +248,31 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=1000000: payload bytes per record (wal-insert)",
     ),
     (
+        "clog_buffers",
+        "N in 2..=131072: CLOG buffer slots (8 <= 9.1, 32 in 9.2, 128 from 9.6; with banks a multiple of 16)",
+    ),
+    (
+        "slru_banks",
+        "on|off: SLRU banks of 16 slots with their own locks (17+)",
+    ),
+    (
+        "slru_victim",
+        "plain|avoid-busy: plain LRU victims (<= 9.1) or avoiding I/O-busy slots (9.2+)",
+    ),
+    ("clog_group_update", "on|off: CLOG group update (11+)"),
+    (
+        "shared_buffers",
+        "MB in 16..=1048576: sizes 17's transaction_buffers (default 8192; sets clog_buffers when banks are on)",
+    ),
+    (
+        "slru_latency",
+        "a duration (50us, 1ms, 0): the simulated time of one SLRU page read or write",
+    ),
+    (
+        "xid_window",
+        "N in 1..=2000000: clog-get looks up among the newest N xids (default 100000)",
+    ),
+    (
         "relations",
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
@@ -320,6 +363,21 @@ impl Preset {
             flush_device: FlushDeviceKind::Simulated,
             flush_latency: FlushLatency::Fixed(Duration::from_millis(1)),
             record_size: 100,
+            clog_buffers: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => 8,
+                "pg92" | "pg93" | "pg94" | "pg95" => 32,
+                "pg17" | "pg18" => clog_autotune_buffers(8192 * 128),
+                _ => 128,
+            },
+            slru_banks: matches!(self.name, "pg17" | "pg18"),
+            slru_victim: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => Victim::PlainLru,
+                _ => Victim::AvoidIoBusy,
+            },
+            clog_group_update: matches!(self.name, "pg11" | "pg14" | "pg17" | "pg18"),
+            shared_buffers_mb: 8192,
+            slru_latency: Duration::from_micros(50),
+            xid_window: 100_000,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -358,6 +416,17 @@ impl Settings {
             wal_buffers: self.wal_buffers,
             ..WalConfig::new(max_backends)
         }
+    }
+
+    /// The commit log of these settings for `max_backends` backends.
+    pub fn clog_config(&self, max_backends: usize) -> ClogConfig {
+        ClogConfig::new(
+            self.clog_buffers,
+            self.slru_banks,
+            self.slru_victim,
+            self.clog_group_update,
+            max_backends,
+        )
     }
 
     /// Applies one `knob=value` override.
@@ -451,6 +520,30 @@ impl Settings {
                     .map_err(|_| bad("a duration such as 2ms or 500us, a range 1ms..3ms, or 0"))?
             }
             "record_size" => self.record_size = number(1, 1_000_000)?,
+            "clog_buffers" => self.clog_buffers = number(2, 131_072)? as usize,
+            "slru_banks" => self.slru_banks = on_off()?,
+            "slru_victim" => {
+                self.slru_victim = match value {
+                    "plain" => Victim::PlainLru,
+                    "avoid-busy" => Victim::AvoidIoBusy,
+                    _ => return Err(bad("plain or avoid-busy")),
+                }
+            }
+            "clog_group_update" => self.clog_group_update = on_off()?,
+            "shared_buffers" => {
+                self.shared_buffers_mb = number(16, 1_048_576)?;
+                if self.slru_banks {
+                    self.clog_buffers =
+                        clog_autotune_buffers(self.shared_buffers_mb as usize * 128);
+                }
+            }
+            "slru_latency" => {
+                self.slru_latency = match value.parse::<FlushLatency>() {
+                    Ok(FlushLatency::Fixed(d)) if d <= Duration::from_secs(1) => d,
+                    _ => return Err(bad("a duration such as 50us or 1ms, or 0")),
+                }
+            }
+            "xid_window" => self.xid_window = number(1, 2_000_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {

@@ -1,0 +1,114 @@
+//! The commit-log workloads, on the preset's CLOG ([`pglocks_slru::clog::Clog`]) over an
+//! in-memory page store whose reads and writes take `slru_latency` (a miss costs an I/O).
+//!
+//! - `clog-get`: `TransactionIdGetStatus` of a random xid among the newest `xid_window` ones
+//!   (`TransactionLogFetch` for a visibility check that missed the hint bits). A window wider
+//!   than the buffers (8 pages of 32768 xids up to 9.1, 32 in 9.2, 128 from 9.6, banks in 17)
+//!   forces misses and evictions.
+//! - `clog-set`: a commit: the next xid from `XidGenLock` (which extends the commit log at each
+//!   new page, as `GetNewTransactionId` does), then `TransactionIdCommitTree` of it — with 11's
+//!   group update when the bank lock is busy.
+
+use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
+use crate::preset::Settings;
+use crate::{proc_table, WorkloadError};
+use pglocks_harness::sweep::RunFn;
+use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_slru::clog::{Clog, XidStatus, CLOG_XACTS_PER_PAGE};
+use pglocks_slru::MemoryStore;
+use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
+use pglocks_sync::Backend;
+use rand::RngExt;
+use std::sync::Arc;
+
+/// Implementations of the commit-log workloads.
+pub const IMPLS: &[(&str, &str)] = &[(
+    "pg",
+    "PostgreSQL's clog.c/slru.c of the preset (buffers, banks, victim rule, group update, LWLocks)",
+)];
+
+/// Which commit-log workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Get,
+    Set,
+}
+
+/// The newest xid when a run starts: far enough in that every window fits below it.
+const START_XID: u32 = 64 * CLOG_XACTS_PER_PAGE;
+
+/// `XidGenLock` and `nextXid`.
+struct XidGen<K> {
+    lock: K,
+    next: AtomicU32,
+}
+
+fn workload_error(e: impl std::error::Error + Send + Sync + 'static) -> HarnessError {
+    HarnessError::Workload(Box::new(e))
+}
+
+fn run<K: RawLwLock>(
+    settings: &Settings,
+    kind: Kind,
+    spec: &TeamSpec,
+) -> Result<pglocks_harness::TeamRun, HarnessError> {
+    let procs = proc_table(settings, spec.threads);
+    let cfg = settings.clog_config(spec.threads);
+    let store = MemoryStore::new(settings.slru_latency);
+    let clog: Arc<Clog<K>> = Arc::new(Clog::new(&cfg, Box::new(store)).map_err(workload_error)?);
+    let xids = Arc::new(XidGen {
+        lock: K::new("XidGen"),
+        next: AtomicU32::new(START_XID),
+    });
+    {
+        let mut b = procs.attach().map_err(workload_error)?;
+        clog.extend(&mut b, START_XID).map_err(workload_error)?;
+    }
+    let window = settings.xid_window;
+    run_team(spec, &procs, |_| {
+        let (clog, xids) = (Arc::clone(&clog), Arc::clone(&xids));
+        move |b: &mut Backend| -> Result<(), pglocks_slru::SlruError> {
+            match kind {
+                Kind::Get => {
+                    let back = b.rng.random_range(1..=window);
+                    clog.get_status(b, START_XID.saturating_sub(back)).map(drop)
+                }
+                Kind::Set => {
+                    xids.lock.acquire(b, LwLockMode::Exclusive)?;
+                    let xid = xids.next.fetch_add(1, Relaxed);
+                    let extended = if xid % CLOG_XACTS_PER_PAGE == 0 {
+                        clog.extend(b, xid)
+                    } else {
+                        Ok(())
+                    };
+                    xids.lock.release(b)?;
+                    extended?;
+                    clog.set_tree_status(b, xid, &[], XidStatus::Committed, 0)
+                }
+            }
+        }
+    })
+}
+
+struct ClogRun<'a>(&'a Settings, Kind);
+
+impl MakeWithLwLock for ClogRun<'_> {
+    fn make<K: RawLwLock>(self) -> RunFn<'static> {
+        let (settings, kind) = (self.0.clone(), self.1);
+        Box::new(move |spec| run::<K>(&settings, kind, spec))
+    }
+}
+
+/// The runner of commit-log workload `kind` for `impl_name` under `settings`.
+pub(crate) fn series(
+    workload: &str,
+    kind: Kind,
+    impl_name: &str,
+    settings: &Settings,
+) -> Result<RunFn<'static>, WorkloadError> {
+    match impl_name {
+        "pg" => Ok(with_lwlock_type(settings, ClogRun(settings, kind))),
+        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
+    }
+}
