@@ -9,7 +9,7 @@
 //!   new page, as `GetNewTransactionId` does), then `TransactionIdCommitTree` of it — with 11's
 //!   group update when the bank lock is busy.
 
-use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
+use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
 use crate::{proc_table, WorkloadError};
 use pglocks_harness::sweep::RunFn;
@@ -107,8 +107,11 @@ pub(crate) fn series(
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
-    match impl_name {
-        "pg" => Ok(with_lwlock_type(settings, ClogRun(settings, kind))),
-        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
-    }
+    crate::pg_only(
+        workload,
+        impl_name,
+        IMPLS,
+        settings,
+        ClogRun(settings, kind),
+    )
 }

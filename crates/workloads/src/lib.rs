@@ -185,6 +185,21 @@ pub(crate) fn unknown_impl(workload: &str, name: &str, impls: &[(&str, &str)]) -
     }
 }
 
+/// The runner of a workload whose only implementation is PostgreSQL's model (`pg`), built by
+/// `make` on the preset's LWLock type.
+pub(crate) fn pg_only(
+    workload: &str,
+    impl_name: &str,
+    impls: &[(&str, &str)],
+    settings: &Settings,
+    make: impl lwlock::MakeWithLwLock,
+) -> Result<pglocks_harness::sweep::RunFn<'static>, WorkloadError> {
+    match impl_name {
+        "pg" => Ok(lwlock::with_lwlock_type(settings, make)),
+        _ => Err(unknown_impl(workload, impl_name, impls)),
+    }
+}
+
 /// Looks a workload up by name.
 pub fn workload(name: &str) -> Result<&'static WorkloadInfo, WorkloadError> {
     WORKLOADS

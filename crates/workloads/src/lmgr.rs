@@ -12,7 +12,7 @@
 //!   `LOCK TABLE` would: it bumps the strong-lock counter, moves every backend's fast-path
 //!   entries for it into the main table, and waits for their holders.
 
-use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
+use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
 use crate::{proc_table, WorkloadError};
 use pglocks_harness::sweep::RunFn;
@@ -112,8 +112,5 @@ pub(crate) fn series(
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
-    match impl_name {
-        "pg" => Ok(with_lwlock_type(settings, Lmgr(settings, kind))),
-        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
-    }
+    crate::pg_only(workload, impl_name, IMPLS, settings, Lmgr(settings, kind))
 }

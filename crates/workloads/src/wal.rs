@@ -8,7 +8,7 @@
 //!   commits, `N / L` commits per second; the report shows that ideal and the fraction reached,
 //!   and the `wal.commits_per_flush` distribution.
 
-use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
+use crate::lwlock::MakeWithLwLock;
 use crate::preset::{FlushDeviceKind, Settings};
 use crate::{proc_table, WorkloadError};
 use pglocks_harness::sweep::RunFn;
@@ -118,8 +118,5 @@ pub(crate) fn series(
     impl_name: &str,
     settings: &Settings,
 ) -> Result<RunFn<'static>, WorkloadError> {
-    match impl_name {
-        "pg" => Ok(with_lwlock_type(settings, WalRun(settings, kind))),
-        _ => Err(crate::unknown_impl(workload, impl_name, IMPLS)),
-    }
+    crate::pg_only(workload, impl_name, IMPLS, settings, WalRun(settings, kind))
 }
