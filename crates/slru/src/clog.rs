@@ -34,6 +34,7 @@
 use crate::{PageStore, Slru, SlruConfig, SlruError, Victim};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use pglocks_sync::sync::Mutex;
 use pglocks_sync::{Backend, CachePadded};
 
 /// `CLOG_XACTS_PER_PAGE`.
@@ -118,6 +119,7 @@ impl ClogConfig {
                 victim,
                 lock_name: "XactSLRU",
                 buffer_lock_name: "XactBuffer",
+                lsn_groups_per_page: CLOG_LSNS_PER_PAGE,
             },
             group_update,
             max_backends,
@@ -143,13 +145,13 @@ struct GroupMember {
     lsn: AtomicU64,
     nsubxids: AtomicU8,
     subxids: [AtomicU32; THRESHOLD_SUBTRANS_CLOG_OPT],
+    /// The leader's outcome for this member's update, handed over before the wake-up.
+    error: Mutex<Option<SlruError>>,
 }
 
 /// The commit log.
 pub struct Clog<K: RawLwLock> {
     slru: Slru<K>,
-    /// `group_lsn`: `CLOG_LSNS_PER_PAGE` per slot, under the bank lock.
-    group_lsn: Box<[AtomicU64]>,
     group_update: bool,
     /// `ProcGlobal->clogGroupFirst`.
     group_first: CachePadded<AtomicU32>,
@@ -161,9 +163,6 @@ impl<K: RawLwLock> Clog<K> {
     pub fn new(cfg: &ClogConfig, store: Box<dyn PageStore>) -> Result<Self, SlruError> {
         let slru = Slru::new(&cfg.slru, store)?;
         Ok(Self {
-            group_lsn: (0..cfg.slru.slots * CLOG_LSNS_PER_PAGE)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
             group_update: cfg.group_update,
             group_first: CachePadded::new(AtomicU32::new(INVALID_PROC)),
             members: (0..cfg.max_backends)
@@ -190,18 +189,9 @@ impl<K: RawLwLock> Clog<K> {
         }
         let pageno = xid_to_page(newest_xid);
         self.slru.lock_bank(b, pageno, LwLockMode::Exclusive)?;
-        let zeroed = self.slru.zero_page(b, pageno);
-        if let Ok(slotno) = zeroed {
-            self.zero_lsns(slotno);
-        }
-        self.slru.unlock_bank(b, pageno)?;
-        zeroed.map(drop)
-    }
-
-    fn zero_lsns(&self, slotno: usize) {
-        for l in &self.group_lsn[slotno * CLOG_LSNS_PER_PAGE..(slotno + 1) * CLOG_LSNS_PER_PAGE] {
-            l.store(0, Relaxed);
-        }
+        // On an error the bank lock is already released.
+        self.slru.zero_page(b, pageno)?;
+        self.slru.unlock_bank(b, pageno)
     }
 
     /// Models `TransactionIdGetStatus`: the status of `xid` and its group's LSN, looked up with
@@ -210,7 +200,7 @@ impl<K: RawLwLock> Clog<K> {
         let pageno = xid_to_page(xid);
         let slotno = self.slru.read_page_read_only(b, pageno)?;
         let status = self.status_in(slotno, xid);
-        let lsn = self.group_lsn[lsn_index(slotno, xid)].load(Relaxed);
+        let lsn = self.slru.group_lsn(slotno, lsn_group(xid));
         self.slru.unlock_bank(b, pageno)?;
         Ok((status, lsn))
     }
@@ -299,10 +289,8 @@ impl<K: RawLwLock> Clog<K> {
         {
             if let Some(xid) = xid {
                 if self.slru.try_lock_bank(b, pageno)? {
-                    let done =
-                        self.set_page_status_internal(b, Some(xid), subxids, status, lsn, pageno);
-                    self.slru.unlock_bank(b, pageno)?;
-                    return done;
+                    self.set_page_status_internal(b, Some(xid), subxids, status, lsn, pageno)?;
+                    return self.slru.unlock_bank(b, pageno);
                 }
                 if let Some(done) =
                     self.group_update_xid_status(b, xid, subxids, status, lsn, pageno)?
@@ -312,13 +300,14 @@ impl<K: RawLwLock> Clog<K> {
             }
         }
         self.slru.lock_bank(b, pageno, LwLockMode::Exclusive)?;
-        let done = self.set_page_status_internal(b, xid, subxids, status, lsn, pageno);
-        self.slru.unlock_bank(b, pageno)?;
-        done
+        // On an error the bank lock is already released.
+        self.set_page_status_internal(b, xid, subxids, status, lsn, pageno)?;
+        self.slru.unlock_bank(b, pageno)
     }
 
     /// Models `TransactionIdSetPageStatusInternal`: reads the page in and sets the bits
-    /// (sub-committing the subtransactions before the parent on a commit). Bank lock held.
+    /// (sub-committing the subtransactions before the parent on a commit). Bank lock held at
+    /// entry; still held after `Ok`, released after an error.
     fn set_page_status_internal(
         &self,
         b: &mut Backend,
@@ -335,6 +324,7 @@ impl<K: RawLwLock> Clog<K> {
             // PostgreSQL's rule: from in progress, from sub-committed, or to the same status.
             if !(from == XidStatus::InProgress || from == XidStatus::SubCommitted || from == status)
             {
+                self.slru.unlock_bank(b, pageno)?;
                 return Err(SlruError::BadTransition {
                     xid: x,
                     from: from.name(),
@@ -368,10 +358,7 @@ impl<K: RawLwLock> Clog<K> {
             (old & !(3 << shift)) | ((status as u8) << shift),
         );
         if lsn != 0 {
-            let group = &self.group_lsn[lsn_index(slotno, xid)];
-            if group.load(Relaxed) < lsn {
-                group.store(lsn, Relaxed);
-            }
+            self.slru.advance_group_lsn(slotno, lsn_group(xid), lsn);
         }
     }
 
@@ -431,41 +418,36 @@ impl<K: RawLwLock> Clog<K> {
                 .waits
                 .record("XactGroupUpdate", "IPC", t.elapsed().as_nanos() as u64);
             b.stats.events.count("clog.group_followers", 1);
-            return Ok(Some(Ok(())));
+            let error = m.error.lock().map_or(None, |mut e| e.take());
+            return Ok(Some(error.map_or(Ok(()), Err)));
         }
-        // The leader: lock the page's bank, detach the list, apply every member's update.
-        let mut locked = pageno;
-        self.slru.lock_bank(b, locked, LwLockMode::Exclusive)?;
+        // The leader: lock the page's bank, detach the list, apply every member's update, then
+        // wake them all, whatever went wrong on the way (an error is handed to its member).
+        let first_lock = self.slru.lock_bank(b, pageno, LwLockMode::Exclusive);
         let head = self.group_first.swap(INVALID_PROC, AcqRel);
-        let mut outcome = Ok(());
+        let mut held = first_lock.as_ref().ok().map(|()| pageno);
+        let mut outcome = first_lock;
         let mut at = head;
         while at != INVALID_PROC {
             let f = &self.members[at as usize];
             let page = f.page.load(Relaxed);
-            if self.slru.bank_of(page) != self.slru.bank_of(locked) {
-                self.slru.unlock_bank(b, locked)?;
-                self.slru.lock_bank(b, page, LwLockMode::Exclusive)?;
-            }
-            locked = page;
-            let n = f.nsubxids.load(Relaxed) as usize;
-            let subs: Vec<u32> = f.subxids[..n].iter().map(|s| s.load(Relaxed)).collect();
-            let done = self.set_page_status_internal(
-                b,
-                Some(f.xid.load(Relaxed)),
-                &subs,
-                XidStatus::from_bits(f.status.load(Relaxed)),
-                f.lsn.load(Relaxed),
-                page,
-            );
+            let done = self.leader_apply(b, f, page, &mut held);
             if at == me {
-                outcome = done;
-            } else if done.is_err() {
-                // Another member's forbidden change: PostgreSQL would have failed an Assert.
-                outcome = outcome.and(done);
+                if outcome.is_ok() {
+                    outcome = done;
+                }
+            } else if let Err(e) = done {
+                if let Ok(mut slot) = f.error.lock() {
+                    *slot = Some(e);
+                }
             }
             at = f.next.load(Relaxed);
         }
-        self.slru.unlock_bank(b, locked)?;
+        if let Some(page) = held {
+            if let Err(e) = self.slru.unlock_bank(b, page) {
+                outcome = outcome.and(Err(e));
+            }
+        }
         b.stats.events.count("clog.group_leads", 1);
         // Wake the members after releasing the lock.
         let mut at = head;
@@ -483,6 +465,44 @@ impl<K: RawLwLock> Clog<K> {
     }
 }
 
+impl<K: RawLwLock> Clog<K> {
+    /// One member's update by the group leader, switching to the bank lock of the member's page
+    /// when it differs from the one `held` (`None`: no lock held, after an error).
+    fn leader_apply(
+        &self,
+        b: &mut Backend,
+        f: &GroupMember,
+        page: u64,
+        held: &mut Option<u64>,
+    ) -> Result<(), SlruError> {
+        match *held {
+            Some(h) if self.slru.bank_of(h) == self.slru.bank_of(page) => {}
+            Some(h) => {
+                *held = None;
+                self.slru.unlock_bank(b, h)?;
+                self.slru.lock_bank(b, page, LwLockMode::Exclusive)?;
+            }
+            None => self.slru.lock_bank(b, page, LwLockMode::Exclusive)?,
+        }
+        *held = Some(page);
+        let n = f.nsubxids.load(Relaxed) as usize;
+        let subs: Vec<u32> = f.subxids[..n].iter().map(|s| s.load(Relaxed)).collect();
+        let done = self.set_page_status_internal(
+            b,
+            Some(f.xid.load(Relaxed)),
+            &subs,
+            XidStatus::from_bits(f.status.load(Relaxed)),
+            f.lsn.load(Relaxed),
+            page,
+        );
+        if done.is_err() {
+            // set_page_status_internal released the lock.
+            *held = None;
+        }
+        done
+    }
+}
+
 /// Byte and bit shift of `xid`'s status in its page.
 #[inline]
 fn position(xid: u32) -> (usize, u32) {
@@ -490,8 +510,8 @@ fn position(xid: u32) -> (usize, u32) {
     ((in_page / 4) as usize, (in_page % 4) * 2)
 }
 
-/// `GetLSNIndex`.
+/// `GetLSNIndex` within a slot: the LSN group of `xid` in its page.
 #[inline]
-fn lsn_index(slotno: usize, xid: u32) -> usize {
-    slotno * CLOG_LSNS_PER_PAGE + ((xid % CLOG_XACTS_PER_PAGE) / CLOG_XACTS_PER_LSN_GROUP) as usize
+fn lsn_group(xid: u32) -> usize {
+    ((xid % CLOG_XACTS_PER_PAGE) / CLOG_XACTS_PER_LSN_GROUP) as usize
 }

@@ -34,9 +34,13 @@
 //!   `unsafe`.
 //! - An I/O error leaves the slot in a clean state at once (empty after a failed read, dirty
 //!   after a failed write), so `SimpleLruWaitIO`'s repair of a slot abandoned mid-I/O is not
-//!   needed.
-//! - No per-page LSNs in the SLRU itself (the commit log keeps its group LSNs in [`clog`]); no
-//!   truncation, no `SimpleLruDoesPhysicalPageExist`, no sync requests.
+//!   needed. A function that returns an error holds no bank lock (PostgreSQL's `ERROR`
+//!   releases every LWLock).
+//! - Writing a page does not first flush WAL up to the page's group LSNs
+//!   (`SlruPhysicalWritePage`'s `XLogFlush`): the commit log here has no WAL.
+//! - No truncation, no `SimpleLruDoesPhysicalPageExist`, no sync requests.
+//! - 8.1–8.4 details are not modelled (an exclusive lock for every lookup, CLEAN/DIRTY page
+//!   states): the pg81/pg82 presets use 9.1's SLRU.
 
 pub mod clog;
 pub mod store;
@@ -89,15 +93,19 @@ pub struct SlruConfig {
     pub lock_name: &'static str,
     /// Tranche name of the per-slot I/O locks, e.g. `XactBuffer`.
     pub buffer_lock_name: &'static str,
+    /// `nlsns` of `SimpleLruInit`: LSNs kept per page (the commit log's groups), zeroed
+    /// whenever a page is read in or zeroed.
+    pub lsn_groups_per_page: usize,
 }
 
 impl SlruConfig {
     /// Checks the shape.
     pub fn validate(&self) -> Result<(), SlruError> {
         let bad = |m: String| Err(SlruError::Config(m));
-        if self.slots == 0 || self.slots > 131_072 {
+        if self.slots < 2 || self.slots > 131_072 {
+            // One slot always holds the latest page, so a bank needs another to read into.
             return bad(format!(
-                "buffer slots must be 1 to 131072, not {}",
+                "buffer slots must be 2 to 131072, not {}",
                 self.slots
             ));
         }
@@ -133,6 +141,9 @@ pub enum SlruError {
     /// A shape out of range.
     #[error("invalid SLRU setting: {0}")]
     Config(String),
+    /// The xid counter ran out (PostgreSQL stops assigning xids before wraparound).
+    #[error("database is not accepting commands to avoid wraparound data loss")]
+    XidWraparound,
     /// A commit-log status change PostgreSQL forbids (its `Assert` in `TransactionIdSetStatusBit`).
     #[error("cannot change the status of transaction {xid} from {from} to {to}")]
     BadTransition {
@@ -171,6 +182,9 @@ pub struct Slru<K: RawLwLock> {
     slots: Box<[Slot<K>]>,
     /// `latest_page_number`: never evicted.
     latest_page_number: CachePadded<AtomicU64>,
+    /// `group_lsn`: `lsn_groups` per slot, under the bank lock.
+    group_lsn: Box<[AtomicU64]>,
+    lsn_groups: usize,
     store: Box<dyn PageStore>,
 }
 
@@ -203,6 +217,10 @@ impl<K: RawLwLock> Slru<K> {
                 })
                 .collect(),
             latest_page_number: CachePadded::new(AtomicU64::new(0)),
+            group_lsn: (0..cfg.slots * cfg.lsn_groups_per_page)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            lsn_groups: cfg.lsn_groups_per_page,
             store,
         })
     }
@@ -279,6 +297,28 @@ impl<K: RawLwLock> Slru<K> {
         self.slots[slotno].dirty.store(true, Relaxed);
     }
 
+    /// LSN group `group` of the page in `slotno` (bank lock held).
+    #[inline]
+    pub fn group_lsn(&self, slotno: usize, group: usize) -> u64 {
+        self.group_lsn[slotno * self.lsn_groups + group].load(Relaxed)
+    }
+
+    /// Raises LSN group `group` of the page in `slotno` to `lsn` (bank lock held exclusively).
+    #[inline]
+    pub fn advance_group_lsn(&self, slotno: usize, group: usize, lsn: u64) {
+        let g = &self.group_lsn[slotno * self.lsn_groups + group];
+        if g.load(Relaxed) < lsn {
+            g.store(lsn, Relaxed);
+        }
+    }
+
+    /// Models `SimpleLruZeroLSNs`.
+    fn zero_lsns(&self, slotno: usize) {
+        for g in &self.group_lsn[slotno * self.lsn_groups..(slotno + 1) * self.lsn_groups] {
+            g.store(0, Relaxed);
+        }
+    }
+
     /// Models `SlruRecentlyUsed`: bumps the bank's LRU counter into the slot, unless it already
     /// has the current value. Runs under the bank lock in shared mode too, racing with others:
     /// the worst outcome is a less than optimal victim, as in PostgreSQL.
@@ -305,6 +345,7 @@ impl<K: RawLwLock> Slru<K> {
         for byte in slot.page.iter() {
             byte.store(0, Relaxed);
         }
+        self.zero_lsns(slotno);
         self.latest_page_number.store(pageno, Relaxed);
         Ok(slotno)
     }
@@ -351,11 +392,15 @@ impl<K: RawLwLock> Slru<K> {
                     byte.store(v, Relaxed);
                 }
             }
+            self.zero_lsns(slotno);
             self.lock_bank(b, pageno, LwLockMode::Exclusive)?;
             slot.status
                 .store(if read.is_ok() { VALID } else { EMPTY }, Relaxed);
             slot.io_lock.release(b)?;
-            read?;
+            if let Err(e) = read {
+                self.unlock_bank(b, pageno)?;
+                return Err(e);
+            }
             self.recently_used(slotno);
             b.stats.events.count("slru.reads", 1);
             return Ok(slotno);
@@ -452,10 +497,11 @@ impl<K: RawLwLock> Slru<K> {
                 match best_busy {
                     Some((slotno, _, _)) => self.wait_io(b, slotno, pageno)?,
                     None => {
+                        self.unlock_bank(b, pageno)?;
                         return Err(SlruError::Config(
                             "an SLRU needs at least two slots per bank (one holds the latest page)"
                                 .into(),
-                        ))
+                        ));
                     }
                 }
                 continue;
@@ -505,7 +551,10 @@ impl<K: RawLwLock> Slru<K> {
         }
         slot.status.store(VALID, Relaxed);
         slot.io_lock.release(b)?;
-        written?;
+        if let Err(e) = written {
+            self.unlock_bank(b, pageno)?;
+            return Err(e);
+        }
         b.stats.events.count("slru.writes", 1);
         Ok(())
     }
@@ -525,8 +574,9 @@ impl<K: RawLwLock> Slru<K> {
                     }
                 }
             }
-            self.unlock_bank(b, pageno)?;
+            // On an error the bank lock is already released.
             done?;
+            self.unlock_bank(b, pageno)?;
         }
         Ok(())
     }

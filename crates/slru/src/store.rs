@@ -5,8 +5,8 @@
 //!   (what the workloads use, so that a miss costs what the preset's disk would).
 //! - [`FileStore`]: real segment files of [`SLRU_PAGES_PER_SEGMENT`] pages, named as
 //!   PostgreSQL names them (`SlruFileName`: `%04X` of the segment number), in a directory such as
-//!   a copy of `pg_xact`. A page beyond the end of its file reads as zeros, as PostgreSQL's
-//!   `SlruPhysicalReadPage` allows during recovery; a missing segment is an error.
+//!   a copy of `pg_xact`. A missing segment or a page past the end of its file is an error, as
+//!   in `SlruPhysicalReadPage` outside recovery.
 //!
 //! Differences from PostgreSQL: no fsync requests (`SlruSyncFileTag`), no open-file cache for
 //! `SimpleLruWriteAll`, no truncation.
@@ -132,7 +132,15 @@ impl PageStore for FileStore {
                 .read_at(&mut buf[done..], offset + done as u64)
                 .map_err(io_error("read from", &path, pageno))?;
             if n == 0 {
-                break; // Past the end of the file: the rest reads as zeros.
+                return Err(SlruError::Io {
+                    what: "read from",
+                    path: path.clone(),
+                    pageno,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("read too few bytes ({done} of {BLCKSZ})"),
+                    ),
+                });
             }
             done += n;
         }
@@ -170,9 +178,9 @@ mod tests {
         let mut back = [1u8; BLCKSZ];
         store.read_page(33, &mut back).unwrap();
         assert_eq!(back, page);
-        // A page past the end of an existing file reads as zeros; a missing segment fails.
-        store.read_page(40, &mut back).unwrap();
-        assert!(back.iter().all(|&b| b == 0));
+        // A page past the end of an existing file and a missing segment are errors.
+        let e = store.read_page(40, &mut back).unwrap_err().to_string();
+        assert!(e.contains("read too few bytes"), "{e}");
         let e = store.read_page(100, &mut back).unwrap_err().to_string();
         assert!(
             e.contains("could not open file") && e.contains("0003"),

@@ -141,10 +141,13 @@ fn concurrent_commits_through_few_buffers_are_all_recorded() {
         let procs = ProcTable::new(5);
         {
             let mut b = procs.attach().unwrap();
-            // The first page of the run: zero it as StartupCLOG would, and write it so the
-            // segment file exists (old pages past its end read as zeros).
+            // The first page of the run and the old pages looked at: zero them (as StartupCLOG
+            // and ExtendCLOG would) and write them out, so that they exist in the segment file.
             c.extend(&mut b, 3).unwrap();
-            c.slru().write_all(&mut b).unwrap();
+            for page in 3..9 {
+                c.extend(&mut b, page * CLOG_XACTS_PER_PAGE).unwrap();
+                c.slru().write_all(&mut b).unwrap();
+            }
         }
         // 4 backends × 3000 transactions of 1–3 xids: about 24,000 xids over 2 pages, with
         // lookups of 6 old pages in between that evict the dirty ones from the 4 buffers.
@@ -184,5 +187,140 @@ fn the_94_lwlock_and_plain_lru_also_keep_every_status() {
     let mut b = procs.attach().unwrap();
     for (&x, &s) in &expected {
         assert_eq!(c.get_status(&mut b, x).unwrap().0, s, "xid {x}");
+    }
+}
+
+/// Three committers start while the page's lock is held, so none gets it conditionally: they
+/// form a group whose leader applies every update. Returns each committer's result and the
+/// merged stats.
+fn group_of_three(
+    c: &Clog<Lw>,
+    procs: &ProcTable,
+    updates: [(u32, XidStatus); 3],
+) -> (
+    Vec<Result<(), SlruError>>,
+    pglocks_sync::stats::BackendStats,
+) {
+    let mut holder = procs.attach().unwrap();
+    c.slru()
+        .lock_bank(&mut holder, 0, pglocks_lwlock::LwLockMode::Exclusive)
+        .unwrap();
+    let (results, stats) = std::thread::scope(|s| {
+        let hs: Vec<_> = updates
+            .into_iter()
+            .map(|(xid, status)| {
+                s.spawn(move || {
+                    let mut b = procs.attach().unwrap();
+                    let r = c.set_tree_status(&mut b, xid, &[], status, 0);
+                    (r, b.take_stats())
+                })
+            })
+            .collect();
+        // Give them time to queue (if one is late it takes the lock itself: still correct).
+        std::thread::sleep(Duration::from_millis(100));
+        c.slru().unlock_bank(&mut holder, 0).unwrap();
+        let mut all = pglocks_sync::stats::BackendStats::default();
+        let mut results = Vec::new();
+        for h in hs {
+            let (r, st) = h.join().unwrap();
+            results.push(r);
+            all.merge(&st);
+        }
+        (results, all)
+    });
+    (results, stats)
+}
+
+#[test]
+fn a_group_update_applies_every_member_and_hands_each_its_own_outcome() {
+    let c = clog(8, true, 5);
+    let procs = ProcTable::new(5);
+    let mut b = procs.attach().unwrap();
+    c.extend(&mut b, 3).unwrap();
+    c.set_tree_status(&mut b, 10, &[], XidStatus::Committed, 0)
+        .unwrap();
+    // 11 and 12 commit; 10, already committed, is asked to abort: only that member fails.
+    let (results, stats) = group_of_three(
+        &c,
+        &procs,
+        [
+            (11, XidStatus::Committed),
+            (10, XidStatus::Aborted),
+            (12, XidStatus::Committed),
+        ],
+    );
+    let counters = stats.events.counters();
+    let get = |n: &str| counters.iter().find(|x| x.0 == n).map_or(0, |x| x.1);
+    assert!(get("clog.group_followers") >= 1, "{counters:?}");
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    let e = results[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("transaction 10 from committed to aborted"),
+        "{e}"
+    );
+    for (xid, s) in [
+        (10, XidStatus::Committed),
+        (11, XidStatus::Committed),
+        (12, XidStatus::Committed),
+    ] {
+        assert_eq!(c.get_status(&mut b, xid).unwrap().0, s, "{xid}");
+    }
+    // Every lock was given back: the page can be locked again.
+    c.set_tree_status(&mut b, 13, &[], XidStatus::Aborted, 0)
+        .unwrap();
+}
+
+#[test]
+fn errors_leave_no_bank_lock_held() {
+    // A commit log over an empty directory: reading any page fails.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 2);
+    let c: Clog<Lw> = Clog::new(&cfg, Box::new(FileStore::new(dir.path()))).unwrap();
+    let procs = ProcTable::new(2);
+    let mut b = procs.attach().unwrap();
+    let e = c.get_status(&mut b, 5).unwrap_err().to_string();
+    assert!(e.contains("could not open file"), "{e}");
+    // Both this backend and another can take the bank lock afterwards.
+    let mut other = procs.attach().unwrap();
+    assert!(c.slru().try_lock_bank(&mut other, 0).unwrap());
+    c.slru().unlock_bank(&mut other, 0).unwrap();
+    c.extend(&mut b, 3).unwrap();
+    c.set_tree_status(&mut b, 7, &[], XidStatus::Committed, 0)
+        .unwrap();
+    let e = c
+        .set_tree_status(&mut b, 7, &[], XidStatus::Aborted, 0)
+        .unwrap_err();
+    assert!(matches!(e, SlruError::BadTransition { .. }));
+    assert!(
+        c.slru().try_lock_bank(&mut other, 0).unwrap(),
+        "a forbidden change kept the lock"
+    );
+    c.slru().unlock_bank(&mut other, 0).unwrap();
+}
+
+#[test]
+fn a_page_read_in_starts_with_zero_group_lsns() {
+    // Two buffers: page 1's LSNs must not leak into page 2 read into the same slot.
+    let c = clog(2, false, 1);
+    let procs = ProcTable::new(1);
+    let mut b = procs.attach().unwrap();
+    c.extend(&mut b, CLOG_XACTS_PER_PAGE).unwrap();
+    c.set_tree_status(
+        &mut b,
+        CLOG_XACTS_PER_PAGE + 1,
+        &[],
+        XidStatus::Committed,
+        0xABCD,
+    )
+    .unwrap();
+    assert_eq!(
+        c.get_status(&mut b, CLOG_XACTS_PER_PAGE + 1).unwrap().1,
+        0xABCD
+    );
+    for page in [0, 2, 3] {
+        let (status, lsn) = c
+            .get_status(&mut b, page * CLOG_XACTS_PER_PAGE + 1)
+            .unwrap();
+        assert_eq!((status, lsn), (XidStatus::InProgress, 0), "page {page}");
     }
 }

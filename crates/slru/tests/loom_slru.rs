@@ -39,6 +39,7 @@ fn a_read_only_hit_never_sees_an_evicted_page() {
             victim: Victim::AvoidIoBusy,
             lock_name: "XactSLRU",
             buffer_lock_name: "XactBuffer",
+            lsn_groups_per_page: 0,
         };
         let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&cfg, Box::new(store)).unwrap());
         let procs = ProcTable::new(2);
@@ -87,6 +88,8 @@ fn group_update_applies_every_members_status_and_wakes_it() {
                     let mut b = p.attach().unwrap();
                     c.set_tree_status(&mut b, xid, &[], XidStatus::Committed, 0)
                         .unwrap();
+                    // Applied by the time the call returns, leader or follower.
+                    assert_eq!(c.get_status(&mut b, xid).unwrap().0, XidStatus::Committed);
                 })
             })
             .collect();

@@ -110,6 +110,7 @@ proptest! {
             victim: if plain { Victim::PlainLru } else { Victim::AvoidIoBusy },
             lock_name: "XactSLRU",
             buffer_lock_name: "XactBuffer",
+            lsn_groups_per_page: 0,
         };
         check(cfg, &ops)?;
     }
@@ -123,6 +124,7 @@ proptest! {
             victim: Victim::AvoidIoBusy,
             lock_name: "XactSLRU",
             buffer_lock_name: "XactBuffer",
+            lsn_groups_per_page: 0,
         };
         check(cfg, &ops)?;
     }

@@ -77,7 +77,10 @@ fn run<K: RawLwLock>(
                 Kind::Set => {
                     xids.lock.acquire(b, LwLockMode::Exclusive)?;
                     let xid = xids.next.fetch_add(1, Relaxed);
-                    let extended = if xid % CLOG_XACTS_PER_PAGE == 0 {
+                    let extended = if xid >= 1 << 31 {
+                        // xidStopLimit: the run has used up the xid space.
+                        Err(pglocks_slru::SlruError::XidWraparound)
+                    } else if xid % CLOG_XACTS_PER_PAGE == 0 {
                         clog.extend(b, xid)
                     } else {
                         Ok(())
