@@ -581,3 +581,63 @@ impl<K: RawLwLock> Slru<K> {
         Ok(())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+    use pglocks_sync::ProcTable;
+    use std::time::Duration;
+
+    fn slru(slots: usize, victim: Victim) -> Slru<AtomicLwLock<Pg96Layout>> {
+        let cfg = SlruConfig {
+            slots,
+            banks: false,
+            victim,
+            lock_name: "XactSLRU",
+            buffer_lock_name: "XactBuffer",
+            lsn_groups_per_page: 0,
+        };
+        Slru::new(&cfg, Box::new(MemoryStore::new(Duration::ZERO))).unwrap()
+    }
+
+    fn holds(s: &Slru<AtomicLwLock<Pg96Layout>>, page: u64) -> bool {
+        (0..s.slots()).any(|i| s.status(i) != EMPTY && s.page_number(i) == page)
+    }
+
+    #[test]
+    fn the_latest_page_is_never_the_victim() {
+        let s = slru(2, Victim::AvoidIoBusy);
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        s.lock_bank(&mut b, 0, LwLockMode::Exclusive).unwrap();
+        s.zero_page(&mut b, 5).unwrap(); // the latest page, and the least recently used below
+        s.read_page(&mut b, 1, false).unwrap();
+        s.read_page(&mut b, 2, false).unwrap();
+        assert!(holds(&s, 5) && holds(&s, 2) && !holds(&s, 1));
+        s.unlock_bank(&mut b, 0).unwrap();
+    }
+
+    #[test]
+    fn victims_are_least_recently_used_then_lowest_page_and_from_92_not_busy() {
+        let s = slru(3, Victim::AvoidIoBusy);
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        s.lock_bank(&mut b, 0, LwLockMode::Exclusive).unwrap();
+        s.zero_page(&mut b, 99).unwrap(); // latest: out of the running
+        let a = s.read_page(&mut b, 7, false).unwrap();
+        let c = s.read_page(&mut b, 3, false).unwrap();
+        // Same LRU count: the lower page number goes first.
+        s.slots[a].lru_count.store(10, Relaxed);
+        s.slots[c].lru_count.store(10, Relaxed);
+        s.read_page(&mut b, 8, false).unwrap();
+        assert!(!holds(&s, 3) && holds(&s, 7), "tie broken by page number");
+        // Page 7 is now the least recently used, but busy with I/O: 9.2+ takes page 8 instead.
+        let slot7 = (0..3).find(|&i| s.page_number(i) == 7).unwrap();
+        s.slots[slot7].status.store(WRITE_IN_PROGRESS, Relaxed);
+        s.read_page(&mut b, 9, false).unwrap();
+        assert!(holds(&s, 7) && !holds(&s, 8), "a busy slot is avoided");
+        s.slots[slot7].status.store(VALID, Relaxed);
+        s.unlock_bank(&mut b, 0).unwrap();
+    }
+}

@@ -95,17 +95,19 @@ fn run_transactions<K: pglocks_lwlock::RawLwLock>(
                 let mut b = procs.attach().unwrap();
                 for i in 0..per_thread {
                     let nsubs = i % 3;
+                    // Assigned under XidGenLock, which also extends the commit log at each
+                    // new page before anyone can use an xid on it (GetNewTransactionId).
                     let xids: Vec<u32> = {
                         let mut n = next_xid.lock().unwrap();
                         let first = *n;
                         *n += 1 + nsubs;
+                        for x in first..first + 1 + nsubs {
+                            if x % CLOG_XACTS_PER_PAGE == 0 {
+                                c.extend(&mut b, x).unwrap();
+                            }
+                        }
                         (first..first + 1 + nsubs).collect()
                     };
-                    for &x in &xids {
-                        if x % CLOG_XACTS_PER_PAGE == 0 {
-                            c.extend(&mut b, x).unwrap();
-                        }
-                    }
                     let status = if (i + t as u32) % 4 == 0 {
                         XidStatus::Aborted
                     } else {
