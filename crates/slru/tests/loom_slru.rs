@@ -1,6 +1,8 @@
 //! loom models of the SLRU and the commit log:
 //! - the read-only hit path (`SimpleLruReadPage_ReadOnly` under the shared bank lock) against a
 //!   concurrent eviction of the same page: the reader always sees the page it asked for;
+//! - two read-only readers of a page not in the buffers: the one that does not read it in
+//!   waits for the read instead of taking the slot while it is in progress;
 //! - 11's group update: with the bank lock busy, two committers go through the group list;
 //!   each one's status is applied and each one wakes.
 //!
@@ -64,6 +66,42 @@ fn a_read_only_hit_never_sees_an_evicted_page() {
             slru.unlock_bank(&mut b, p).unwrap();
         }
         reader.join().unwrap();
+    });
+}
+
+#[test]
+fn a_read_only_reader_waits_for_a_page_being_read_in() {
+    builder(2).check(|| {
+        let store = MemoryStore::new(Duration::ZERO);
+        let mut page = [0u8; BLCKSZ];
+        page[0] = 1;
+        store.write_page(1, &page).unwrap();
+        let cfg = SlruConfig {
+            slots: 2,
+            banks: false,
+            victim: Victim::AvoidIoBusy,
+            lock_name: "XactSLRU",
+            buffer_lock_name: "XactBuffer",
+            lsn_groups_per_page: 0,
+        };
+        let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&cfg, Box::new(store)).unwrap());
+        let procs = ProcTable::new(2);
+        // Two readers miss together: one reads the page in, the other must not take the slot
+        // while the read is in progress (its bytes are not there yet).
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, p) = (Arc::clone(&slru), procs.clone());
+                loom::thread::spawn(move || {
+                    let mut b = p.attach().unwrap();
+                    let slot = s.read_page_read_only(&mut b, 1).unwrap();
+                    assert_eq!(s.byte(slot, 0), 1, "read a page still being read in");
+                    s.unlock_bank(&mut b, 1).unwrap();
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
     });
 }
 

@@ -376,21 +376,29 @@ mod tests {
                 assert!(run.total_ops() > 0, "{w} {}", preset.name);
             }
         }
-        let s = Preset::by_name("pg17").unwrap().settings();
-        assert_eq!((s.clog_buffers, s.slru_banks), (1024, true));
-        let s = Preset::by_name("pg91").unwrap().settings();
-        assert_eq!(
-            (s.clog_buffers, s.slru_victim),
-            (8, pglocks_slru::Victim::PlainLru)
-        );
+        // CLOGShmemBuffers of each release, at the default 8 GB and at 128 MB of shared_buffers.
+        for (preset, big, small) in [
+            ("pg91", 8, 8),
+            ("pg92", 32, 32),
+            ("pg96", 128, 32),
+            ("pg17", 1024, 32),
+        ] {
+            let mut s = Preset::by_name(preset).unwrap().settings();
+            assert_eq!(s.clog_buffers(), big, "{preset}");
+            s.apply("shared_buffers=128").unwrap();
+            assert_eq!(s.clog_buffers(), small, "{preset} at 128 MB");
+        }
         let mut s = Preset::by_name("pg17").unwrap().settings();
-        s.apply("shared_buffers=128").unwrap();
-        assert_eq!(
-            s.clog_buffers, 32,
-            "128 MB: 2 MB per GB of shared_buffers, two banks"
-        );
         s.apply("shared_buffers=16").unwrap();
-        assert_eq!(s.clog_buffers, 16, "the minimum, one bank");
+        assert_eq!(s.clog_buffers(), 16, "the minimum, one bank");
+        // An explicit clog_buffers wins, in either order.
+        s.apply("clog_buffers=48").unwrap();
+        s.apply("shared_buffers=8192").unwrap();
+        assert_eq!(s.clog_buffers(), 48);
+        assert_eq!(
+            Preset::by_name("pg91").unwrap().settings().slru_victim,
+            pglocks_slru::Victim::PlainLru
+        );
         assert!(s.apply("slru_victim=random").is_err());
     }
 

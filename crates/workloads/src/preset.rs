@@ -58,10 +58,10 @@ pub struct Settings {
     pub flush_latency: FlushLatency,
     /// Workload `wal-insert`: payload bytes per record.
     pub record_size: u32,
-    /// clog.c: CLOG buffers (8 up to 9.1, 32 in 9.2–9.5, 128 in 9.6–16 — the maxima, reached
-    /// from 512 MB of shared_buffers; from 17 `transaction_buffers` autotuned from
-    /// `shared_buffers`).
-    pub clog_buffers: usize,
+    /// clog.c: `CLOGShmemBuffers` of the release, from `shared_buffers` (see [`ClogSizing`]).
+    pub clog_sizing: ClogSizing,
+    /// An explicit `--set clog_buffers=N`, which wins over the release's sizing.
+    pub clog_buffers: Option<usize>,
     /// slru.c (17+): banks of 16 buffers with their own locks.
     pub slru_banks: bool,
     /// slru.c: plain LRU victims (≤ 9.1) or avoiding I/O-busy slots (9.2+).
@@ -113,6 +113,32 @@ impl LwLockVariant {
             LwLockVariant::AtomicWithMutex => "atomic-mutex",
             LwLockVariant::Atomic => "atomic",
             LwLockVariant::Atomic18 => "atomic18",
+        }
+    }
+}
+
+/// How a release sizes its CLOG buffers (`CLOGShmemBuffers`), from `shared_buffers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClogSizing {
+    /// ≤ 9.1: `NUM_CLOG_BUFFERS`, 8.
+    Fixed8,
+    /// 9.2–9.5: `Min(32, Max(4, NBuffers / 512))`.
+    UpTo32,
+    /// 9.6–16: `Min(128, Max(4, NBuffers / 512))`.
+    UpTo128,
+    /// 17+: `transaction_buffers = 0`, autotuned in multiples of the bank size.
+    Autotune,
+}
+
+impl ClogSizing {
+    /// The buffers for `shared_buffers_mb` of shared buffers.
+    pub fn buffers(self, shared_buffers_mb: u32) -> usize {
+        let nbuffers = shared_buffers_mb as usize * 128; // 8 KB pages
+        match self {
+            ClogSizing::Fixed8 => 8,
+            ClogSizing::UpTo32 => (nbuffers / 512).clamp(4, 32),
+            ClogSizing::UpTo128 => (nbuffers / 512).clamp(4, 128),
+            ClogSizing::Autotune => clog_autotune_buffers(nbuffers),
         }
     }
 }
@@ -249,7 +275,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "clog_buffers",
-        "N in 2..=131072: CLOG buffer slots (8 <= 9.1, 32 in 9.2, 128 from 9.6; with banks a multiple of 16)",
+        "N in 2..=131072: CLOG buffer slots, overriding the release's sizing from shared_buffers (with banks a multiple of 16)",
     ),
     (
         "slru_banks",
@@ -262,7 +288,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("clog_group_update", "on|off: CLOG group update (11+)"),
     (
         "shared_buffers",
-        "MB in 16..=1048576: sizes 17's transaction_buffers (default 8192; sets clog_buffers when banks are on)",
+        "MB in 16..=1048576: shared_buffers, which sizes the CLOG buffers as the release did (default 8192)",
     ),
     (
         "slru_latency",
@@ -363,12 +389,13 @@ impl Preset {
             flush_device: FlushDeviceKind::Simulated,
             flush_latency: FlushLatency::Fixed(Duration::from_millis(1)),
             record_size: 100,
-            clog_buffers: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => 8,
-                "pg92" | "pg93" | "pg94" | "pg95" => 32,
-                "pg17" | "pg18" => clog_autotune_buffers(8192 * 128),
-                _ => 128,
+            clog_sizing: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => ClogSizing::Fixed8,
+                "pg92" | "pg93" | "pg94" | "pg95" => ClogSizing::UpTo32,
+                "pg17" | "pg18" => ClogSizing::Autotune,
+                _ => ClogSizing::UpTo128,
             },
+            clog_buffers: None,
             slru_banks: matches!(self.name, "pg17" | "pg18"),
             slru_victim: match self.name {
                 "pg81" | "pg82" | "pg82uis" | "pg91" => Victim::PlainLru,
@@ -418,10 +445,17 @@ impl Settings {
         }
     }
 
+    /// The CLOG buffers of these settings: an explicit `clog_buffers`, else the release's
+    /// sizing for `shared_buffers`.
+    pub fn clog_buffers(&self) -> usize {
+        self.clog_buffers
+            .unwrap_or_else(|| self.clog_sizing.buffers(self.shared_buffers_mb))
+    }
+
     /// The commit log of these settings for `max_backends` backends.
     pub fn clog_config(&self, max_backends: usize) -> ClogConfig {
         ClogConfig::new(
-            self.clog_buffers,
+            self.clog_buffers(),
             self.slru_banks,
             self.slru_victim,
             self.clog_group_update,
@@ -520,7 +554,7 @@ impl Settings {
                     .map_err(|_| bad("a duration such as 2ms or 500us, a range 1ms..3ms, or 0"))?
             }
             "record_size" => self.record_size = number(1, 1_000_000)?,
-            "clog_buffers" => self.clog_buffers = number(2, 131_072)? as usize,
+            "clog_buffers" => self.clog_buffers = Some(number(2, 131_072)? as usize),
             "slru_banks" => self.slru_banks = on_off()?,
             "slru_victim" => {
                 self.slru_victim = match value {
@@ -530,13 +564,7 @@ impl Settings {
                 }
             }
             "clog_group_update" => self.clog_group_update = on_off()?,
-            "shared_buffers" => {
-                self.shared_buffers_mb = number(16, 1_048_576)?;
-                if self.slru_banks {
-                    self.clog_buffers =
-                        clog_autotune_buffers(self.shared_buffers_mb as usize * 128);
-                }
-            }
+            "shared_buffers" => self.shared_buffers_mb = number(16, 1_048_576)?,
             "slru_latency" => {
                 self.slru_latency = match value.parse::<FlushLatency>() {
                     Ok(FlushLatency::Fixed(d)) if d <= Duration::from_secs(1) => d,
