@@ -25,6 +25,18 @@ fn builder(bound: usize) -> loom::model::Builder {
     b
 }
 
+/// An SLRU of two slots under one control lock.
+fn two_slots() -> SlruConfig {
+    SlruConfig {
+        slots: 2,
+        banks: false,
+        victim: Victim::AvoidIoBusy,
+        lock_name: "XactSLRU",
+        buffer_lock_name: "XactBuffer",
+        lsn_groups_per_page: 0,
+    }
+}
+
 #[test]
 fn a_read_only_hit_never_sees_an_evicted_page() {
     builder(2).check(|| {
@@ -35,15 +47,7 @@ fn a_read_only_hit_never_sees_an_evicted_page() {
             page[0] = p;
             store.write_page(u64::from(p), &page).unwrap();
         }
-        let cfg = SlruConfig {
-            slots: 2,
-            banks: false,
-            victim: Victim::AvoidIoBusy,
-            lock_name: "XactSLRU",
-            buffer_lock_name: "XactBuffer",
-            lsn_groups_per_page: 0,
-        };
-        let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&cfg, Box::new(store)).unwrap());
+        let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&two_slots(), Box::new(store)).unwrap());
         let procs = ProcTable::new(2);
         let mut b = procs.attach().unwrap();
         slru.lock_bank(&mut b, 1, LwLockMode::Exclusive).unwrap();
@@ -76,15 +80,7 @@ fn a_read_only_reader_waits_for_a_page_being_read_in() {
         let mut page = [0u8; BLCKSZ];
         page[0] = 1;
         store.write_page(1, &page).unwrap();
-        let cfg = SlruConfig {
-            slots: 2,
-            banks: false,
-            victim: Victim::AvoidIoBusy,
-            lock_name: "XactSLRU",
-            buffer_lock_name: "XactBuffer",
-            lsn_groups_per_page: 0,
-        };
-        let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&cfg, Box::new(store)).unwrap());
+        let slru: Arc<Slru<Lw>> = Arc::new(Slru::new(&two_slots(), Box::new(store)).unwrap());
         let procs = ProcTable::new(2);
         // Two readers miss together: one reads the page in, the other must not take the slot
         // while the read is in progress (its bytes are not there yet).
