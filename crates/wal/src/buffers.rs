@@ -196,7 +196,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                     self.buf_mapping_lock.release(b)?;
                     self.wait_insertions_to_finish(b, old_end)?;
                     self.write_lock.acquire(b, LwLockMode::Exclusive)?;
-                    w.logwrt = self.shared_result(b)?;
+                    w.logwrt = self.write_result(b)?;
                     let wrote = w.logwrt.write < old_end;
                     let written = if wrote {
                         self.xlog_write(b, w, old_end, 0)

@@ -54,14 +54,10 @@ impl Writer {
 }
 
 impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
-    /// `LogwrtResult` as published under `info_lck` (`RefreshXLogWriteResult`).
-    pub(crate) fn shared_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
-        Ok(self.info.lock(b)?.with(|info| info.result))
-    }
-
-    /// How far WAL is written and flushed (a fresh read under `info_lck`).
+    /// How far WAL is written and flushed: `LogwrtResult` as published under `info_lck`
+    /// (`RefreshXLogWriteResult`).
     pub fn write_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
-        self.shared_result(b)
+        Ok(self.info.lock(b)?.with(|info| info.result))
     }
 
     /// Marks backend `b` as in a transaction with an xid (or not): what
@@ -183,7 +179,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         request: u64,
         insert_pos: &mut Option<u64>,
     ) -> Result<(), WalError> {
-        w.logwrt = self.shared_result(b)?;
+        w.logwrt = self.write_result(b)?;
         if record <= w.logwrt.flush {
             return Ok(());
         }

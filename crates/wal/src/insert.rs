@@ -6,7 +6,7 @@
 
 use crate::pos::{maxalign, SIZE_OF_XLOG_RECORD, XLOG_BLCKSZ};
 use crate::record::{self, Record};
-use crate::{InsertPos, Insertion, Wal, WalBackend, WalError, XLOG_RECORD_MAX_SIZE};
+use crate::{InsertPos, Wal, WalBackend, WalError, XLOG_RECORD_MAX_SIZE};
 use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol, VarWait};
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::Ordering::*;
@@ -23,7 +23,7 @@ pub(crate) struct Reserved {
 impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// Models `WALInsertLockAcquire`: takes the lock this backend used last (at first
     /// `procno % locks`), and moves on to the next one for next time if it had to wait.
-    /// ≤ 9.3: takes `WALInsertLock`.
+    /// ≤ 9.3 has one lock, `WALInsertLock`, so this is a plain `LWLockAcquire` of it.
     #[inline]
     fn insert_lock_acquire(&self, b: &mut Backend, w: &mut WalBackend) -> Result<(), WalError> {
         let n = self.insert_locks.len();
@@ -39,7 +39,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     }
 
     /// Models `WALInsertLockAcquireExclusive`: takes every insertion lock in order; all but
-    /// the last get `insertingAt` = infinity, so that flushers never wait on them.
+    /// the last get `insertingAt` = infinity, so that flushers never wait on them. With ≤ 9.3's
+    /// single `WALInsertLock` that is just taking it.
     fn insert_lock_acquire_exclusive(
         &self,
         b: &mut Backend,
@@ -220,15 +221,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         }
         // The payload's CRC is computed before any lock, the header's once the prev-link is known.
         let payload_crc = record::payload_crc(rec.payload);
-        match self.cfg.insertion {
-            Insertion::Locks(_) => self.insert_lock_acquire(b, w)?,
-            Insertion::OneLock => {
-                w.my_lock_no = 0;
-                self.insert_locks[0]
-                    .lock
-                    .acquire(b, LwLockMode::Exclusive)?;
-            }
-        }
+        self.insert_lock_acquire(b, w)?;
         let copied = self.reserve(b, maxalign(tot_len)).and_then(|at| {
             let mut words = std::mem::take(&mut w.words);
             record::encode(rec, at.prev, payload_crc, &mut words);
@@ -260,6 +253,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         tot_len: u64,
         at: Reserved,
     ) -> Result<(), WalError> {
+        let switch = self.is_switch(words);
         let mut ptr = at.start;
         let mut copied = 0;
         let mut idx = self.get_buffer(b, w, ptr)?;
@@ -279,14 +273,14 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                 .mark_continuation(idx, tot_len - copied as u64 * 8);
             ptr += self.layout.page_header_size(ptr);
         }
-        if ptr != at.end && !(self.is_switch(words) && self.layout.segment_offset(at.end) == 0) {
+        if ptr != at.end && !(switch && self.layout.segment_offset(at.end) == 0) {
             return Err(WalError::Internal(format!(
                 "space reserved for WAL record does not match what was written ({} vs {})",
                 crate::lsn(ptr),
                 crate::lsn(at.end)
             )));
         }
-        if self.is_switch(words) {
+        if switch {
             // The rest of the segment belongs to the switch record: initialise each page (one
             // at a time, so a small wal_buffers does not deadlock against ourselves) and zero
             // its header, leaving zeros that compress well.
@@ -318,15 +312,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             info: record::XLOG_SWITCH,
             payload: &[],
         };
-        match self.cfg.insertion {
-            Insertion::Locks(_) => self.insert_lock_acquire_exclusive(b, w)?,
-            Insertion::OneLock => {
-                w.my_lock_no = 0;
-                self.insert_locks[0]
-                    .lock
-                    .acquire(b, LwLockMode::Exclusive)?;
-            }
-        }
+        self.insert_lock_acquire_exclusive(b, w)?;
         let done = self.reserve_switch(b).and_then(|at| match at {
             Err(position) => Ok(Err(position)),
             Ok(at) => {

@@ -396,9 +396,4 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             words: Vec::new(),
         }
     }
-
-    /// The insertion lock a backend will try first next time (for tests of the migration).
-    pub fn lock_to_try(w: &WalBackend) -> Option<usize> {
-        w.lock_to_try
-    }
 }
