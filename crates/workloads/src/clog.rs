@@ -11,7 +11,7 @@
 
 use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
-use crate::{proc_table, WorkloadError};
+use crate::{proc_table, workload_error, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, HarnessError, TeamSpec};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
@@ -42,10 +42,6 @@ const START_XID: u32 = 64 * CLOG_XACTS_PER_PAGE;
 struct XidGen<K> {
     lock: K,
     next: AtomicU32,
-}
-
-fn workload_error(e: impl std::error::Error + Send + Sync + 'static) -> HarnessError {
-    HarnessError::Workload(Box::new(e))
 }
 
 fn run<K: RawLwLock>(

@@ -185,6 +185,13 @@ pub(crate) fn unknown_impl(workload: &str, name: &str, impls: &[(&str, &str)]) -
     }
 }
 
+/// A model's error while a run is set up, as the harness reports a workload's errors.
+pub(crate) fn workload_error(
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> pglocks_harness::HarnessError {
+    pglocks_harness::HarnessError::Workload(Box::new(e))
+}
+
 /// The runner of a workload whose only implementation is PostgreSQL's model (`pg`), built by
 /// `make` on the preset's LWLock type.
 pub(crate) fn pg_only(

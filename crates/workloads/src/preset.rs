@@ -481,6 +481,11 @@ impl Settings {
                 .filter(|n| (lo..=hi).contains(n))
                 .ok_or_else(|| bad(&format!("a whole number from {lo} to {hi}")))
         };
+        // A single duration up to `max` (the simulated device's syntax: 10us, 1ms, 0).
+        let duration = |max: Duration| match value.parse::<FlushLatency>() {
+            Ok(FlushLatency::Fixed(d)) if d <= max => Some(d),
+            _ => None,
+        };
         let on_off = || match value {
             "on" | "true" | "1" => Ok(true),
             "off" | "false" | "0" => Ok(false),
@@ -518,14 +523,9 @@ impl Settings {
             "commit_delay" => {
                 self.commit_delay = match value.parse::<u32>() {
                     Ok(us) if us <= 100_000 => Duration::from_micros(u64::from(us)),
-                    _ => match value.parse::<FlushLatency>() {
-                        Ok(FlushLatency::Fixed(d)) if d <= Duration::from_millis(100) => d,
-                        _ => {
-                            return Err(bad(
-                                "microseconds up to 100000, or a duration such as 10us or 1ms",
-                            ))
-                        }
-                    },
+                    _ => duration(Duration::from_millis(100)).ok_or_else(|| {
+                        bad("microseconds up to 100000, or a duration such as 10us or 1ms")
+                    })?,
                 }
             }
             "commit_siblings" => self.commit_siblings = number(0, 1000)?,
@@ -566,10 +566,8 @@ impl Settings {
             "clog_group_update" => self.clog_group_update = on_off()?,
             "shared_buffers" => self.shared_buffers_mb = number(16, 1_048_576)?,
             "slru_latency" => {
-                self.slru_latency = match value.parse::<FlushLatency>() {
-                    Ok(FlushLatency::Fixed(d)) if d <= Duration::from_secs(1) => d,
-                    _ => return Err(bad("a duration such as 50us or 1ms, or 0")),
-                }
+                self.slru_latency = duration(Duration::from_secs(1))
+                    .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
             }
             "xid_window" => self.xid_window = number(1, 2_000_000)?,
             "relations" => self.relations = number(1, 1000)?,

@@ -10,7 +10,7 @@
 
 use crate::lwlock::MakeWithLwLock;
 use crate::preset::{FlushDeviceKind, Settings};
-use crate::{proc_table, WorkloadError};
+use crate::{proc_table, workload_error, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, HarnessError, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
@@ -32,15 +32,12 @@ pub(crate) enum Kind {
     Commit,
 }
 
-/// The device of `settings`, fresh for one run.
-fn device(settings: &Settings) -> Result<Box<dyn FlushDevice>, HarnessError> {
+/// The device of `settings`, fresh for one run, with segments of `segment_size` bytes.
+fn device(settings: &Settings, segment_size: u64) -> Result<Box<dyn FlushDevice>, HarnessError> {
     Ok(match settings.flush_device {
         FlushDeviceKind::Simulated => Box::new(SimulatedDevice::new(settings.flush_latency)),
         FlushDeviceKind::Null => Box::new(NullDevice),
-        FlushDeviceKind::File => Box::new(
-            FileDevice::temp(settings.wal_config(1).segment_size)
-                .map_err(|e| HarnessError::Workload(Box::new(e)))?,
-        ),
+        FlushDeviceKind::File => Box::new(FileDevice::temp(segment_size).map_err(workload_error)?),
     })
 }
 
@@ -60,9 +57,9 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     let procs = proc_table(settings, spec.threads);
     let mut cfg = settings.wal_config(spec.threads);
     cfg.count_commits = kind == Kind::Commit;
-    let wal: Arc<Wal<K, P, R>> = Arc::new(
-        Wal::new(cfg, device(settings)?).map_err(|e| HarnessError::Workload(Box::new(e)))?,
-    );
+    let segment_size = cfg.segment_size;
+    let wal: Arc<Wal<K, P, R>> =
+        Arc::new(Wal::new(cfg, device(settings, segment_size)?).map_err(workload_error)?);
     let payload = vec![0x5a; settings.record_size as usize];
     let mut run = run_team(spec, &procs, |_| {
         let (wal, payload) = (Arc::clone(&wal), payload.clone());
