@@ -230,6 +230,7 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::tests::point;
     use crate::report::Metric;
 
     #[test]
@@ -267,20 +268,6 @@ mod tests {
                 impl_name: "pg".into(),
                 points,
             }],
-        }
-    }
-
-    fn point(threads: usize, ops: f64) -> Point {
-        Point {
-            threads,
-            ops_per_sec: ops,
-            runs_ops_per_sec: vec![ops],
-            latency_ns: Default::default(),
-            efficiency: None,
-            waits: vec![],
-            per_thread_ops: vec![],
-            ideal_ops_per_sec: None,
-            metrics: vec![],
         }
     }
 

@@ -283,7 +283,7 @@ impl Series {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -293,7 +293,8 @@ mod tests {
         assert_eq!(median_of(&[]), 0.0);
     }
 
-    fn point(threads: usize, ops: f64) -> Point {
+    /// A point with only a thread count and a throughput (for tests here and in render).
+    pub(crate) fn point(threads: usize, ops: f64) -> Point {
         Point {
             threads,
             ops_per_sec: ops,

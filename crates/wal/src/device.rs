@@ -1630,9 +1630,6 @@ mod tests {
         fn wants_bytes(&self) -> bool {
             true
         }
-        fn write(&mut self, _lsn: u64, _data: &[u8]) -> Result<(), DeviceError> {
-            Ok(())
-        }
         fn flush(&mut self, _upto: u64) -> Result<(), DeviceError> {
             let seen = self.recorded.get().unwrap().load(Ordering::SeqCst);
             self.seen_during_flush.store(seen, Ordering::SeqCst);

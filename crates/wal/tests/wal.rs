@@ -232,15 +232,9 @@ fn single_lock_and_plain_acquire_still_group_commit_safely() {
     }
 }
 
-/// Commits from `threads` backends with a 50 µs `commit_delay` and `commit_siblings` = 0 (so
-/// the delay is always due): returns (commits, flushes, `CommitDelay` sleeps).
-fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
-    let cfg = WalConfig {
-        commit_delay: Duration::from_micros(50),
-        commit_siblings: 0,
-        commit_delay_in_flush: in_flush,
-        ..config(4, insertion, 64)
-    };
+/// Three backends each commit `commits` times on a WAL of `cfg` (null device); returns their
+/// statistics, merged.
+fn three_committers(cfg: WalConfig, commits: u32) -> pglocks_sync::stats::BackendStats {
     let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
     let procs = ProcTable::new(4);
     let mut all = pglocks_sync::stats::BackendStats::default();
@@ -251,7 +245,7 @@ fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
                 s.spawn(move || {
                     let mut b = procs.attach().unwrap();
                     let mut w = wal.backend();
-                    for x in 0..40 {
+                    for x in 0..commits {
                         wal.commit(&mut b, &mut w, x).unwrap();
                     }
                     b.take_stats()
@@ -262,6 +256,19 @@ fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
             all.merge(&h.join().unwrap());
         }
     });
+    all
+}
+
+/// Commits from three backends with a 50 µs `commit_delay` and `commit_siblings` = 0 (so
+/// the delay is always due): returns (commits, flushes, `CommitDelay` sleeps).
+fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
+    let cfg = WalConfig {
+        commit_delay: Duration::from_micros(50),
+        commit_siblings: 0,
+        commit_delay_in_flush: in_flush,
+        ..config(4, insertion, 64)
+    };
+    let all = three_committers(cfg, 40);
     let counters = all.events.counters();
     let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     let sleeps = all
@@ -309,28 +316,7 @@ fn commits_are_counted_per_flush() {
         count_commits: true,
         ..config(4, Insertion::Locks(8), 64)
     };
-    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
-    let procs = ProcTable::new(4);
-    let stats: Vec<_> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..3)
-            .map(|_| {
-                let (wal, procs) = (&wal, &procs);
-                s.spawn(move || {
-                    let mut b = procs.attach().unwrap();
-                    let mut w = wal.backend();
-                    for x in 0..200 {
-                        wal.commit(&mut b, &mut w, x).unwrap();
-                    }
-                    b.take_stats()
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let mut all = pglocks_sync::stats::BackendStats::default();
-    for s in &stats {
-        all.merge(s);
-    }
+    let all = three_committers(cfg, 200);
     let counters = all.events.counters();
     let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     assert_eq!(get("wal.commits"), 600);
