@@ -1,0 +1,768 @@
+//! PostgreSQL's shared cache invalidation queue (sinvaladt.c), and the receiving side of
+//! sinval.c that drives it (in [`receive`]).
+//!
+//! # The algorithm
+//! When a backend changes a catalog row it must tell every other backend to drop what its
+//! catalog and relation caches hold about that row. It does so by appending small fixed-size
+//! messages to one shared queue; every backend reads the queue from its own position before it
+//! trusts its caches (at every transaction start and every lock acquisition, through
+//! `AcceptInvalidationMessages`).
+//!
+//! Conceptually the queue is an endless array indexed by *message numbers*: `maxMsgNum` is the
+//! number the next message gets, `minMsgNum` a lower bound of the numbers some backend has yet
+//! to read, and each backend's `nextMsgNum` lies between the two. Really it is a ring of
+//! [`MAXNUMMESSAGES`] (4096) slots, message `n` living in slot `n % MAXNUMMESSAGES`, so a
+//! message may only be written while `maxMsgNum - minMsgNum` leaves room for it. So that the
+//! numbers never overflow, whenever `minMsgNum` passes [`MSGNUMWRAPAROUND`] every number is
+//! lowered by it (a multiple of the ring size, so no slot moves).
+//!
+//! Two LWLocks guard the queue. Writers take `SInvalWriteLock` exclusively, a chunk of at most
+//! `WRITE_QUANTUM` (64) messages at a time: they copy the messages in, publish the new
+//! `maxMsgNum`, and (9.2+) set every backend's `hasMessages` flag. Readers take
+//! `SInvalReadLock` *shared* — although each changes its own `ProcState`: shared here means
+//! "touches only its own entry" — and may run alongside a writer, since a writer only fills
+//! slots no reader can be reading. The one value both sides touch, `maxMsgNum`, is read and
+//! written under a spinlock of its own, `msgnumLock` (8.4+), which is what orders the
+//! messages' bytes before the number that publishes them. Whoever needs the whole array
+//! (`SICleanupQueue`) takes both locks exclusively.
+//!
+//! ## The check: locked (≤ 9.1) and wait-free (9.2+)
+//! Every backend checks the queue very often and almost always finds nothing. Up to 9.1 each
+//! check took `SInvalReadLock` shared and `msgnumLock`, so on many cores the check alone
+//! bounced two cache lines between all backends. 9.2 added the per-backend `hasMessages` flag:
+//! a writer sets every backend's flag after publishing `maxMsgNum`, and a reader first looks at
+//! its own flag **without any lock**, returning at once when it is clear. Only when it is set
+//! does the reader take the locks, and it clears the flag *before* reading `maxMsgNum`: a
+//! writer that publishes more messages after that read sets the flag again, so they are seen at
+//! the next check. (Had the reader cleared the flag after reading `maxMsgNum`, it could erase a
+//! writer's flag for messages it never read.) A reader that stops before the end sets its flag
+//! again itself. [`SinvalCheck`] selects the variant.
+//!
+//! ## Cleanup, resets and catch-up signals
+//! `SICleanupQueue` recomputes `minMsgNum` as the smallest `nextMsgNum` of the active backends.
+//! A writer calls it when its chunk would not fit, and also whenever the queue holds more than
+//! `nextThreshold` messages (half the ring at first, then every sixteenth of it). A backend
+//! that blocks the room the writer needs — it has not read a message that would be overwritten
+//! — is put in *reset* state and skipped from then on: its next read returns "reset" instead of
+//! messages (PostgreSQL's `-1`), and it must throw away all its caches
+//! (`InvalidateSystemCaches`), since it cannot know what it missed. To make resets rare, the
+//! cleanup also picks the furthest-behind backend more than half a ring behind that has not
+//! been signalled yet, marks it `signaled` and sends it a catch-up interrupt
+//! (`PROCSIG_CATCHUP_INTERRUPT`); that backend reads everything and then runs a cleanup itself,
+//! which passes the signal on to the next laggard — a daisy chain, so that idle backends do not
+//! all wake at once.
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit: [`SinvalQueue::backend_init`] returns a [`SinvalBackend`] handle
+//!   (PostgreSQL's `MyBackendId` plus sinval.c's static message buffer) that the backend passes
+//!   back with its [`Backend`] to every call.
+//! - `ProcState` fields are relaxed atomics ordered by the locks as PostgreSQL's plain fields
+//!   are, the messages plain data in [`UnsafeCell`]s (which loom checks for races).
+//! - The catch-up signal is a flag in the target's `ProcState` (standing for procsignal's slot,
+//!   `SIGUSR1` and the latch), honoured at the end of the target's next
+//!   [`receive`](SinvalQueue::receive_shared_invalid_messages) or by
+//!   [`process_catchup_interrupt`](SinvalQueue::process_catchup_interrupt), not asynchronously.
+//! - The ring size is a parameter ([`SinvalConfig::max_messages`], PostgreSQL's 4096 by
+//!   default) so that tests can overflow a small ring; the thresholds are PostgreSQL's
+//!   fractions of it (see [`SinvalConfig`]).
+//! - Backend entries are found as 9.1–16 found them (first free entry, `lastBackend`), not
+//!   through 17's dense `pgprocnos` array; `nextLXID` (local transaction ids) is left out.
+//! - An error (a stuck `msgnumLock`, too many LWLocks held) is fatal to the backend, as
+//!   PostgreSQL's `ERROR` inside these functions would end in `LWLockReleaseAll`: it may leave
+//!   `SInvalReadLock` or `SInvalWriteLock` held.
+//! - pg81/pg82 use this 8.4 queue: 8.3 and before had one `SInvalLock` and one message per
+//!   read call.
+
+pub mod receive;
+
+pub use receive::{Received, MAXINVALMSGS};
+
+use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::{Backend, CachePadded};
+
+/// `MAXNUMMESSAGES`: slots in the ring (a power of two).
+pub const MAXNUMMESSAGES: usize = 4096;
+/// `MSGNUMWRAPAROUND` for the default ring: message numbers are lowered by this much once
+/// `minMsgNum` reaches it (`MAXNUMMESSAGES * 262144`).
+pub const MSGNUMWRAPAROUND: u32 = (MAXNUMMESSAGES * 262_144) as u32;
+/// `WRITE_QUANTUM`: most messages a writer adds per hold of `SInvalWriteLock`.
+pub const WRITE_QUANTUM: usize = 64;
+
+/// Ids of the kinds of message (sinval.h's `SHAREDINVAL*_ID`; a catalog cache message carries
+/// the cache's number, which is ≥ 0).
+pub mod message_id {
+    /// `SHAREDINVALCATALOG_ID`: a whole catalog.
+    pub const CATALOG: i8 = -1;
+    /// `SHAREDINVALRELCACHE_ID`: one relation's relcache entry.
+    pub const RELCACHE: i8 = -2;
+    /// `SHAREDINVALSMGR_ID`: one relation's smgr entry.
+    pub const SMGR: i8 = -3;
+    /// `SHAREDINVALRELMAP_ID`: a relation map file.
+    pub const RELMAP: i8 = -4;
+    /// `SHAREDINVALSNAPSHOT_ID`: a catalog snapshot.
+    pub const SNAPSHOT: i8 = -5;
+}
+
+/// One invalidation message: 16 bytes, as `SharedInvalidationMessage` (sinval.h), a union whose
+/// first byte says which kind it is.
+///
+/// The fields stand for the union's members: for a catalog cache message `db_id` and `hash`
+/// (the tuple's hash value); for a relcache message `db_id` and `rel_id`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct SharedInvalidationMessage {
+    /// The kind ([`message_id`]), or the catalog cache's number when ≥ 0.
+    pub id: i8,
+    /// `dbId`: the database (0 for shared catalogs).
+    pub db_id: u32,
+    /// `hashValue` of a catalog cache message, `relId` of a relcache one.
+    pub object: u32,
+    /// A further word of the union (a snapshot message's relation, an smgr message's backend).
+    pub extra: u32,
+}
+
+impl SharedInvalidationMessage {
+    /// A catalog cache message: cache `cache_id`, the tuple with hash `hash`
+    /// (`SharedInvalCatcacheMsg`).
+    pub fn catcache(cache_id: u8, db_id: u32, hash: u32) -> Self {
+        Self {
+            id: (cache_id & 0x7f) as i8,
+            db_id,
+            object: hash,
+            extra: 0,
+        }
+    }
+
+    /// A relcache message for relation `rel_id` (`SharedInvalRelcacheMsg`).
+    pub fn relcache(db_id: u32, rel_id: u32) -> Self {
+        Self {
+            id: message_id::RELCACHE,
+            db_id,
+            object: rel_id,
+            extra: 0,
+        }
+    }
+}
+
+/// How a backend looks for new messages (DESIGN §5: "sinval check").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinvalCheck {
+    /// ≤ 9.1: every check takes `SInvalReadLock` shared and `msgnumLock`; writers keep no flags.
+    Locked,
+    /// 9.2+: the own `hasMessages` flag is read without a lock first; writers set everyone's.
+    WaitFree,
+}
+
+/// The shape of one queue.
+///
+/// The thresholds are PostgreSQL's fractions of the ring: `CLEANUP_MIN` and `SIG_THRESHOLD`
+/// half of it, `CLEANUP_QUANTUM` a sixteenth (at least 1), `WRITE_QUANTUM` 64 but never more
+/// than `CLEANUP_QUANTUM` (sinvaladt.c asks for it to be less, so that one cleanup per chunk is
+/// enough); at 4096 slots they are PostgreSQL's constants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinvalConfig {
+    /// `MaxBackends`: `ProcState` entries.
+    pub max_backends: usize,
+    /// `MAXNUMMESSAGES`: ring slots, a power of two from 2 (default 4096).
+    pub max_messages: usize,
+    /// `MSGNUMWRAPAROUND`: a multiple of the ring size (default `max_messages * 262144`).
+    pub msgnum_wraparound: u32,
+    /// The check of the release.
+    pub check: SinvalCheck,
+}
+
+impl SinvalConfig {
+    /// PostgreSQL's queue for `max_backends` backends with `check`.
+    pub fn new(max_backends: usize, check: SinvalCheck) -> Self {
+        Self {
+            max_backends,
+            max_messages: MAXNUMMESSAGES,
+            msgnum_wraparound: MSGNUMWRAPAROUND,
+            check,
+        }
+    }
+
+    /// A queue of `max_messages` slots (for tests), numbers wrapping at `max_messages * 262144`.
+    pub fn with_ring(mut self, max_messages: usize) -> Self {
+        self.max_messages = max_messages;
+        self.msgnum_wraparound = (max_messages as u64 * 262_144).min(1 << 30) as u32;
+        self
+    }
+
+    /// Checks the shape.
+    pub fn validate(&self) -> Result<(), SinvalError> {
+        let bad = |m: String| Err(SinvalError::Config(m));
+        if self.max_backends == 0 || self.max_backends > 262_143 {
+            return bad(format!(
+                "max_backends must be 1 to 262143, not {}",
+                self.max_backends
+            ));
+        }
+        if !self.max_messages.is_power_of_two() || !(2..=1 << 20).contains(&self.max_messages) {
+            return bad(format!(
+                "the ring size must be a power of two from 2 to 1048576, not {}",
+                self.max_messages
+            ));
+        }
+        let n = self.max_messages as u32;
+        if self.msgnum_wraparound == 0
+            || self.msgnum_wraparound % n != 0
+            || self.msgnum_wraparound > 1 << 30
+        {
+            return bad(format!(
+                "MSGNUMWRAPAROUND must be a multiple of the ring size {n} up to 2^30, not {}",
+                self.msgnum_wraparound
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the queue, in PostgreSQL's words where it has them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinvalError {
+    /// Every `ProcState` entry is taken (`SharedInvalBackendInit`).
+    #[error("sorry, too many clients already (all {max} sinval entries are in use)")]
+    TooManyClients {
+        /// `MaxBackends`.
+        max: usize,
+    },
+    /// A [`SinvalBackend`] handle used with a queue it was not registered in.
+    #[error("backend is not registered in this shared invalidation queue")]
+    NotRegistered,
+    /// A shape out of range.
+    #[error("invalid shared invalidation setting: {0}")]
+    Config(String),
+    /// An LWLock refused.
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+    /// `msgnumLock` never came free.
+    #[error(transparent)]
+    Spin(#[from] SpinError),
+}
+
+/// What one [`SinvalQueue::get_data_entries`] call found (`SIGetDataEntries`' result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Got {
+    /// This many messages, copied to the front of the buffer (0: none); fewer than the buffer
+    /// holds means the backend has caught up.
+    Messages(usize),
+    /// The backend had been reset (PostgreSQL's `-1`): it missed messages and must discard
+    /// all its caches. It now stands at the end of the queue.
+    Reset,
+}
+
+/// Models `ProcState` (sinvaladt.c): one backend's entry.
+///
+/// As in PostgreSQL the entries are packed in one array, not padded: several backends' flags
+/// share a cache line.
+#[derive(Debug, Default)]
+pub(crate) struct ProcState {
+    /// `procPid != 0`: the entry is in use.
+    active: AtomicBool,
+    /// `nextMsgNum`: the next message to read (meaningless when reset or inactive).
+    next_msg_num: AtomicU32,
+    /// `resetState`: the backend fell too far behind and must reset its caches.
+    reset_state: AtomicBool,
+    /// `signaled`: a catch-up interrupt was sent and not yet answered by catching up.
+    signaled: AtomicBool,
+    /// `hasMessages` (9.2+): there may be messages to read.
+    has_messages: AtomicBool,
+    /// `sendOnly`: never reads (the startup process in recovery); ignored by cleanup.
+    send_only: AtomicBool,
+    /// `PROCSIG_CATCHUP_INTERRUPT` delivered and not yet handled (procsignal's flag and
+    /// sinval.c's `catchupInterruptPending` in one).
+    catchup_interrupt: AtomicBool,
+}
+
+/// The counters of `SISeg` that only lock holders touch.
+#[derive(Debug)]
+struct SegmentHeader {
+    /// `minMsgNum`: written under both locks exclusively.
+    min_msg_num: AtomicU32,
+    /// `maxMsgNum`: written under `SInvalWriteLock` and `msgnumLock`; read under either.
+    max_msg_num: AtomicU32,
+    /// `nextThreshold`: queue length at which writers clean up next (under `SInvalWriteLock`).
+    next_threshold: AtomicU32,
+    /// `lastBackend`: entries in use are below it (under `SInvalWriteLock`).
+    last_backend: AtomicU32,
+}
+
+/// A registered backend's own sinval state: which entry is its (`MyBackendId`) and sinval.c's
+/// static message buffer of [`MAXINVALMSGS`].
+#[derive(Debug)]
+pub struct SinvalBackend {
+    index: usize,
+    queue: usize,
+    pub(crate) buffer: [SharedInvalidationMessage; MAXINVALMSGS],
+}
+
+impl SinvalBackend {
+    /// The entry's number (`MyBackendId - 1`).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// Models `SISeg` (sinvaladt.c): the shared invalidation queue, on LWLock type `K` with
+/// `msgnumLock` of spinlock type `R`.
+pub struct SinvalQueue<K: RawLwLock, R: RawSpinLock = PgSpinLock> {
+    /// `SInvalReadLock`.
+    read_lock: CachePadded<K>,
+    /// `SInvalWriteLock`.
+    write_lock: CachePadded<K>,
+    header: CachePadded<SegmentHeader>,
+    /// `msgnumLock` (8.4+): guards `maxMsgNum` between writers and readers.
+    msgnum_lock: CachePadded<R>,
+    /// `buffer[MAXNUMMESSAGES]`.
+    buffer: Box<[UnsafeCell<SharedInvalidationMessage>]>,
+    /// `procState[MaxBackends]`.
+    proc_state: Box<[ProcState]>,
+    mask: u32,
+    max_messages: u32,
+    msgnum_wraparound: u32,
+    cleanup_min: u32,
+    cleanup_quantum: u32,
+    sig_threshold: u32,
+    write_quantum: usize,
+    check: SinvalCheck,
+}
+
+// SAFETY: the message slots are the only non-Sync part. A slot is written only by a writer
+// holding SInvalWriteLock exclusively, and only at numbers from maxMsgNum up to
+// minMsgNum + ring size, which no backend reads: readers read numbers in [nextMsgNum, maxMsgNum)
+// with nextMsgNum >= minMsgNum (minMsgNum only grows under SInvalReadLock exclusive, which no
+// reader holds at the same time), and a writer publishes maxMsgNum under msgnumLock after its
+// copies, which readers take before reading it. Everything else is atomics.
+unsafe impl<K: RawLwLock, R: RawSpinLock> Sync for SinvalQueue<K, R> {}
+// SAFETY: the queue owns its slots; moving it moves plain data.
+unsafe impl<K: RawLwLock, R: RawSpinLock> Send for SinvalQueue<K, R> {}
+
+impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
+    /// Models `CreateSharedInvalidationState`: an empty queue, every entry inactive.
+    pub fn new(cfg: &SinvalConfig) -> Result<Self, SinvalError> {
+        cfg.validate()?;
+        let n = cfg.max_messages as u32;
+        let cleanup_quantum = (n / 16).max(1);
+        Ok(Self {
+            read_lock: CachePadded::new(K::new("SInvalRead")),
+            write_lock: CachePadded::new(K::new("SInvalWrite")),
+            header: CachePadded::new(SegmentHeader {
+                min_msg_num: AtomicU32::new(0),
+                max_msg_num: AtomicU32::new(0),
+                next_threshold: AtomicU32::new(n / 2),
+                last_backend: AtomicU32::new(0),
+            }),
+            msgnum_lock: CachePadded::new(R::new()),
+            buffer: (0..n)
+                .map(|_| UnsafeCell::new(SharedInvalidationMessage::default()))
+                .collect(),
+            proc_state: (0..cfg.max_backends)
+                .map(|_| ProcState::default())
+                .collect(),
+            mask: n - 1,
+            max_messages: n,
+            msgnum_wraparound: cfg.msgnum_wraparound,
+            cleanup_min: n / 2,
+            cleanup_quantum,
+            sig_threshold: n / 2,
+            write_quantum: WRITE_QUANTUM.min(cleanup_quantum as usize),
+            check: cfg.check,
+        })
+    }
+
+    /// The check this queue does.
+    pub fn check(&self) -> SinvalCheck {
+        self.check
+    }
+
+    /// `MAXNUMMESSAGES` of this queue.
+    pub fn max_messages(&self) -> usize {
+        self.max_messages as usize
+    }
+
+    /// The entry of a registered backend.
+    #[inline]
+    pub(crate) fn state(&self, me: &SinvalBackend) -> Result<&ProcState, SinvalError> {
+        if me.queue != self.identity() {
+            return Err(SinvalError::NotRegistered);
+        }
+        Ok(&self.proc_state[me.index])
+    }
+
+    #[inline]
+    fn identity(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Models `SharedInvalBackendInit`: takes the first free entry under `SInvalWriteLock`,
+    /// standing at the end of the queue (every message so far counts as read).
+    pub fn backend_init(
+        &self,
+        b: &mut Backend,
+        send_only: bool,
+    ) -> Result<SinvalBackend, SinvalError> {
+        self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+        let last = self.header.last_backend.load(Relaxed) as usize;
+        let free = (0..last).find(|&i| !self.proc_state[i].active.load(Relaxed));
+        let index = match free {
+            Some(i) => i,
+            None if last < self.proc_state.len() => {
+                self.header.last_backend.store(last as u32 + 1, Relaxed);
+                last
+            }
+            None => {
+                self.write_lock.release(b)?;
+                return Err(SinvalError::TooManyClients {
+                    max: self.proc_state.len(),
+                });
+            }
+        };
+        let s = &self.proc_state[index];
+        // Holding SInvalWriteLock, maxMsgNum can be read without msgnumLock.
+        s.next_msg_num
+            .store(self.header.max_msg_num.load(Relaxed), Relaxed);
+        s.reset_state.store(false, Relaxed);
+        s.signaled.store(false, Relaxed);
+        s.has_messages.store(false, Relaxed);
+        s.send_only.store(send_only, Relaxed);
+        s.catchup_interrupt.store(false, Relaxed);
+        s.active.store(true, Relaxed);
+        self.write_lock.release(b)?;
+        Ok(SinvalBackend {
+            index,
+            queue: self.identity(),
+            buffer: [SharedInvalidationMessage::default(); MAXINVALMSGS],
+        })
+    }
+
+    /// Models `CleanupInvalidationState` (the backend's exit): frees the entry and lowers
+    /// `lastBackend` past the free entries at the end.
+    pub fn cleanup_invalidation_state(
+        &self,
+        b: &mut Backend,
+        me: SinvalBackend,
+    ) -> Result<(), SinvalError> {
+        let s = self.state(&me)?;
+        self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+        s.active.store(false, Relaxed);
+        s.next_msg_num.store(0, Relaxed);
+        s.reset_state.store(false, Relaxed);
+        s.signaled.store(false, Relaxed);
+        let mut last = self.header.last_backend.load(Relaxed) as usize;
+        while last > 0 && !self.proc_state[last - 1].active.load(Relaxed) {
+            last -= 1;
+        }
+        self.header.last_backend.store(last as u32, Relaxed);
+        self.write_lock.release(b)?;
+        Ok(())
+    }
+
+    /// Takes `msgnumLock`.
+    #[inline]
+    fn lock_msgnum(&self, b: &mut Backend) -> Result<(), SinvalError> {
+        self.msgnum_lock
+            .lock(b)
+            .map_err(|stuck| SpinError::StuckSpinlock {
+                lock: "msgnumLock",
+                delays: stuck.delays,
+            })?;
+        b.stats.spin.acquisitions += 1;
+        Ok(())
+    }
+
+    /// Releases `msgnumLock`.
+    #[inline]
+    fn unlock_msgnum(&self) {
+        // SAFETY: every caller took it with `lock_msgnum` just before.
+        unsafe { self.msgnum_lock.unlock() }
+    }
+
+    /// Models `SIInsertDataEntries`: appends `data` in chunks of `WRITE_QUANTUM`, each under
+    /// `SInvalWriteLock`, cleaning the queue first when the chunk would not fit or the queue
+    /// has reached `nextThreshold`.
+    pub fn insert_data_entries(
+        &self,
+        b: &mut Backend,
+        data: &[SharedInvalidationMessage],
+    ) -> Result<(), SinvalError> {
+        for chunk in data.chunks(self.write_quantum) {
+            let n = chunk.len() as u32;
+            self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+            // Room is only made by a cleanup, which may let go of the write lock to signal a
+            // laggard: check again after every one.
+            loop {
+                let h = &self.header;
+                let num_msgs = h.max_msg_num.load(Relaxed) - h.min_msg_num.load(Relaxed);
+                if num_msgs + n > self.max_messages || num_msgs >= h.next_threshold.load(Relaxed)
+                {
+                    self.cleanup_queue(b, true, n)?;
+                } else {
+                    break;
+                }
+            }
+            let mut max = self.header.max_msg_num.load(Relaxed);
+            for m in chunk {
+                let slot = &self.buffer[(max & self.mask) as usize];
+                // SAFETY: slot `max` lies in [maxMsgNum, minMsgNum + ring size), which no
+                // reader reads (see the Sync impl); SInvalWriteLock excludes other writers.
+                slot.with_mut(|p| unsafe { *p = *m });
+                max += 1;
+            }
+            // Publish under msgnumLock: its release orders the copies above before the number.
+            self.lock_msgnum(b)?;
+            self.header.max_msg_num.store(max, Relaxed);
+            self.unlock_msgnum();
+            if self.check == SinvalCheck::WaitFree {
+                // Now that maxMsgNum is out, tell everyone; releasing SInvalWriteLock is the
+                // barrier that makes these plain stores visible.
+                let last = self.header.last_backend.load(Relaxed) as usize;
+                for s in &self.proc_state[..last] {
+                    s.has_messages.store(true, Relaxed);
+                }
+            }
+            self.write_lock.release(b)?;
+            b.stats.events.count("sinval.messages_written", u64::from(n));
+        }
+        Ok(())
+    }
+
+    /// Models `SIGetDataEntries`: copies the backend's next messages into `data` (at most
+    /// `data.len()`), or reports that it was reset.
+    ///
+    /// 9.2+ ([`SinvalCheck::WaitFree`]) first reads the backend's `hasMessages` flag without a
+    /// lock and returns `Messages(0)` at once when it is clear.
+    #[inline]
+    pub fn get_data_entries(
+        &self,
+        b: &mut Backend,
+        me: &SinvalBackend,
+        data: &mut [SharedInvalidationMessage],
+    ) -> Result<Got, SinvalError> {
+        let s = self.state(me)?;
+        self.get(b, s, data)
+    }
+
+    /// `SIGetDataEntries` on entry `s`.
+    #[inline]
+    fn get(
+        &self,
+        b: &mut Backend,
+        s: &ProcState,
+        data: &mut [SharedInvalidationMessage],
+    ) -> Result<Got, SinvalError> {
+        if self.check == SinvalCheck::WaitFree && !s.has_messages.load(Relaxed) {
+            return Ok(Got::Messages(0));
+        }
+        self.get_data_entries_locked(b, s, data)
+    }
+
+    /// The part of `SIGetDataEntries` under `SInvalReadLock`.
+    #[inline(never)]
+    fn get_data_entries_locked(
+        &self,
+        b: &mut Backend,
+        s: &ProcState,
+        data: &mut [SharedInvalidationMessage],
+    ) -> Result<Got, SinvalError> {
+        self.read_lock.acquire(b, LwLockMode::Shared)?;
+        let wait_free = self.check == SinvalCheck::WaitFree;
+        if wait_free {
+            // Cleared before maxMsgNum is read: a writer publishing after that read sets it again.
+            s.has_messages.store(false, Relaxed);
+        }
+        self.lock_msgnum(b)?;
+        let max = self.header.max_msg_num.load(Relaxed);
+        self.unlock_msgnum();
+
+        if s.reset_state.load(Relaxed) {
+            // Whatever came after the reset is covered by it too, so the backend is caught up.
+            s.next_msg_num.store(max, Relaxed);
+            s.reset_state.store(false, Relaxed);
+            s.signaled.store(false, Relaxed);
+            self.read_lock.release(b)?;
+            return Ok(Got::Reset);
+        }
+
+        let mut next = s.next_msg_num.load(Relaxed);
+        let mut n = 0;
+        while n < data.len() && next < max {
+            let slot = &self.buffer[(next & self.mask) as usize];
+            // SAFETY: `next` is in [nextMsgNum, maxMsgNum): published under msgnumLock, and
+            // not overwritten while this backend, holding SInvalReadLock, keeps minMsgNum at
+            // or below it (see the Sync impl).
+            data[n] = slot.with(|p| unsafe { *p });
+            next += 1;
+            n += 1;
+        }
+        s.next_msg_num.store(next, Relaxed);
+        if next >= max {
+            // Caught up: a new signal may be sent when it falls behind again.
+            s.signaled.store(false, Relaxed);
+        } else if wait_free {
+            // Messages left: look again next time.
+            s.has_messages.store(true, Relaxed);
+        }
+        self.read_lock.release(b)?;
+        Ok(Got::Messages(n))
+    }
+
+    /// Models `SICleanupQueue`: recomputes `minMsgNum`, resets the backends that keep the
+    /// queue from having `min_free` free slots, lowers every number past `MSGNUMWRAPAROUND`,
+    /// sets `nextThreshold`, and signals the furthest-behind unsignalled backend more than
+    /// `SIG_THRESHOLD` behind.
+    ///
+    /// With `caller_has_write_lock` the caller holds `SInvalWriteLock`, and holds it again on
+    /// return; it is let go while a signal is sent, so the caller must check the room again.
+    pub fn cleanup_queue(
+        &self,
+        b: &mut Backend,
+        caller_has_write_lock: bool,
+        min_free: u32,
+    ) -> Result<(), SinvalError> {
+        if !caller_has_write_lock {
+            self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+        }
+        self.read_lock.acquire(b, LwLockMode::Exclusive)?;
+        let h = &self.header;
+        let max = h.max_msg_num.load(Relaxed);
+        // Signed arithmetic, as PostgreSQL's ints: the bounds may lie below zero.
+        let mut min = i64::from(max);
+        let mut minsig = min - i64::from(self.sig_threshold);
+        let lowbound = min - i64::from(self.max_messages) + i64::from(min_free);
+        let last = h.last_backend.load(Relaxed) as usize;
+        let mut need_sig = None;
+        let mut resets = 0;
+        for (i, s) in self.proc_state[..last].iter().enumerate() {
+            if !s.active.load(Relaxed) || s.reset_state.load(Relaxed) || s.send_only.load(Relaxed)
+            {
+                continue;
+            }
+            let n = i64::from(s.next_msg_num.load(Relaxed));
+            if n < lowbound {
+                // It holds up the room we need: reset it and leave it out from now on.
+                s.reset_state.store(true, Relaxed);
+                resets += 1;
+                continue;
+            }
+            min = min.min(n);
+            if n < minsig && !s.signaled.load(Relaxed) {
+                minsig = n;
+                need_sig = Some(i);
+            }
+        }
+        // min is between 0 and maxMsgNum.
+        let mut min = min as u32;
+        if min >= self.msgnum_wraparound {
+            min -= self.msgnum_wraparound;
+            h.max_msg_num
+                .store(max - self.msgnum_wraparound, Relaxed);
+            // Readers are locked out, so maxMsgNum needs no msgnumLock; inactive and reset
+            // entries are lowered too (their numbers are meaningless).
+            for s in &self.proc_state[..last] {
+                let n = s.next_msg_num.load(Relaxed);
+                s.next_msg_num
+                    .store(n.wrapping_sub(self.msgnum_wraparound), Relaxed);
+            }
+        }
+        h.min_msg_num.store(min, Relaxed);
+        let num_msgs = h.max_msg_num.load(Relaxed) - min;
+        let threshold = if num_msgs < self.cleanup_min {
+            self.cleanup_min
+        } else {
+            (num_msgs / self.cleanup_quantum + 1) * self.cleanup_quantum
+        };
+        h.next_threshold.store(threshold, Relaxed);
+        b.stats.events.count("sinval.cleanups", 1);
+        if resets > 0 {
+            b.stats.events.count("sinval.resets", resets);
+        }
+        match need_sig {
+            Some(i) => {
+                let target = &self.proc_state[i];
+                target.signaled.store(true, Relaxed);
+                // SendProcSignal is slow: no locks held while sending.
+                self.read_lock.release(b)?;
+                self.write_lock.release(b)?;
+                self.send_catchup_interrupt(b, target);
+                if caller_has_write_lock {
+                    self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+                }
+            }
+            None => {
+                self.read_lock.release(b)?;
+                if !caller_has_write_lock {
+                    self.write_lock.release(b)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Models `SendProcSignal(pid, PROCSIG_CATCHUP_INTERRUPT)` and the target's
+    /// `HandleCatchupInterrupt`: sets the target's pending flag.
+    #[cold]
+    fn send_catchup_interrupt(&self, b: &mut Backend, target: &ProcState) {
+        target.catchup_interrupt.store(true, Relaxed);
+        b.stats.events.count("sinval.catchup_signals", 1);
+    }
+
+    /// Whether a catch-up interrupt is waiting for this backend (`catchupInterruptPending`).
+    #[inline]
+    pub fn catchup_pending(&self, me: &SinvalBackend) -> Result<bool, SinvalError> {
+        Ok(self.state(me)?.catchup_interrupt.load(Relaxed))
+    }
+
+    /// Clears this backend's pending catch-up interrupt; whether one was pending.
+    #[inline]
+    pub(crate) fn take_catchup(&self, s: &ProcState) -> bool {
+        s.catchup_interrupt.load(Relaxed) && s.catchup_interrupt.swap(false, Relaxed)
+    }
+
+    /// A consistent view of the queue's counters and one backend's entry, for tests and
+    /// reports (takes both locks).
+    pub fn snapshot(&self, b: &mut Backend, index: usize) -> Result<QueueView, SinvalError> {
+        self.write_lock.acquire(b, LwLockMode::Exclusive)?;
+        self.read_lock.acquire(b, LwLockMode::Exclusive)?;
+        let h = &self.header;
+        let s = self.proc_state.get(index);
+        let view = QueueView {
+            min_msg_num: h.min_msg_num.load(Relaxed),
+            max_msg_num: h.max_msg_num.load(Relaxed),
+            next_threshold: h.next_threshold.load(Relaxed),
+            last_backend: h.last_backend.load(Relaxed) as usize,
+            next_msg_num: s.map(|s| s.next_msg_num.load(Relaxed)),
+            reset_state: s.is_some_and(|s| s.reset_state.load(Relaxed)),
+            signaled: s.is_some_and(|s| s.signaled.load(Relaxed)),
+            has_messages: s.is_some_and(|s| s.has_messages.load(Relaxed)),
+        };
+        self.read_lock.release(b)?;
+        self.write_lock.release(b)?;
+        Ok(view)
+    }
+}
+
+/// The queue's counters and one entry, as [`SinvalQueue::snapshot`] saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueView {
+    /// `minMsgNum`.
+    pub min_msg_num: u32,
+    /// `maxMsgNum`.
+    pub max_msg_num: u32,
+    /// `nextThreshold`.
+    pub next_threshold: u32,
+    /// `lastBackend`.
+    pub last_backend: usize,
+    /// The entry's `nextMsgNum` (`None` past the array).
+    pub next_msg_num: Option<u32>,
+    /// The entry's `resetState`.
+    pub reset_state: bool,
+    /// The entry's `signaled`.
+    pub signaled: bool,
+    /// The entry's `hasMessages`.
+    pub has_messages: bool,
+}
