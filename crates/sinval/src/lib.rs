@@ -766,3 +766,167 @@ pub struct QueueView {
     /// The entry's `hasMessages`.
     pub has_messages: bool,
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+    use pglocks_sync::ProcTable;
+
+    type Queue = SinvalQueue<AtomicLwLock<Pg96Layout>>;
+
+    fn msgs(from: u32, n: u32) -> Vec<SharedInvalidationMessage> {
+        (from..from + n)
+            .map(|i| SharedInvalidationMessage::catcache(1, 0, i))
+            .collect()
+    }
+
+    fn queue(ring: usize, backends: usize) -> Queue {
+        Queue::new(&SinvalConfig::new(backends, SinvalCheck::WaitFree).with_ring(ring)).unwrap()
+    }
+
+    #[test]
+    fn pg_constants_at_the_default_ring() {
+        let q = Queue::new(&SinvalConfig::new(4, SinvalCheck::Locked)).unwrap();
+        assert_eq!(
+            (q.cleanup_min, q.cleanup_quantum, q.sig_threshold, q.write_quantum),
+            (2048, 256, 2048, 64)
+        );
+        assert_eq!(MSGNUMWRAPAROUND, 1 << 30);
+        assert_eq!(std::mem::size_of::<SharedInvalidationMessage>(), 16);
+    }
+
+    #[test]
+    fn bad_shapes_and_misuse_are_errors() {
+        let cfg = SinvalConfig::new(2, SinvalCheck::WaitFree);
+        for bad in [
+            cfg.clone().with_ring(100),
+            SinvalConfig {
+                msgnum_wraparound: 4097,
+                ..cfg.clone()
+            },
+            SinvalConfig {
+                max_backends: 0,
+                ..cfg.clone()
+            },
+        ] {
+            let e = Queue::new(&bad).err().unwrap().to_string();
+            assert!(e.contains("invalid shared invalidation setting"), "{e}");
+        }
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let (q1, q2) = (queue(16, 1), queue(16, 1));
+        let mut me = q1.backend_init(&mut b, false).unwrap();
+        let e = q1.backend_init(&mut b, false).unwrap_err();
+        assert_eq!(e, SinvalError::TooManyClients { max: 1 });
+        assert!(e.to_string().contains("too many clients"));
+        assert_eq!(
+            q2.accept_invalidation_messages(&mut b, &mut me),
+            Err(SinvalError::NotRegistered)
+        );
+        q1.cleanup_invalidation_state(&mut b, me).unwrap();
+        assert_eq!(q1.snapshot(&mut b, 0).unwrap().last_backend, 0);
+        assert!(q1.backend_init(&mut b, false).is_ok());
+    }
+
+    #[test]
+    fn a_backend_too_far_behind_is_reset_and_told_so_once() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        for check in [SinvalCheck::Locked, SinvalCheck::WaitFree] {
+            let q = Queue::new(&SinvalConfig::new(2, check).with_ring(16)).unwrap();
+            let mut writer = q.backend_init(&mut b, false).unwrap();
+            let mut idle = q.backend_init(&mut b, false).unwrap();
+            // 16 fit; the 17th needs the idle backend's oldest slot.
+            for i in 0..16 {
+                q.insert_data_entries(&mut b, &msgs(i, 1)).unwrap();
+                q.accept_invalidation_messages(&mut b, &mut writer).unwrap();
+            }
+            assert!(!q.snapshot(&mut b, idle.index()).unwrap().reset_state);
+            q.insert_data_entries(&mut b, &msgs(16, 1)).unwrap();
+            assert!(q.snapshot(&mut b, idle.index()).unwrap().reset_state);
+            q.insert_data_entries(&mut b, &msgs(17, 1)).unwrap();
+            let got = q.accept_invalidation_messages(&mut b, &mut idle).unwrap();
+            assert_eq!((got.messages, got.reset), (0, true), "{check:?}");
+            // The reset covers everything before it; the next message is read normally.
+            q.insert_data_entries(&mut b, &msgs(18, 1)).unwrap();
+            let mut seen = vec![];
+            let got = q
+                .receive_shared_invalid_messages(&mut b, &mut idle, |m| seen.push(m.object), || {})
+                .unwrap();
+            assert_eq!((got.messages, got.reset, seen), (1, false, vec![18]));
+            let counters = b.take_stats().events.counters();
+            assert!(counters.contains(&("sinval.resets", 1)), "{counters:?}");
+            assert!(counters.contains(&("sinval.cache_resets", 1)), "{counters:?}");
+        }
+    }
+
+    #[test]
+    fn catch_up_signals_go_to_the_furthest_behind_and_are_passed_on() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let q = queue(64, 3);
+        // A send-only writer (ignored by cleanup) and two backends that do not read.
+        let _writer = q.backend_init(&mut b, true).unwrap();
+        let mut a = q.backend_init(&mut b, false).unwrap();
+        let mut c = q.backend_init(&mut b, false).unwrap();
+        // Cleanups run at 32 messages (nobody past SIG_THRESHOLD = 32 yet) and at 36, which
+        // signals the first of the two furthest behind, a, and only a.
+        q.insert_data_entries(&mut b, &msgs(0, 37)).unwrap();
+        assert!(q.catchup_pending(&a).unwrap());
+        assert!(!q.catchup_pending(&c).unwrap());
+        assert!(q.snapshot(&mut b, a.index()).unwrap().signaled);
+        // a catches up; its cleanup passes the signal on to c.
+        let got = q.process_catchup_interrupt(&mut b, &mut a).unwrap();
+        assert_eq!((got.messages, got.reset), (37, false));
+        assert!(!q.catchup_pending(&a).unwrap());
+        assert!(!q.snapshot(&mut b, a.index()).unwrap().signaled);
+        assert!(q.catchup_pending(&c).unwrap());
+        let got = q.process_catchup_interrupt(&mut b, &mut c).unwrap();
+        assert_eq!(got.messages, 37);
+        assert!(!q.catchup_pending(&c).unwrap());
+        let counters = b.take_stats().events.counters();
+        assert!(counters.contains(&("sinval.catchup_signals", 2)), "{counters:?}");
+        assert_eq!(q.snapshot(&mut b, 0).unwrap().min_msg_num, 37);
+    }
+
+    #[test]
+    fn message_numbers_wrap_without_losing_messages() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let cfg = SinvalConfig {
+            msgnum_wraparound: 16,
+            ..SinvalConfig::new(2, SinvalCheck::WaitFree).with_ring(8)
+        };
+        let q = Queue::new(&cfg).unwrap();
+        let (mut x, mut y) = (
+            q.backend_init(&mut b, false).unwrap(),
+            q.backend_init(&mut b, false).unwrap(),
+        );
+        let mut next = 0;
+        for round in 0..20u32 {
+            q.insert_data_entries(&mut b, &msgs(round * 3, 3)).unwrap();
+            for me in [&mut x, &mut y] {
+                let mut seen = vec![];
+                q.receive_shared_invalid_messages(&mut b, me, |m| seen.push(m.object), || {})
+                    .unwrap();
+                assert_eq!(seen, (next..next + 3).collect::<Vec<_>>());
+            }
+            next += 3;
+            let v = q.snapshot(&mut b, 0).unwrap();
+            assert!(v.max_msg_num < 16 + 8, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn the_locked_check_keeps_no_flags_and_reads_all_the_same() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let q = Queue::new(&SinvalConfig::new(1, SinvalCheck::Locked)).unwrap();
+        let mut me = q.backend_init(&mut b, false).unwrap();
+        q.insert_data_entries(&mut b, &msgs(0, 100)).unwrap();
+        assert!(!q.snapshot(&mut b, 0).unwrap().has_messages);
+        let got = q.accept_invalidation_messages(&mut b, &mut me).unwrap();
+        assert_eq!(got.messages, 100);
+    }
+}
