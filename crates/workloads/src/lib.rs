@@ -9,6 +9,7 @@ mod clog;
 mod lmgr;
 mod lwlock;
 pub mod preset;
+mod sinval;
 mod spin;
 mod wal;
 
@@ -79,6 +80,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "clog-set",
         summary: "commit the next xid in the commit log (TransactionIdCommitTree; group update from 11)",
         impls: clog::IMPLS,
+    },
+    WorkloadInfo {
+        name: "sinval-check",
+        summary: "check for shared invalidation messages and read them (AcceptInvalidationMessages); send some at `inval_rate`",
+        impls: sinval::IMPLS,
     },
     WorkloadInfo {
         name: "wal-insert",
@@ -257,6 +263,7 @@ pub fn series_with(
         "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
         "clog-get" => clog::series(w.name, clog::Kind::Get, impl_name, &settings)?,
         "clog-set" => clog::series(w.name, clog::Kind::Set, impl_name, &settings)?,
+        "sinval-check" => sinval::series(w.name, impl_name, &settings)?,
         "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
         "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
@@ -407,6 +414,42 @@ mod tests {
             pglocks_slru::Victim::PlainLru
         );
         assert!(s.apply("slru_victim=random").is_err());
+    }
+
+    #[test]
+    fn sinval_check_runs_locked_and_wait_free_with_idle_backends() {
+        for preset in ["pg81", "pg91", "pg92", "pg18"] {
+            let preset = Preset::by_name(preset).unwrap();
+            for sets in [
+                vec![],
+                vec![
+                    "inval_rate=0.5".into(),
+                    "inval_batch=100".into(),
+                    "idle_backends=2".into(),
+                ],
+            ] {
+                let s = series("sinval-check", preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(2)).unwrap();
+                assert!(run.total_ops() > 0, "{} {sets:?}", preset.name);
+                let counters = run.stats.events.counters();
+                let count = |name: &str| {
+                    counters
+                        .iter()
+                        .find(|c| c.0 == name)
+                        .map_or(0, |c| c.1)
+                };
+                if sets.is_empty() {
+                    assert_eq!(count("sinval.messages_read"), 0, "{}", preset.name);
+                } else {
+                    // Idle backends fall a whole ring behind: signalled, then reset.
+                    assert!(count("sinval.messages_read") > 0, "{counters:?}");
+                    if run.total_ops() > 400 {
+                        assert!(count("sinval.resets") > 0, "{counters:?}");
+                        assert!(count("sinval.catchup_signals") > 0, "{counters:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::WorkloadError;
 use pglocks_lmgr::FastPathLayout;
+use pglocks_sinval::SinvalCheck;
 use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
 use pglocks_slru::Victim;
 use pglocks_sync::time::Duration;
@@ -74,6 +75,15 @@ pub struct Settings {
     pub slru_latency: Duration,
     /// Workload `clog-get`: lookups fall among the newest this many xids.
     pub xid_window: u32,
+    /// sinvaladt.c: the "any new messages?" check takes `SInvalReadLock` and `msgnumLock`
+    /// (≤ 9.1) or first reads the backend's own `hasMessages` flag without a lock (9.2+).
+    pub sinval_check: SinvalCheck,
+    /// Workload `sinval-check`: the fraction of operations that first send invalidations.
+    pub inval_rate: f64,
+    /// Workload `sinval-check`: messages per send.
+    pub inval_batch: u32,
+    /// Workload `sinval-check`: registered backends that never read the queue.
+    pub idle_backends: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -299,6 +309,22 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=2000000: clog-get looks up among the newest N xids (default 100000)",
     ),
     (
+        "sinval_check",
+        "locked|free: the sinval check under SInvalReadLock and msgnumLock (<= 9.1), or wait-free on the backend's own flag (9.2+)",
+    ),
+    (
+        "inval_rate",
+        "0..1: share of sinval-check operations that first send invalidation messages (default 0, as pgbench -S)",
+    ),
+    (
+        "inval_batch",
+        "N in 1..=4096: invalidation messages per send (sinval-check, default 1)",
+    ),
+    (
+        "idle_backends",
+        "N in 0..=10000: registered backends that never read the sinval queue (signalled, then reset; default 0)",
+    ),
+    (
         "relations",
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
@@ -405,6 +431,13 @@ impl Preset {
             shared_buffers_mb: 8192,
             slru_latency: Duration::from_micros(50),
             xid_window: 100_000,
+            sinval_check: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => SinvalCheck::Locked,
+                _ => SinvalCheck::WaitFree,
+            },
+            inval_rate: 0.0,
+            inval_batch: 1,
+            idle_backends: 0,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -485,6 +518,13 @@ impl Settings {
         let duration = |max: Duration| match value.parse::<FlushLatency>() {
             Ok(FlushLatency::Fixed(d)) if d <= max => Some(d),
             _ => None,
+        };
+        let fraction = || {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| bad("a fraction from 0 to 1"))
         };
         let on_off = || match value {
             "on" | "true" | "1" => Ok(true),
@@ -570,6 +610,16 @@ impl Settings {
                     .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
             }
             "xid_window" => self.xid_window = number(1, 2_000_000)?,
+            "sinval_check" => {
+                self.sinval_check = match value {
+                    "locked" => SinvalCheck::Locked,
+                    "free" | "wait-free" => SinvalCheck::WaitFree,
+                    _ => return Err(bad("locked or free")),
+                }
+            }
+            "inval_rate" => self.inval_rate = fraction()?,
+            "inval_batch" => self.inval_batch = number(1, 4096)?,
+            "idle_backends" => self.idle_backends = number(0, 10_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
@@ -596,13 +646,7 @@ impl Settings {
                     .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
             }
             "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
-            "read_ratio" => {
-                self.read_ratio = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| bad("a fraction from 0 to 1"))?
-            }
+            "read_ratio" => self.read_ratio = fraction()?,
             "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
             "cs_work" => self.cs_work = number(0, 1_000_000)?,
             "think" => self.think = number(0, 1_000_000)?,
@@ -620,6 +664,19 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_free_sinval_check_arrives_in_92() {
+        let s = |p: &str| Preset::by_name(p).unwrap().settings();
+        assert_eq!(s("pg91").sinval_check, SinvalCheck::Locked);
+        assert_eq!(s("pg82").sinval_check, SinvalCheck::Locked);
+        assert_eq!(s("pg92").sinval_check, SinvalCheck::WaitFree);
+        assert_eq!(s("pg18").sinval_check, SinvalCheck::WaitFree);
+        let mut x = s("pg92");
+        x.apply("sinval_check=locked").unwrap();
+        x.apply("inval_rate=0.01").unwrap();
+        assert_eq!((x.sinval_check, x.inval_rate), (SinvalCheck::Locked, 0.01));
+    }
 
     #[test]
     fn tas_spin_arrives_in_94() {
@@ -680,6 +737,15 @@ mod tests {
         assert!(e.contains("1 to 1000"), "{e}");
         let e = s.apply("tas_spin").unwrap_err().to_string();
         assert!(e.contains("knob=value"), "{e}");
+        for (set, expect) in [
+            ("sinval_check=lockless", "locked or free"),
+            ("inval_rate=1.5", "fraction from 0 to 1"),
+            ("inval_batch=0", "1 to 4096"),
+            ("idle_backends=-1", "0 to 10000"),
+        ] {
+            let e = s.apply(set).unwrap_err().to_string();
+            assert!(e.contains(expect), "{set}: {e}");
+        }
         let e = Preset::by_name("pg99").unwrap_err().to_string();
         assert!(e.contains("pg94"), "{e}");
     }
