@@ -498,8 +498,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
             loop {
                 let h = &self.header;
                 let num_msgs = h.max_msg_num.load(Relaxed) - h.min_msg_num.load(Relaxed);
-                if num_msgs + n > self.max_messages || num_msgs >= h.next_threshold.load(Relaxed)
-                {
+                if num_msgs + n > self.max_messages || num_msgs >= h.next_threshold.load(Relaxed) {
                     self.cleanup_queue(b, true, n)?;
                 } else {
                     break;
@@ -526,7 +525,9 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
                 }
             }
             self.write_lock.release(b)?;
-            b.stats.events.count("sinval.messages_written", u64::from(n));
+            b.stats
+                .events
+                .count("sinval.messages_written", u64::from(n));
         }
         Ok(())
     }
@@ -638,8 +639,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         let mut need_sig = None;
         let mut resets = 0;
         for (i, s) in self.proc_state[..last].iter().enumerate() {
-            if !s.active.load(Relaxed) || s.reset_state.load(Relaxed) || s.send_only.load(Relaxed)
-            {
+            if !s.active.load(Relaxed) || s.reset_state.load(Relaxed) || s.send_only.load(Relaxed) {
                 continue;
             }
             let n = i64::from(s.next_msg_num.load(Relaxed));
@@ -659,8 +659,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         let mut min = min as u32;
         if min >= self.msgnum_wraparound {
             min -= self.msgnum_wraparound;
-            h.max_msg_num
-                .store(max - self.msgnum_wraparound, Relaxed);
+            h.max_msg_num.store(max - self.msgnum_wraparound, Relaxed);
             // Readers are locked out, so maxMsgNum needs no msgnumLock; inactive and reset
             // entries are lowered too (their numbers are meaningless).
             for s in &self.proc_state[..last] {
@@ -789,7 +788,12 @@ mod tests {
     fn pg_constants_at_the_default_ring() {
         let q = Queue::new(&SinvalConfig::new(4, SinvalCheck::Locked)).unwrap();
         assert_eq!(
-            (q.cleanup_min, q.cleanup_quantum, q.sig_threshold, q.write_quantum),
+            (
+                q.cleanup_min,
+                q.cleanup_quantum,
+                q.sig_threshold,
+                q.write_quantum
+            ),
             (2048, 256, 2048, 64)
         );
         assert_eq!(MSGNUMWRAPAROUND, 1 << 30);
@@ -857,7 +861,10 @@ mod tests {
             assert_eq!((got.messages, got.reset, seen), (1, false, vec![18]));
             let counters = b.take_stats().events.counters();
             assert!(counters.contains(&("sinval.resets", 1)), "{counters:?}");
-            assert!(counters.contains(&("sinval.cache_resets", 1)), "{counters:?}");
+            assert!(
+                counters.contains(&("sinval.cache_resets", 1)),
+                "{counters:?}"
+            );
         }
     }
 
@@ -886,7 +893,10 @@ mod tests {
         assert_eq!(got.messages, 37);
         assert!(!q.catchup_pending(&c).unwrap());
         let counters = b.take_stats().events.counters();
-        assert!(counters.contains(&("sinval.catchup_signals", 2)), "{counters:?}");
+        assert!(
+            counters.contains(&("sinval.catchup_signals", 2)),
+            "{counters:?}"
+        );
         assert_eq!(q.snapshot(&mut b, 0).unwrap().min_msg_num, 37);
     }
 

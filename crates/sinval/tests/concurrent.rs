@@ -5,8 +5,8 @@
 //! the idle backend is told it was reset.
 #![cfg(not(loom))]
 
-use pglocks_lwlock::{AtomicLwLock, Pg96Layout, SpinlockProtectedLwLock};
 use pglocks_lwlock::RawLwLock;
+use pglocks_lwlock::{AtomicLwLock, Pg96Layout, SpinlockProtectedLwLock};
 use pglocks_sinval::{SharedInvalidationMessage as Msg, SinvalCheck, SinvalConfig, SinvalQueue};
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::ProcTable;
@@ -36,7 +36,9 @@ fn verify(events: &[Event]) -> Result<(), String> {
                 let w = w as usize;
                 match expect[w] {
                     Some(x) if x != seq => {
-                        return Err(format!("writer {w}: expected {x}, got {seq} without a reset"))
+                        return Err(format!(
+                            "writer {w}: expected {x}, got {seq} without a reset"
+                        ))
                     }
                     None if last_seen[w].is_some_and(|l| seq <= l) => {
                         return Err(format!("writer {w}: {seq} again after a reset"))
@@ -114,8 +116,7 @@ fn run<K: RawLwLock>(check: SinvalCheck) {
                 let mut seq = 0;
                 while seq < PER_WRITER {
                     let n = (1 + seq % 5).min(PER_WRITER - seq);
-                    let batch: Vec<Msg> =
-                        (seq..seq + n).map(|s| Msg::catcache(0, w, s)).collect();
+                    let batch: Vec<Msg> = (seq..seq + n).map(|s| Msg::catcache(0, w, s)).collect();
                     q.insert_data_entries(&mut b, &batch).unwrap();
                     seq += n;
                 }
@@ -132,7 +133,9 @@ fn run<K: RawLwLock>(check: SinvalCheck) {
             panic!("{check:?} reader {i}: {e}");
         }
     }
-    let got = q.accept_invalidation_messages(&mut main, &mut idle).unwrap();
+    let got = q
+        .accept_invalidation_messages(&mut main, &mut idle)
+        .unwrap();
     assert!(got.reset && got.messages == 0, "{got:?}");
 }
 

@@ -69,7 +69,11 @@ fn race(check: SinvalCheck, ring: usize, inserts: u32, reads: usize, may_reset: 
         Some(r) => {
             assert!(may_reset, "reset without overflow: {seen:?}");
             let before: Vec<u32> = seen[..r].iter().flatten().copied().collect();
-            assert_eq!(before, (0..before.len() as u32).collect::<Vec<_>>(), "{seen:?}");
+            assert_eq!(
+                before,
+                (0..before.len() as u32).collect::<Vec<_>>(),
+                "{seen:?}"
+            );
             let after: Vec<u32> = seen[r + 1..].iter().flatten().copied().collect();
             let from = inserts - after.len() as u32;
             assert_eq!(after, (from..inserts).collect::<Vec<_>>(), "{seen:?}");

@@ -117,7 +117,12 @@ impl Harness {
     }
 }
 
-fn check(ring: usize, wraparound: u32, check: SinvalCheck, ops: &[Op]) -> Result<(), TestCaseError> {
+fn check(
+    ring: usize,
+    wraparound: u32,
+    check: SinvalCheck,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
     let cfg = SinvalConfig {
         msgnum_wraparound: wraparound,
         ..SinvalConfig::new(SLOTS, check).with_ring(ring)
@@ -167,9 +172,8 @@ fn check(ring: usize, wraparound: u32, check: SinvalCheck, ops: &[Op]) -> Result
                 };
                 let mut seen = vec![];
                 let mut resets = 0;
-                let got = h
-                    .q
-                    .receive_shared_invalid_messages(
+                let got =
+                    h.q.receive_shared_invalid_messages(
                         &mut h.b,
                         &mut r.handle,
                         |m| seen.push(*m),

@@ -432,12 +432,7 @@ mod tests {
                 let run = (s.run)(&quick_spec(2)).unwrap();
                 assert!(run.total_ops() > 0, "{} {sets:?}", preset.name);
                 let counters = run.stats.events.counters();
-                let count = |name: &str| {
-                    counters
-                        .iter()
-                        .find(|c| c.0 == name)
-                        .map_or(0, |c| c.1)
-                };
+                let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
                 if sets.is_empty() {
                     assert_eq!(count("sinval.messages_read"), 0, "{}", preset.name);
                 } else {

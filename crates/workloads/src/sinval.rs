@@ -38,8 +38,7 @@ fn run<K: RawLwLock, R: RawSpinLock>(
     let procs = proc_table(settings, spec.threads);
     let idle = settings.idle_backends as usize;
     let cfg = SinvalConfig::new(spec.threads + idle, settings.sinval_check);
-    let queue: Arc<SinvalQueue<K, R>> =
-        Arc::new(SinvalQueue::new(&cfg).map_err(workload_error)?);
+    let queue: Arc<SinvalQueue<K, R>> = Arc::new(SinvalQueue::new(&cfg).map_err(workload_error)?);
     // Every backend registers before the run: the running ones, then the idle ones, which
     // keep their entries and never read.
     let handles = {
@@ -56,7 +55,9 @@ fn run<K: RawLwLock, R: RawSpinLock>(
     let (rate, batch) = (settings.inval_rate, settings.inval_batch);
     run_team(spec, &procs, |i| {
         let queue = Arc::clone(&queue);
-        let mut me = handles.borrow_mut()[i].take().expect("one handle per thread");
+        let mut me = handles.borrow_mut()[i]
+            .take()
+            .expect("one handle per thread");
         let messages: Vec<SharedInvalidationMessage> = (0..batch)
             .map(|k| SharedInvalidationMessage::relcache(1, 16_384 + i as u32 * batch + k))
             .collect();
