@@ -4,6 +4,7 @@
 //!   clearing it just as the writer sets it for the second message — a check made after the
 //!   writer is done finds every message, in order, once;
 //! - the same for the locked check (≤ 9.1);
+//! - two writers and one reader: each message read exactly once;
 //! - a ring of two slots that a writer overflows while the reader reads: the reader gets a
 //!   prefix of the messages, then (if it was overtaken) a reset, then only a contiguous tail —
 //!   never a message lost without a reset, never a stale slot.
@@ -100,4 +101,41 @@ fn the_locked_check_never_misses_a_message() {
 #[test]
 fn an_overflowed_reader_is_told_of_its_reset() {
     builder(2).check(|| race(SinvalCheck::WaitFree, 2, 3, 1, true));
+}
+
+/// Two writers and a reader: the reader, checking once while both insert and once after,
+/// reads each writer's message exactly once.
+#[test]
+fn two_writers_and_a_wait_free_reader() {
+    builder(2).check(|| {
+        let cfg = SinvalConfig::new(3, SinvalCheck::WaitFree).with_ring(8);
+        let q = Arc::new(Queue::new(&cfg).unwrap());
+        let procs = ProcTable::new(3);
+        let mut b = procs.attach().unwrap();
+        let mut me = q.backend_init(&mut b, false).unwrap();
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let (q, procs) = (Arc::clone(&q), procs.clone());
+                loom::thread::spawn(move || {
+                    let mut b = procs.attach().unwrap();
+                    let _w = q.backend_init(&mut b, true).unwrap();
+                    q.insert_data_entries(&mut b, &[msg(w)]).unwrap();
+                })
+            })
+            .collect();
+        let mut seen = vec![];
+        let mut receive = |b: &mut pglocks_sync::Backend| {
+            let got = q
+                .receive_shared_invalid_messages(b, &mut me, |m| seen.push(m.object), || {})
+                .unwrap();
+            assert!(!got.reset);
+        };
+        receive(&mut b);
+        for w in writers {
+            w.join().unwrap();
+        }
+        receive(&mut b);
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1], "a message was missed or repeated");
+    });
 }
