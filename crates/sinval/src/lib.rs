@@ -22,8 +22,10 @@
 //! `SInvalReadLock` *shared* — although each changes its own `ProcState`: shared here means
 //! "touches only its own entry" — and may run alongside a writer, since a writer only fills
 //! slots no reader can be reading. The one value both sides touch, `maxMsgNum`, is read and
-//! written under a spinlock of its own, `msgnumLock` (8.4+), which is what orders the
-//! messages' bytes before the number that publishes them. Whoever needs the whole array
+//! written under a spinlock of its own, `msgnumLock`, which is what orders the messages' bytes
+//! before the number that publishes them. (`msgnumLock` came with the 8.4 rewrite of the queue,
+//! after buildfarm failures on weakly ordered machines, and every release since keeps it —
+//! master included; 9.2 only spared readers whose flag is clear from taking it.) Whoever needs the whole array
 //! (`SICleanupQueue`) takes both locks exclusively.
 //!
 //! ## The check: locked (≤ 9.1) and wait-free (9.2+)
@@ -536,7 +538,11 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     /// `data.len()`), or reports that it was reset.
     ///
     /// 9.2+ ([`SinvalCheck::WaitFree`]) first reads the backend's `hasMessages` flag without a
-    /// lock and returns `Messages(0)` at once when it is clear.
+    /// lock and returns `Messages(0)` at once when it is clear. That read is relaxed, like
+    /// PostgreSQL's plain load: it is sure to see the flag of every insert whose
+    /// `SInvalWriteLock` release happens before something the caller acquired (in PostgreSQL,
+    /// the lock on the relation that the sender held until its invalidations were queued); an
+    /// insert racing with the check may be seen only at the next one, as if it had come later.
     #[inline]
     pub fn get_data_entries(
         &self,
