@@ -8,8 +8,8 @@
 //! word: the reference count in bits 0–17, the usage count in bits 18–21, the flags above. The
 //! header lock is a flag of that word, `BM_LOCKED`, taken by an atomic fetch-or and spun on
 //! with `perform_spin_delay`. A pin (`PinBuffer`) does not take the header lock: it reads the
-//! word, waits while `BM_LOCKED` is set, and compare-exchanges in refcount + 1 and usage count
-//! + 1 (capped at [`BM_MAX_USAGE_COUNT`]); it retries when the word changed under it. Anyone
+//! word, waits while `BM_LOCKED` is set, and compare-exchanges in one more reference and one
+//! more use (capped at [`BM_MAX_USAGE_COUNT`]); it retries when the word changed under it. Anyone
 //! who holds the header lock — the clock sweep examining a candidate, `BufferAlloc` retagging a
 //! victim — therefore sees a refcount nobody can raise until it unlocks: a buffer pinned
 //! concurrently is never taken as a victim.
