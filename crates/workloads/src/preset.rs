@@ -544,6 +544,13 @@ impl Settings {
             Ok(FlushLatency::Fixed(d)) if d <= max => Some(d),
             _ => None,
         };
+        let fraction = || {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| bad("a fraction from 0 to 1"))
+        };
         let on_off = || match value {
             "on" | "true" | "1" => Ok(true),
             "off" | "false" | "0" => Ok(false),
@@ -669,24 +676,12 @@ impl Settings {
                     _ => return Err(bad("lock or cas")),
                 }
             }
-            "hit_ratio" => {
-                self.hit_ratio = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| bad("a fraction from 0 to 1"))?
-            }
+            "hit_ratio" => self.hit_ratio = fraction()?,
             "read_latency" => {
                 self.read_latency = duration(Duration::from_secs(1))
                     .ok_or_else(|| bad("a duration such as 10us or 1ms, or 0"))?
             }
-            "read_ratio" => {
-                self.read_ratio = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| bad("a fraction from 0 to 1"))?
-            }
+            "read_ratio" => self.read_ratio = fraction()?,
             "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
             "cs_work" => self.cs_work = number(0, 1_000_000)?,
             "think" => self.think = number(0, 1_000_000)?,
