@@ -56,7 +56,7 @@ pub(crate) struct StrategyControl<K> {
     /// `nextVictimBuffer`: the hand (9.5+ atomic and running past `NBuffers`; ≤ 9.4 a plain
     /// index under `BufFreelistLock`).
     pub next_victim_buffer: CachePadded<AtomicU32>,
-    /// `firstFreeBuffer` (`FREENEXT_END_OF_LIST` when empty); read without the lock by 9.6+.
+    /// `firstFreeBuffer` (`FREENEXT_END_OF_LIST` when empty); read without the lock by 9.5+.
     pub first_free_buffer: AtomicU32,
     /// `lastFreeBuffer`.
     pub last_free_buffer: AtomicU32,
@@ -184,7 +184,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// takes `buffer_strategy_lock` per buffer unlinked.
     fn get_from_freelist(&self, b: &mut Backend) -> Result<Option<(u32, u32)>, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
-        // 9.6+ looks without the lock first: an empty list costs nothing.
+        // 9.5+ looks without the lock first: an empty list costs nothing.
         if !locked && self.strategy.first_free_buffer.load(Relaxed) == FREENEXT_END_OF_LIST {
             return Ok(None);
         }

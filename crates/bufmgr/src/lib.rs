@@ -46,6 +46,8 @@
 //!   (flags handling) are not modelled beyond the lock around the victim search.
 //! - An LWLock error in the middle of `BufferAlloc` (only "too many LWLocks taken") returns
 //!   at once; PostgreSQL's `ERROR` would also release every LWLock and pin.
+//! - The usage count rises at pin time, as from 8.3; 8.1 and 8.2 raised it when the last pin
+//!   was dropped (`UnpinBuffer`), which the pg81/pg82 presets do not model.
 //! - Local (temporary-table) buffers are not modelled.
 
 pub mod buf_table;
