@@ -4,7 +4,8 @@
 //!   always finds its page there while it holds the pin (the compare-exchange on the state word
 //!   waits out `BM_LOCKED`, and `BufferAlloc` re-checks the refcount before retagging);
 //! - two backends missing on the same page: `BufTableInsert` under the exclusive partition
-//!   lock lets only one buffer take the tag, and both backends end up with that buffer.
+//!   lock lets only one buffer take the tag, and both backends end up with that buffer (with
+//!   either victim search).
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-bufmgr --test loom_bufmgr --release`
 #![cfg(loom)]
@@ -25,11 +26,21 @@ fn builder(bound: usize) -> loom::model::Builder {
     b
 }
 
-fn pool(nbuffers: usize, partitions: usize) -> Arc<Pool> {
+/// A pool of 9.6+ (atomic hand, pins by compare-exchange) or, with `locked`, of 9.4
+/// (`BufFreelistLock`, pins under the header lock).
+fn pool(nbuffers: usize, partitions: usize, locked: bool) -> Arc<Pool> {
     let cfg = BufMgrConfig {
         partitions,
-        victim_search: VictimSearch::AtomicClockHand,
-        pin: PinMethod::Cas,
+        victim_search: if locked {
+            VictimSearch::FreelistLock
+        } else {
+            VictimSearch::AtomicClockHand
+        },
+        pin: if locked {
+            PinMethod::HeaderLock
+        } else {
+            PinMethod::Cas
+        },
         ..BufMgrConfig::new(nbuffers)
     };
     Arc::new(Pool::new(&cfg).unwrap())
@@ -41,7 +52,7 @@ fn a_buffer_pinned_during_the_sweep_is_never_the_victim() {
     let c = BufferTag::main(5, 16384, 2);
     builder(2).check(move || {
         // One buffer, holding page A, unpinned.
-        let pool = pool(1, 1);
+        let pool = pool(1, 1, false);
         let procs = ProcTable::new(3);
         {
             let mut b = procs.attach().unwrap();
@@ -84,9 +95,18 @@ fn a_buffer_pinned_during_the_sweep_is_never_the_victim() {
 
 #[test]
 fn two_misses_on_one_page_share_one_buffer() {
+    two_misses(false);
+}
+
+#[test]
+fn two_misses_on_one_page_share_one_buffer_under_buf_freelist_lock() {
+    two_misses(true);
+}
+
+fn two_misses(locked: bool) {
     let x = BufferTag::main(5, 16384, 9);
     builder(2).check(move || {
-        let pool = pool(2, 1);
+        let pool = pool(2, 1, locked);
         let procs = ProcTable::new(3);
         let (p1, procs1) = (Arc::clone(&pool), procs.clone());
         let other = loom::thread::spawn(move || {
