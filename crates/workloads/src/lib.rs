@@ -5,6 +5,7 @@
 //! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
 //! hands the harness one operation per thread. Workloads never print and never time anything.
 
+mod bufmgr;
 mod clog;
 mod lmgr;
 mod lwlock;
@@ -52,7 +53,7 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     },
     WorkloadInfo {
         name: "buffer-lookup",
-        summary: "take the shared BufferMapping partition lock of a random hash, release",
+        summary: "read a page (ReadBuffer: partition lock shared, lookup, pin) and release it; `hit_ratio` of them hit, misses run the clock sweep",
         impls: lwlock::BUFFER_IMPLS,
     },
     WorkloadInfo {
@@ -322,6 +323,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn buffer_lookup_misses_run_the_clock_sweep_with_either_hand() {
+        for preset in ["pg94", "pg95", "pg96"] {
+            let p = Preset::by_name(preset).unwrap();
+            let sets = ["hit_ratio=0.5".into(), "nbuffers=256".into()];
+            let run =
+                (series("buffer-lookup", p, "pg", &sets).unwrap().run)(&quick_spec(3)).unwrap();
+            let counters = run.stats.events.counters();
+            let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
+            assert!(
+                count("bufmgr.hits") > 0
+                    && count("bufmgr.reads") > 0
+                    && count("bufmgr.evictions") > 0,
+                "{preset}: {counters:?}"
+            );
+            let sweeps = run.stats.events.distributions();
+            assert!(sweeps
+                .iter()
+                .any(|d| d.0 == "bufmgr.sweep_ticks" && d.1.count() > 0));
+        }
+        // One buffer, three backends each holding a pin across a 1 ms read: PostgreSQL's error.
+        let p = Preset::by_name("pg18").unwrap();
+        let sets = [
+            "hit_ratio=0".into(),
+            "nbuffers=1".into(),
+            "read_latency=1ms".into(),
+        ];
+        let e = (series("buffer-lookup", p, "pg", &sets).unwrap().run)(&quick_spec(3))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no unpinned buffers available"), "{e}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The LWLock micro workloads: `lwlock-exclusive`, `lwlock-shared` and `lwlock-mixed` (shared
 //! with probability `read_ratio`, else exclusive) — one acquire and one release of a single lock
 //! per operation, the pattern of a hot individual LWLock such as ProcArrayLock — and
-//! `buffer-lookup`, the shared acquisition of a random `BufferMapping` partition.
+//! the lock-only peers of `buffer-lookup` (the shared acquisition of the `BufferMapping`
+//! partition of a page's tag; the full buffer-manager model is in `bufmgr.rs`).
 //!
 //! `--set cs_work=N` adds work inside the critical section, `--set think=N` between operations;
 //! `--set lwlock_padding=` spaces the partitions of `buffer-lookup`, `--set lwlock_stats=on`
@@ -46,15 +47,19 @@ pub const IMPLS: &[(&str, &str)] = &[
 pub const BUFFER_IMPLS: &[(&str, &str)] = &[
     (
         "pg",
-        "PostgreSQL's BufferMapping tranche: LWLocks of the preset, hashcode % partitions",
+        "PostgreSQL's buffer manager of the preset: lookup under the BufferMapping partition lock, pin, unpin; misses run the victim search and BufferAlloc",
+    ),
+    (
+        "pg-lwlock",
+        "lock only: the shared BufferMapping partition lock of the page's tag (LWLocks of the preset), no table, no pin",
     ),
     (
         "parking_lot",
-        "an array of parking_lot::RwLock, same partitioning and padding",
+        "lock only: an array of parking_lot::RwLock, same pages, partitioning and padding",
     ),
     (
         "std",
-        "an array of std::sync::RwLock, same partitioning and padding",
+        "lock only: an array of std::sync::RwLock, same pages, partitioning and padding",
     ),
 ];
 
@@ -182,9 +187,10 @@ fn runner<M: RwModel>(mix: Mix, settings: &Settings) -> RunFn<'static> {
     })
 }
 
-/// `buffer-lookup`: what `BufTableLookup` costs in locking — the shared partition lock of a
-/// random buffer tag's hash, taken and released (the hash-table probe itself is not modelled).
-/// The partitions are an array padded as `P` says, as `MainLWLockArray` is.
+/// `buffer-lookup`, lock only: what `BufTableLookup` costs in locking — the shared partition
+/// lock of the page's tag hash (the same pages as the full model's), taken and released; no
+/// table probe, no pin, no miss. The partitions are an array padded as `P` says, as
+/// `MainLWLockArray` is.
 fn buffer_runner<M: RwModel, P: Padding>(settings: &Settings) -> RunFn<'static> {
     let settings = settings.clone();
     Box::new(move |spec: &TeamSpec| {
@@ -195,7 +201,7 @@ fn buffer_runner<M: RwModel, P: Padding>(settings: &Settings) -> RunFn<'static> 
         run_team(spec, &procs, |_| {
             let (locks, settings) = (Arc::clone(&locks), settings.clone());
             move |b: &mut Backend| {
-                let hashcode: u32 = b.rng.random();
+                let hashcode = crate::bufmgr::page(b, &settings).hash_code();
                 let lock = &locks[hashcode as usize % locks.len()];
                 operation(&**lock, b, true, &settings)
             }
@@ -272,7 +278,8 @@ pub(crate) fn buffer_series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let make = Buffer(settings);
     Ok(match impl_name {
-        "pg" => with_pg_lwlock(settings, make),
+        "pg" => with_lwlock_type(settings, crate::bufmgr::BufferRun(settings)),
+        "pg-lwlock" => with_pg_lwlock(settings, make),
         "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
         "std" => make.make::<std::sync::RwLock<()>>(),
         _ => {

@@ -5,6 +5,7 @@
 //! are listed: each later subsystem adds its row.
 
 use crate::WorkloadError;
+use pglocks_bufmgr::{BufMgrConfig, PinMethod, VictimSearch};
 use pglocks_lmgr::FastPathLayout;
 use pglocks_sinval::SinvalCheck;
 use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
@@ -28,6 +29,19 @@ pub struct Settings {
     /// bufmgr: `NUM_BUFFER_PARTITIONS` (16 in 8.2–9.4, 128 from 9.5; 1 in 8.1; 2048 with the
     /// Unisys patches).
     pub buffer_partitions: usize,
+    /// bufmgr: `NBuffers`, shared buffers of 8 KB (buffer-lookup; 16384 = 128 MB, the default
+    /// `shared_buffers`).
+    pub nbuffers: usize,
+    /// freelist.c: the victim search under `BufFreelistLock` (≤ 9.4) or with the atomic clock
+    /// hand (9.5+).
+    pub victim_search: VictimSearch,
+    /// bufmgr.c: a pin under the buffer header lock (≤ 9.5) or by compare-exchange (9.6+).
+    pub buffer_pin: PinMethod,
+    /// Workload `buffer-lookup`: the share of reads that go to the hot pages (which stay in
+    /// the buffers); the rest miss.
+    pub hit_ratio: f64,
+    /// Workload `buffer-lookup`: the simulated time of one page read on a miss.
+    pub read_latency: Duration,
     /// lock.c: `NUM_LOCK_PARTITIONS`, the LockManager tranche (16 from 8.2; 8.1 had one
     /// LockMgrLock).
     pub lock_partitions: usize,
@@ -243,6 +257,26 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=65536: BufferMapping partitions (buffer-lookup)",
     ),
     (
+        "nbuffers",
+        "N in 1..=1048576: shared buffers of 8 KB (buffer-lookup; default 16384 = 128 MB; PostgreSQL's minimum is 16)",
+    ),
+    (
+        "victim_search",
+        "lock|atomic: clock sweep under BufFreelistLock (<= 9.4) or with the atomic clock hand (9.5+)",
+    ),
+    (
+        "buffer_pin",
+        "lock|cas: a buffer pin under the header lock (<= 9.5) or by compare-exchange of the state word (9.6+)",
+    ),
+    (
+        "hit_ratio",
+        "0..1: share of buffer-lookup reads that hit (default 1); the rest miss and run the clock sweep",
+    ),
+    (
+        "read_latency",
+        "a duration (0, 10us): the simulated read of a page on a buffer-lookup miss (default 0)",
+    ),
+    (
         "fast_path",
         "on|off: the fast path for weak relation locks (on = the release's layout; 16 slots before it had one)",
     ),
@@ -393,6 +427,19 @@ impl Preset {
                 "pg82" | "pg91" | "pg92" | "pg93" | "pg94" => 16,
                 _ => 128,
             },
+            nbuffers: 16_384,
+            victim_search: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92" | "pg93" | "pg94" => {
+                    VictimSearch::FreelistLock
+                }
+                _ => VictimSearch::AtomicClockHand,
+            },
+            buffer_pin: match self.lwlock {
+                SpinlockProtected | AtomicWithMutex => PinMethod::HeaderLock,
+                Atomic | Atomic18 => PinMethod::Cas,
+            },
+            hit_ratio: 1.0,
+            read_latency: Duration::ZERO,
             lock_partitions: if self.name == "pg81" { 1 } else { 16 },
             fast_path: self.fast_path(),
             nowait_checks_queue: matches!(self.name, "pg17" | "pg18"),
@@ -475,6 +522,17 @@ impl Settings {
             insert_result_cache: self.wal_var_atomic,
             wal_buffers: self.wal_buffers,
             ..WalConfig::new(max_backends)
+        }
+    }
+
+    /// The buffer pool of these settings.
+    pub fn bufmgr_config(&self) -> BufMgrConfig {
+        BufMgrConfig {
+            nbuffers: self.nbuffers,
+            partitions: self.buffer_partitions,
+            victim_search: self.victim_search,
+            pin: self.buffer_pin,
+            read_latency: self.read_latency,
         }
     }
 
@@ -646,6 +704,26 @@ impl Settings {
                     .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
             }
             "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
+            "nbuffers" => self.nbuffers = number(1, 1_048_576)? as usize,
+            "victim_search" | "clock_sweep" => {
+                self.victim_search = match value {
+                    "lock" => VictimSearch::FreelistLock,
+                    "atomic" => VictimSearch::AtomicClockHand,
+                    _ => return Err(bad("lock or atomic")),
+                }
+            }
+            "buffer_pin" => {
+                self.buffer_pin = match value {
+                    "lock" => PinMethod::HeaderLock,
+                    "cas" => PinMethod::Cas,
+                    _ => return Err(bad("lock or cas")),
+                }
+            }
+            "hit_ratio" => self.hit_ratio = fraction()?,
+            "read_latency" => {
+                self.read_latency = duration(Duration::from_secs(1))
+                    .ok_or_else(|| bad("a duration such as 10us or 1ms, or 0"))?
+            }
             "read_ratio" => self.read_ratio = fraction()?,
             "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
             "cs_work" => self.cs_work = number(0, 1_000_000)?,
@@ -719,6 +797,48 @@ mod tests {
         x.apply("lwlock_stats=on").unwrap();
         assert_eq!((x.lwlock_padding, x.lwlock_stats), (0, true));
         assert!(x.apply("lwlock_padding=48").is_err());
+    }
+
+    #[test]
+    fn buffer_knobs_follow_the_release_and_reject_nonsense() {
+        let s = |p: &str| Preset::by_name(p).unwrap().settings();
+        assert_eq!(
+            (s("pg94").victim_search, s("pg94").buffer_pin),
+            (VictimSearch::FreelistLock, PinMethod::HeaderLock)
+        );
+        assert_eq!(
+            (s("pg95").victim_search, s("pg95").buffer_pin),
+            (VictimSearch::AtomicClockHand, PinMethod::HeaderLock)
+        );
+        assert_eq!(
+            (s("pg96").victim_search, s("pg96").buffer_pin),
+            (VictimSearch::AtomicClockHand, PinMethod::Cas)
+        );
+        let mut x = s("pg18");
+        x.apply("victim_search=lock").unwrap();
+        x.apply("buffer_pin=lock").unwrap();
+        x.apply("nbuffers=64").unwrap();
+        x.apply("hit_ratio=0.25").unwrap();
+        x.apply("read_latency=10us").unwrap();
+        let cfg = x.bufmgr_config();
+        assert_eq!(
+            (cfg.nbuffers, cfg.victim_search, cfg.pin),
+            (64, VictimSearch::FreelistLock, PinMethod::HeaderLock)
+        );
+        assert_eq!(
+            (x.hit_ratio, cfg.read_latency),
+            (0.25, Duration::from_micros(10))
+        );
+        for (set, expect) in [
+            ("victim_search=spin", "lock or atomic"),
+            ("buffer_pin=tas", "lock or cas"),
+            ("nbuffers=0", "1 to 1048576"),
+            ("hit_ratio=1.5", "fraction"),
+            ("read_latency=fast", "duration"),
+        ] {
+            let e = x.apply(set).unwrap_err().to_string();
+            assert!(e.contains(expect), "{set}: {e}");
+        }
     }
 
     #[test]

@@ -1,0 +1,389 @@
+//! Models the buffer-mapping paths of bufmgr.c: `ReadBuffer` (`ReadBuffer_common`),
+//! `BufferAlloc`, `PinBuffer` / `PinBuffer_Locked` / `UnpinBuffer`, `ReleaseBuffer`,
+//! `StartBufferIO` / `TerminateBufferIO` / `WaitIO` and `InvalidateBuffer`. The crate
+//! documentation walks through the algorithm.
+
+use crate::desc::*;
+use crate::freelist::VictimSearch;
+use crate::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
+use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
+use pglocks_sync::time::{sleep, Instant};
+use pglocks_sync::Backend;
+
+/// What `BufferAlloc` found.
+enum Alloc {
+    /// The page is in the buffer and valid (or was read in by the backend we waited for).
+    Found(u32),
+    /// This backend must read the page in: `BM_IO_IN_PROGRESS` is set and its I/O lock held.
+    MustRead(u32),
+}
+
+impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
+    /// Models `PinBuffer`: pins `buf_id` for this backend — a shared pin (refcount + 1, usage
+    /// count + 1 up to [`BM_MAX_USAGE_COUNT`]) unless it holds one already, in which case only
+    /// its private count rises. Returns whether the page is valid (`BM_VALID`).
+    #[inline]
+    pub fn pin_buffer(
+        &self,
+        b: &mut Backend,
+        refs: &mut PrivateRefCount,
+        buf_id: u32,
+    ) -> Result<bool, BufMgrError> {
+        let desc = self.desc(buf_id)?;
+        if refs.get(buf_id) > 0 {
+            refs.add(buf_id);
+            return Ok(true);
+        }
+        let state = desc.update_unlocked(b, self.pin, |s| {
+            let mut s = s + BUF_REFCOUNT_ONE;
+            if usage_count(s) < BM_MAX_USAGE_COUNT {
+                s += BUF_USAGECOUNT_ONE;
+            }
+            s
+        })?;
+        refs.add(buf_id);
+        Ok(state & BM_VALID != 0)
+    }
+
+    /// Models `PinBuffer_Locked`: pins a buffer whose header lock the caller holds (with
+    /// `state` its locked word), without touching the usage count, and unlocks the header.
+    #[inline]
+    fn pin_buffer_locked(&self, refs: &mut PrivateRefCount, buf_id: u32, state: u32) {
+        self.descs[buf_id as usize].unlock(state + BUF_REFCOUNT_ONE);
+        refs.add(buf_id);
+    }
+
+    /// Models `UnpinBuffer`: drops one of this backend's pins of `buf_id`, and the shared pin
+    /// with the last one.
+    #[inline]
+    pub fn unpin_buffer(
+        &self,
+        b: &mut Backend,
+        refs: &mut PrivateRefCount,
+        buf_id: u32,
+    ) -> Result<(), BufMgrError> {
+        let desc = self.desc(buf_id)?;
+        match refs.remove(buf_id) {
+            None => Err(BufMgrError::NotPinned(buf_id)),
+            Some(0) => desc
+                .update_unlocked(b, self.pin, |s| s - BUF_REFCOUNT_ONE)
+                .map(drop),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Models `ReleaseBuffer`.
+    #[inline]
+    pub fn release_buffer(
+        &self,
+        b: &mut Backend,
+        refs: &mut PrivateRefCount,
+        buffer: Buffer,
+    ) -> Result<(), BufMgrError> {
+        self.unpin_buffer(b, refs, buffer.id())
+    }
+
+    /// Models `ReadBuffer_common` for a shared buffer: the buffer holding `tag`, pinned, read
+    /// in if it was not there. Counts `bufmgr.hits` or `bufmgr.reads`.
+    pub fn read_buffer(
+        &self,
+        b: &mut Backend,
+        refs: &mut PrivateRefCount,
+        tag: BufferTag,
+    ) -> Result<Buffer, BufMgrError> {
+        match self.buffer_alloc(b, refs, tag)? {
+            Alloc::Found(buf_id) => {
+                b.stats.events.count("bufmgr.hits", 1);
+                Ok(Buffer(buf_id))
+            }
+            Alloc::MustRead(buf_id) => {
+                if !self.read_latency.is_zero() {
+                    let t = Instant::now();
+                    sleep(self.read_latency);
+                    b.stats
+                        .waits
+                        .record("DataFileRead", "IO", t.elapsed().as_nanos() as u64);
+                }
+                self.terminate_buffer_io(b, buf_id, true)?;
+                b.stats.events.count("bufmgr.reads", 1);
+                Ok(Buffer(buf_id))
+            }
+        }
+    }
+
+    /// A pinned buffer's tag (`BufferGetTag`).
+    pub fn buffer_tag(&self, b: &mut Backend, buffer: Buffer) -> Result<BufferTag, BufMgrError> {
+        let desc = self.desc(buffer.id())?;
+        let state = desc.lock(b)?;
+        let tag = desc.tag(state);
+        desc.unlock(state);
+        Ok(tag)
+    }
+
+    /// The end of `BufferAlloc` for a buffer found in the table and pinned: valid, or being
+    /// read by someone else (wait for it), or left invalid by a failed read (read it).
+    fn found(&self, b: &mut Backend, buf_id: u32, valid: bool) -> Result<Alloc, BufMgrError> {
+        if !valid && self.start_buffer_io(b, buf_id, true)? {
+            return Ok(Alloc::MustRead(buf_id));
+        }
+        Ok(Alloc::Found(buf_id))
+    }
+
+    /// Models `BufferAlloc` (9.5–15 shape; see the crate documentation): the buffer for
+    /// `tag`, pinned — found in the table, or a victim remapped to it.
+    fn buffer_alloc(
+        &self,
+        b: &mut Backend,
+        refs: &mut PrivateRefCount,
+        tag: BufferTag,
+    ) -> Result<Alloc, BufMgrError> {
+        let new_hash = tag.hash_code();
+        let new_part = self.table.partition_of(new_hash);
+        let new_lock = self.table.lock(new_part);
+        new_lock.acquire(b, LwLockMode::Shared)?;
+        // SAFETY: the new tag's partition lock is held (shared).
+        if let Some(buf_id) = unsafe { self.table.lookup(&tag, new_hash) } {
+            let valid = self.pin_buffer(b, refs, buf_id);
+            new_lock.release(b)?;
+            return self.found(b, buf_id, valid?);
+        }
+        new_lock.release(b)?;
+
+        let (buf_id, old) = loop {
+            let victim = self.strategy_get_buffer(b)?;
+            let (buf_id, state) = (victim.buf_id, victim.state);
+            let desc = &self.descs[buf_id as usize];
+            let old_flags = state & BUF_FLAG_MASK;
+            let old_tag = desc.tag(state);
+            self.pin_buffer_locked(refs, buf_id, state);
+            if victim.freelist_lock_held {
+                self.strategy.freelist_lock.release(b)?;
+            }
+            // No dirty buffers here, so no FlushBuffer.
+
+            // The partition locks of the old tag (if any) and the new one, in ascending order.
+            let old = (old_flags & BM_TAG_VALID != 0).then(|| {
+                let h = old_tag.hash_code();
+                (old_tag, h, self.table.partition_of(h))
+            });
+            let old_part = old.map(|o| o.2).filter(|&p| p != new_part);
+            match old_part {
+                Some(p) if p < new_part => {
+                    self.table.lock(p).acquire(b, LwLockMode::Exclusive)?;
+                    new_lock.acquire(b, LwLockMode::Exclusive)?;
+                }
+                Some(p) => {
+                    new_lock.acquire(b, LwLockMode::Exclusive)?;
+                    self.table.lock(p).acquire(b, LwLockMode::Exclusive)?;
+                }
+                None => {
+                    new_lock.acquire(b, LwLockMode::Exclusive)?;
+                }
+            }
+            let release_old = |b: &mut Backend| match old_part {
+                Some(p) => self.table.lock(p).release(b),
+                None => Ok(()),
+            };
+
+            // SAFETY: the new tag's partition lock is held exclusively.
+            if let Some(existing) = unsafe { self.table.insert(tag, new_hash, buf_id) } {
+                // Someone else read the page in meanwhile: use theirs.
+                self.unpin_buffer(b, refs, buf_id)?;
+                release_old(b)?;
+                let valid = self.pin_buffer(b, refs, existing);
+                new_lock.release(b)?;
+                return self.found(b, existing, valid?);
+            }
+
+            // Is the victim still ours alone? A lookup of its old tag may have pinned it.
+            let state = desc.lock(b)?;
+            if refcount(state) == 1 && state & BM_DIRTY == 0 {
+                break (buf_id, (state, old));
+            }
+            desc.unlock(state);
+            // SAFETY: the new tag's partition lock is held exclusively.
+            unsafe { self.table.delete(&tag, new_hash) };
+            release_old(b)?;
+            new_lock.release(b)?;
+            self.unpin_buffer(b, refs, buf_id)?;
+            b.stats.events.count("bufmgr.victim_retries", 1);
+        };
+
+        // Retag the victim: valid tag, usage count 1, page not yet valid.
+        let (mut state, old) = old;
+        let desc = &self.descs[buf_id as usize];
+        desc.set_tag(state, tag);
+        state &= !(BM_VALID
+            | BM_DIRTY
+            | BM_JUST_DIRTIED
+            | BM_CHECKPOINT_NEEDED
+            | BM_IO_ERROR
+            | BM_PERMANENT
+            | BUF_USAGECOUNT_MASK);
+        state |= BM_TAG_VALID | BM_PERMANENT | BUF_USAGECOUNT_ONE;
+        desc.unlock(state);
+        let mut deleted = true;
+        if let Some((old_tag, old_hash, old_part)) = old {
+            // SAFETY: the old tag's partition lock is held exclusively (it is the new tag's
+            // partition, or was taken beside it).
+            deleted = unsafe { self.table.delete(&old_tag, old_hash) };
+            b.stats.events.count("bufmgr.evictions", 1);
+            if old_part != new_part {
+                self.table.lock(old_part).release(b)?;
+            }
+        }
+        new_lock.release(b)?;
+        if !deleted {
+            return Err(BufMgrError::TableCorrupted);
+        }
+        if self.start_buffer_io(b, buf_id, true)? {
+            Ok(Alloc::MustRead(buf_id))
+        } else {
+            Ok(Alloc::Found(buf_id))
+        }
+    }
+
+    /// Models `StartBufferIO` (9.6–13, with the buffer's I/O lock): waits for any I/O on the
+    /// buffer to end; then, if the buffer still needs the I/O (for a read: it is not valid),
+    /// sets `BM_IO_IN_PROGRESS` and returns `true` holding the I/O lock. `false` if someone
+    /// else did the I/O meanwhile.
+    fn start_buffer_io(
+        &self,
+        b: &mut Backend,
+        buf_id: u32,
+        for_input: bool,
+    ) -> Result<bool, BufMgrError> {
+        let desc = &self.descs[buf_id as usize];
+        let io_lock = &self.io_locks[buf_id as usize];
+        let state = loop {
+            io_lock.acquire(b, LwLockMode::Exclusive)?;
+            let state = desc.lock(b)?;
+            if state & BM_IO_IN_PROGRESS == 0 {
+                break state;
+            }
+            // Only a backend that failed to get the I/O lock can see this (an I/O whose owner
+            // errored out); wait for it to be cleared.
+            desc.unlock(state);
+            io_lock.release(b)?;
+            self.wait_io(b, buf_id)?;
+        };
+        let done = if for_input {
+            state & BM_VALID != 0
+        } else {
+            state & BM_DIRTY == 0
+        };
+        if done {
+            desc.unlock(state);
+            io_lock.release(b)?;
+            return Ok(false);
+        }
+        desc.unlock(state | BM_IO_IN_PROGRESS);
+        Ok(true)
+    }
+
+    /// Models `TerminateBufferIO`: clears `BM_IO_IN_PROGRESS` (and sets `BM_VALID` after a
+    /// successful read), and releases the I/O lock, which wakes the waiters.
+    fn terminate_buffer_io(
+        &self,
+        b: &mut Backend,
+        buf_id: u32,
+        set_valid: bool,
+    ) -> Result<(), BufMgrError> {
+        let desc = &self.descs[buf_id as usize];
+        let mut state = desc.lock(b)?;
+        state &= !(BM_IO_IN_PROGRESS | BM_IO_ERROR);
+        if set_valid {
+            state |= BM_VALID;
+        }
+        desc.unlock(state);
+        self.io_locks[buf_id as usize].release(b)?;
+        Ok(())
+    }
+
+    /// Models `WaitIO`: sleeps on the buffer's I/O lock (shared) until `BM_IO_IN_PROGRESS` is
+    /// clear.
+    fn wait_io(&self, b: &mut Backend, buf_id: u32) -> Result<(), BufMgrError> {
+        let desc = &self.descs[buf_id as usize];
+        loop {
+            let state = desc.lock(b)?;
+            desc.unlock(state);
+            if state & BM_IO_IN_PROGRESS == 0 {
+                return Ok(());
+            }
+            let io_lock = &self.io_locks[buf_id as usize];
+            io_lock.acquire(b, LwLockMode::Shared)?;
+            io_lock.release(b)?;
+        }
+    }
+
+    /// Drops the page `tag` from the buffers if it is there, as `DropRelationBuffers` does for
+    /// each of a relation's pages: `true` if it was there. Fails with "buffer is pinned in
+    /// InvalidateBuffer" if anyone has it pinned.
+    pub fn drop_buffer(&self, b: &mut Backend, tag: BufferTag) -> Result<bool, BufMgrError> {
+        let hash = tag.hash_code();
+        let lock = self.table.lock(self.table.partition_of(hash));
+        lock.acquire(b, LwLockMode::Shared)?;
+        // SAFETY: the tag's partition lock is held (shared).
+        let found = unsafe { self.table.lookup(&tag, hash) };
+        lock.release(b)?;
+        let Some(buf_id) = found else {
+            return Ok(false);
+        };
+        let desc = &self.descs[buf_id as usize];
+        let state = desc.lock(b)?;
+        if state & BM_TAG_VALID == 0 || desc.tag(state) != tag {
+            desc.unlock(state);
+            return Ok(false);
+        }
+        self.invalidate_buffer(b, buf_id, state)
+    }
+
+    /// Models `InvalidateBuffer`, entered with the header lock held (`state`): removes the
+    /// buffer's tag from the table, clears it, and puts the buffer on the freelist.
+    fn invalidate_buffer(
+        &self,
+        b: &mut Backend,
+        buf_id: u32,
+        state: u32,
+    ) -> Result<bool, BufMgrError> {
+        let desc = &self.descs[buf_id as usize];
+        let old_tag = desc.tag(state);
+        desc.unlock(state);
+        let old_hash = old_tag.hash_code();
+        let lock = self.table.lock(self.table.partition_of(old_hash));
+        loop {
+            lock.acquire(b, LwLockMode::Exclusive)?;
+            let mut state = desc.lock(b)?;
+            if state & BM_TAG_VALID == 0 || desc.tag(state) != old_tag {
+                // Someone else evicted it meanwhile.
+                desc.unlock(state);
+                lock.release(b)?;
+                return Ok(false);
+            }
+            if refcount(state) != 0 {
+                desc.unlock(state);
+                lock.release(b)?;
+                if state & BM_IO_IN_PROGRESS != 0 {
+                    self.wait_io(b, buf_id)?;
+                    continue;
+                }
+                return Err(BufMgrError::BufferPinned);
+            }
+            state &= !(BUF_FLAG_MASK | BUF_USAGECOUNT_MASK);
+            desc.unlock(state);
+            // SAFETY: the old tag's partition lock is held exclusively.
+            let deleted = unsafe { self.table.delete(&old_tag, old_hash) };
+            lock.release(b)?;
+            if !deleted {
+                return Err(BufMgrError::TableCorrupted);
+            }
+            self.strategy_free_buffer(b, buf_id)?;
+            return Ok(true);
+        }
+    }
+
+    /// The victim search in force.
+    pub fn victim_search(&self) -> VictimSearch {
+        self.victim_search
+    }
+}

@@ -1,0 +1,286 @@
+//! Models the buffer descriptor (`BufferDesc`, `BufferDescPadded` in buf_internals.h), its
+//! header lock (`LockBufHdr`, `UnlockBufHdr`, `WaitBufHdrUnlocked`) and pins (`PinBuffer`,
+//! `PinBuffer_Locked`, `UnpinBuffer` in bufmgr.c), with the backend-private pin counts
+//! (`PrivateRefCount`).
+//!
+//! # The state word
+//! Since 9.6 a descriptor's reference count, usage count and flags share one 32-bit atomic
+//! word: the reference count in bits 0–17, the usage count in bits 18–21, the flags above. The
+//! header lock is a flag of that word, `BM_LOCKED`, taken by an atomic fetch-or and spun on
+//! with `perform_spin_delay`. A pin (`PinBuffer`) does not take the header lock: it reads the
+//! word, waits while `BM_LOCKED` is set, and compare-exchanges in one more reference and one
+//! more use (capped at [`BM_MAX_USAGE_COUNT`]); it retries when the word changed under it. Anyone
+//! who holds the header lock — the clock sweep examining a candidate, `BufferAlloc` retagging a
+//! victim — therefore sees a refcount nobody can raise until it unlocks: a buffer pinned
+//! concurrently is never taken as a victim.
+//!
+//! Up to 9.5 the descriptor had separate `refcount`, `usage_count` and `flags` fields guarded by
+//! a header spinlock (`buf_hdr_lock`), and a pin took that spinlock ([`PinMethod::HeaderLock`]).
+//!
+//! A backend pins a buffer in shared memory only once: further pins of the same buffer by the
+//! same backend only count up its private entry (and do not raise the usage count); the shared
+//! pin is dropped when the private count falls back to zero.
+//!
+//! # Differences from PostgreSQL
+//! - One state word for every release: up to 9.5 the header lock was a separate `slock_t` and
+//!   the counts separate fields; here 9.6's word serves all, and [`PinMethod::HeaderLock`] pins
+//!   under its `BM_LOCKED` bit. The word is 32 bits, as from 9.6 to 18 (19 widens it to 64).
+//! - [`PrivateRefCount`] is one hash map per backend, not the 8-entry array with a hash table
+//!   for overflow (9.4+), and has no resource owner.
+//! - No `BM_PIN_COUNT_WAITER` wake-up in `UnpinBuffer` (no cleanup locks are modelled), no
+//!   content lock.
+//! - Under loom the header lock is taken with a compare-exchange instead of a fetch-or, which
+//!   loom would count as a store on every failed try (as `TestAndSet` explains).
+
+use crate::tag::BufferTag;
+use crate::BufMgrError;
+use pglocks_spin::SpinDelayStatus;
+use pglocks_sync::atomic::{AtomicU32, Ordering::*};
+use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::Backend;
+use std::collections::HashMap;
+
+/// `BUF_REFCOUNT_ONE`.
+pub const BUF_REFCOUNT_ONE: u32 = 1;
+/// `BUF_REFCOUNT_MASK`: bits 0–17.
+pub const BUF_REFCOUNT_MASK: u32 = (1 << 18) - 1;
+/// `BUF_USAGECOUNT_MASK`: bits 18–21.
+pub const BUF_USAGECOUNT_MASK: u32 = 0x003C_0000;
+/// `BUF_USAGECOUNT_ONE`.
+pub const BUF_USAGECOUNT_ONE: u32 = 1 << 18;
+/// `BUF_USAGECOUNT_SHIFT`.
+pub const BUF_USAGECOUNT_SHIFT: u32 = 18;
+/// `BUF_FLAG_MASK`: bits 22–31.
+pub const BUF_FLAG_MASK: u32 = 0xFFC0_0000;
+/// `BM_LOCKED`: the buffer header is locked.
+pub const BM_LOCKED: u32 = 1 << 22;
+/// `BM_DIRTY`: the page needs writing (never set here: no writes are modelled).
+pub const BM_DIRTY: u32 = 1 << 23;
+/// `BM_VALID`: the page is in the buffer.
+pub const BM_VALID: u32 = 1 << 24;
+/// `BM_TAG_VALID`: the tag is assigned (the table maps it to this buffer).
+pub const BM_TAG_VALID: u32 = 1 << 25;
+/// `BM_IO_IN_PROGRESS`: a read (or write) is under way.
+pub const BM_IO_IN_PROGRESS: u32 = 1 << 26;
+/// `BM_IO_ERROR`: the last I/O failed.
+pub const BM_IO_ERROR: u32 = 1 << 27;
+/// `BM_JUST_DIRTIED`: dirtied since the write began.
+pub const BM_JUST_DIRTIED: u32 = 1 << 28;
+/// `BM_PIN_COUNT_WAITER`: someone waits to be the sole pinner.
+pub const BM_PIN_COUNT_WAITER: u32 = 1 << 29;
+/// `BM_CHECKPOINT_NEEDED`: must be written by the running checkpoint.
+pub const BM_CHECKPOINT_NEEDED: u32 = 1 << 30;
+/// `BM_PERMANENT`: the page belongs to a permanent (logged) relation.
+pub const BM_PERMANENT: u32 = 1 << 31;
+/// `BM_MAX_USAGE_COUNT`: the usage count a pin raises no further.
+pub const BM_MAX_USAGE_COUNT: u32 = 5;
+
+/// `BUF_STATE_GET_REFCOUNT`.
+#[inline(always)]
+pub const fn refcount(state: u32) -> u32 {
+    state & BUF_REFCOUNT_MASK
+}
+
+/// `BUF_STATE_GET_USAGECOUNT`.
+#[inline(always)]
+pub const fn usage_count(state: u32) -> u32 {
+    (state & BUF_USAGECOUNT_MASK) >> BUF_USAGECOUNT_SHIFT
+}
+
+/// `freeNext` of a buffer at the end of the freelist (`FREENEXT_END_OF_LIST`, -1).
+pub(crate) const FREENEXT_END_OF_LIST: u32 = u32::MAX;
+/// `freeNext` of a buffer not on the freelist (`FREENEXT_NOT_IN_LIST`, -2).
+pub(crate) const FREENEXT_NOT_IN_LIST: u32 = u32::MAX - 1;
+
+/// How a pin changes the shared state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinMethod {
+    /// ≤ 9.5: take the buffer header lock, raise the counts, release it.
+    HeaderLock,
+    /// 9.6+: compare-exchange the state word, waiting while `BM_LOCKED` is set.
+    Cas,
+}
+
+/// Models `BufferDesc` padded to 64 bytes (`BufferDescPadded`, `BUFFERDESC_PAD_TO_SIZE`).
+#[repr(C, align(64))]
+pub(crate) struct BufferDesc {
+    /// `tag`: read and written only with the header lock held.
+    tag: UnsafeCell<BufferTag>,
+    /// `state`: refcount, usage count, flags.
+    pub state: AtomicU32,
+    /// `freeNext`: guarded by the freelist's lock (`BufFreelistLock` ≤ 9.4,
+    /// `buffer_strategy_lock` 9.5+), so relaxed.
+    pub free_next: AtomicU32,
+}
+
+// SAFETY: `tag` is only touched with the header lock (`BM_LOCKED`) held, whose acquiring
+// fetch-or and releasing store order the accesses; the rest are atomics.
+unsafe impl Sync for BufferDesc {}
+
+impl BufferDesc {
+    /// A free buffer, linked to `next` on the freelist (`StrategyInitialize`).
+    pub fn new(next: u32) -> Self {
+        Self {
+            tag: UnsafeCell::new(BufferTag::main(0, 0, 0)),
+            state: AtomicU32::new(0),
+            free_next: AtomicU32::new(next),
+        }
+    }
+
+    /// The tag. The caller holds the header lock (the `u32` it got from [`Self::lock`]).
+    #[inline]
+    pub fn tag(&self, _locked: u32) -> BufferTag {
+        // SAFETY: the header lock is held (the caller shows its locked state word), so no
+        // writer runs meanwhile.
+        self.tag.with(|t| unsafe { *t })
+    }
+
+    /// Sets the tag. The caller holds the header lock.
+    #[inline]
+    pub fn set_tag(&self, _locked: u32, tag: BufferTag) {
+        // SAFETY: the header lock is held, so no other reader or writer runs meanwhile.
+        self.tag.with_mut(|t| unsafe { *t = tag });
+    }
+
+    /// Models `LockBufHdr`: sets `BM_LOCKED`, spinning with `perform_spin_delay` while another
+    /// backend has it. Returns the state word, locked.
+    #[inline]
+    pub fn lock(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
+        #[cfg(not(loom))]
+        let old = self.state.fetch_or(BM_LOCKED, Acquire);
+        #[cfg(loom)]
+        let old = {
+            let s = self.state.load(Relaxed);
+            match self
+                .state
+                .compare_exchange(s & !BM_LOCKED, s | BM_LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => s & !BM_LOCKED,
+                Err(_) => s | BM_LOCKED,
+            }
+        };
+        if old & BM_LOCKED == 0 {
+            return Ok(old | BM_LOCKED);
+        }
+        self.lock_slow(b)
+    }
+
+    #[cold]
+    fn lock_slow(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
+        let mut delay = SpinDelayStatus::new();
+        loop {
+            delay
+                .perform_spin_delay(b)
+                .map_err(|e| BufMgrError::stuck("buffer header", e))?;
+            let s = self.state.load(Relaxed);
+            if s & BM_LOCKED == 0
+                && self
+                    .state
+                    .compare_exchange(s, s | BM_LOCKED, Acquire, Relaxed)
+                    .is_ok()
+            {
+                delay.finish_spin_delay(b);
+                return Ok(s | BM_LOCKED);
+            }
+        }
+    }
+
+    /// Models `UnlockBufHdr`: stores `state` (which must have been derived from the locked
+    /// word) without `BM_LOCKED`.
+    #[inline]
+    pub fn unlock(&self, state: u32) {
+        self.state.store(state & !BM_LOCKED, Release);
+    }
+
+    /// Models `WaitBufHdrUnlocked`: the state word once `BM_LOCKED` is clear.
+    #[cold]
+    pub fn wait_unlocked(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
+        let mut delay = SpinDelayStatus::new();
+        let mut s = self.state.load(Acquire);
+        while s & BM_LOCKED != 0 {
+            delay
+                .perform_spin_delay(b)
+                .map_err(|e| BufMgrError::stuck("buffer header", e))?;
+            s = self.state.load(Acquire);
+        }
+        delay.finish_spin_delay(b);
+        Ok(s)
+    }
+
+    /// Applies `f` to the state word as a pin or unpin does: with [`PinMethod::Cas`] a
+    /// compare-exchange loop that waits out `BM_LOCKED`, with [`PinMethod::HeaderLock`] under
+    /// the header lock. Returns the new word.
+    #[inline]
+    pub fn update_unlocked(
+        &self,
+        b: &mut Backend,
+        method: PinMethod,
+        f: impl Fn(u32) -> u32,
+    ) -> Result<u32, BufMgrError> {
+        if method == PinMethod::HeaderLock {
+            let new = f(self.lock(b)?);
+            self.unlock(new);
+            return Ok(new & !BM_LOCKED);
+        }
+        let mut old = self.state.load(Relaxed);
+        loop {
+            if old & BM_LOCKED != 0 {
+                old = self.wait_unlocked(b)?;
+            }
+            let new = f(old);
+            match self.state.compare_exchange_weak(old, new, AcqRel, Relaxed) {
+                Ok(_) => return Ok(new),
+                Err(now) => {
+                    old = now;
+                    pglocks_sync::hint::spin_loop();
+                }
+            }
+        }
+    }
+}
+
+/// Models a backend's `PrivateRefCount` entries: how many times it has pinned each buffer.
+/// The shared refcount counts each backend once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PrivateRefCount {
+    pins: HashMap<u32, u32>,
+}
+
+impl PrivateRefCount {
+    /// A backend with no pins.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// This backend's pins of buffer `buf_id` (`GetPrivateRefCount`).
+    pub fn get(&self, buf_id: u32) -> u32 {
+        self.pins.get(&buf_id).copied().unwrap_or(0)
+    }
+
+    /// The buffers this backend has pinned, with their counts, in buffer order.
+    pub fn pinned(&self) -> Vec<(u32, u32)> {
+        let mut v: Vec<_> = self.pins.iter().map(|(&b, &n)| (b, n)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Counts one more pin of `buf_id`; returns the new count.
+    #[inline]
+    pub(crate) fn add(&mut self, buf_id: u32) -> u32 {
+        let n = self.pins.entry(buf_id).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    /// Counts one pin of `buf_id` less; returns the new count, or `None` if it had none.
+    #[inline]
+    pub(crate) fn remove(&mut self, buf_id: u32) -> Option<u32> {
+        let n = self.pins.get_mut(&buf_id)?;
+        *n -= 1;
+        let left = *n;
+        if left == 0 {
+            self.pins.remove(&buf_id);
+        }
+        Some(left)
+    }
+}

@@ -1,0 +1,283 @@
+//! PostgreSQL's shared buffer mapping: the partitioned tag → buffer table (buf_table.c), pins
+//! and usage counts, the clock-sweep victim search (freelist.c) and `BufferAlloc` (bufmgr.c).
+//!
+//! # The algorithm
+//! Shared buffers are `NBuffers` 8 KB slots, each described by a descriptor: the [`BufferTag`]
+//! of the page it holds and a state word with a reference (pin) count, a usage count and flags
+//! ([`desc`]). A shared table maps tags to buffer ids; it is split into `NUM_BUFFER_PARTITIONS`
+//! partitions by the tag's hash code, each guarded by a `BufferMapping` LWLock ([`buf_table`]).
+//!
+//! To read a page (`ReadBuffer` → `BufferAlloc`), a backend hashes its tag, takes the
+//! partition's lock in *shared* mode and looks the tag up. On a hit it pins the buffer — which
+//! raises the usage count, up to 5 — and releases the lock; the pin alone keeps the page there.
+//!
+//! On a miss it releases the lock and asks the replacement strategy for a victim
+//! ([`freelist`]): a buffer from the freelist, or the first one the clock hand finds unpinned
+//! with usage count zero. It pins the victim, then takes *exclusively* the partition locks of
+//! the victim's old tag and of the new tag — both, in ascending order, when they differ — and
+//! inserts the new tag. If that finds the tag already there, another backend read the page in
+//! meanwhile: the victim is unpinned and the other buffer pinned instead. Otherwise, under the
+//! victim's header lock, it checks that nobody else pinned the victim meanwhile (a backend that
+//! found the old tag in the table may have); if someone did, it backs out — deletes the new
+//! entry, unlocks, unpins — and starts over with another victim. If not, it retags the buffer
+//! (usage count 1, not yet valid), deletes the old tag's entry and releases the partition locks.
+//!
+//! The read itself happens outside every partition lock: the buffer is marked
+//! `BM_IO_IN_PROGRESS` (`StartBufferIO`), and a backend that finds it in the table meanwhile
+//! pins it and waits for the read to end (`WaitIO`) before using it.
+//!
+//! Releases differ in how the victim is found: up to 9.4 the whole search runs under one
+//! exclusive LWLock, `BufFreelistLock`; from 9.5 the clock hand is an atomic counter and the
+//! search takes no lock ([`VictimSearch`]). They also differ in how a pin is taken: up to 9.5
+//! under the buffer header spinlock, from 9.6 by a compare-exchange on the state word
+//! ([`PinMethod`]). 9.5 also raised the partitions from 16 to 128.
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles, and each carries its own
+//!   [`PrivateRefCount`] alongside (PostgreSQL's is backend-global).
+//! - No real pages and no writes: buffers never become dirty, so the victim's write-out
+//!   (`FlushBuffer`) and buffer access strategies (rings) are out of scope. A read is a sleep of
+//!   [`BufMgrConfig::read_latency`] (0 by default) with `BM_IO_IN_PROGRESS` set.
+//! - The I/O wait uses a per-buffer I/O LWLock (`BufferIOLWLockArray`, 9.6–13); 14 moved to a
+//!   condition variable, which is not modelled.
+//! - `BufferAlloc` has the 9.5–15 shape (both partition locks held while remapping) for every
+//!   release; 16 split it so that the old entry is removed under the old partition lock before
+//!   the new one is taken (`InvalidateVictimBuffer`). 8.x–9.4 differences in the remap
+//!   (flags handling) are not modelled beyond the lock around the victim search.
+//! - An LWLock error in the middle of `BufferAlloc` (only "too many LWLocks taken") returns
+//!   at once; PostgreSQL's `ERROR` would also release every LWLock and pin.
+//! - The usage count rises at pin time, as from 8.3; 8.1 and 8.2 raised it when the last pin
+//!   was dropped (`UnpinBuffer`), which the pg81/pg82 presets do not model.
+//! - Local (temporary-table) buffers are not modelled.
+
+pub mod buf_table;
+mod bufmgr;
+pub mod desc;
+pub mod freelist;
+pub mod tag;
+
+pub use desc::{PinMethod, PrivateRefCount, BM_MAX_USAGE_COUNT};
+pub use freelist::VictimSearch;
+pub use tag::{BufferTag, ForkNumber};
+
+use buf_table::BufTable;
+use desc::BufferDesc;
+use freelist::StrategyControl;
+use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
+use pglocks_sync::time::Duration;
+use pglocks_sync::Backend;
+
+/// lwlock.h's `NUM_BUFFER_PARTITIONS` from 9.5 (16 in 8.2–9.4).
+pub use pglocks_lwlock::tranche::NUM_BUFFER_PARTITIONS;
+
+/// The shape of the buffer pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufMgrConfig {
+    /// `NBuffers` (`shared_buffers` in 8 KB pages; 16384 is the default 128 MB).
+    pub nbuffers: usize,
+    /// `NUM_BUFFER_PARTITIONS`.
+    pub partitions: usize,
+    /// How the victim search is guarded.
+    pub victim_search: VictimSearch,
+    /// How a pin changes the state word.
+    pub pin: PinMethod,
+    /// The simulated time of reading one page in.
+    pub read_latency: Duration,
+}
+
+impl BufMgrConfig {
+    /// 9.6+'s buffer manager with `nbuffers` buffers.
+    pub fn new(nbuffers: usize) -> Self {
+        Self {
+            nbuffers,
+            partitions: NUM_BUFFER_PARTITIONS,
+            victim_search: VictimSearch::AtomicClockHand,
+            pin: PinMethod::Cas,
+            read_latency: Duration::ZERO,
+        }
+    }
+
+    /// Checks the shape.
+    pub fn validate(&self) -> Result<(), BufMgrError> {
+        if self.nbuffers == 0 || self.nbuffers > 1 << 30 {
+            return Err(BufMgrError::Config(format!(
+                "shared buffers must be 1 to {}, not {}",
+                1 << 30,
+                self.nbuffers
+            )));
+        }
+        if self.partitions == 0 || self.partitions > 65_536 {
+            return Err(BufMgrError::Config(format!(
+                "buffer mapping partitions must be 1 to 65536, not {}",
+                self.partitions
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the buffer manager, in PostgreSQL's words where it has them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BufMgrError {
+    /// The clock hand went round without finding an unpinned buffer (`StrategyGetBuffer`).
+    #[error("no unpinned buffers available")]
+    NoUnpinnedBuffers,
+    /// A buffer to drop is pinned (`InvalidateBuffer`).
+    #[error("buffer is pinned in InvalidateBuffer")]
+    BufferPinned,
+    /// Not a buffer of this pool (`ReleaseBuffer`).
+    #[error("bad buffer ID: {0}")]
+    BadBuffer(u32),
+    /// Released more often than pinned by this backend (an `Assert` in PostgreSQL).
+    #[error("buffer {0} is not pinned by this backend")]
+    NotPinned(u32),
+    /// A tag to delete was not in the table (`BufTableDelete`).
+    #[error("shared buffer hash table corrupted")]
+    TableCorrupted,
+    /// A spinlock (a buffer header, `buffer_strategy_lock`) was never released.
+    #[error("stuck spinlock detected at {lock} (gave up after {delays} sleeps)")]
+    StuckSpinlock {
+        /// Which spinlock.
+        lock: &'static str,
+        /// Sleeps taken before giving up.
+        delays: u32,
+    },
+    /// An LWLock refused.
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+    /// A shape out of range.
+    #[error("invalid buffer manager setting: {0}")]
+    Config(String),
+}
+
+impl BufMgrError {
+    fn stuck(lock: &'static str, e: pglocks_spin::StuckSpinlock) -> Self {
+        BufMgrError::StuckSpinlock {
+            lock,
+            delays: e.delays,
+        }
+    }
+}
+
+/// A pinned buffer, as `ReadBuffer` returns it (PostgreSQL's `Buffer` is the id plus one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Buffer(u32);
+
+impl Buffer {
+    /// The descriptor index (`buf_id`).
+    pub fn id(self) -> u32 {
+        self.0
+    }
+
+    /// The buffer with descriptor index `buf_id` (checked when used).
+    pub fn from_id(buf_id: u32) -> Self {
+        Buffer(buf_id)
+    }
+}
+
+/// What a buffer holds right now, for tests and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferInfo {
+    /// The tag, if `BM_TAG_VALID`.
+    pub tag: Option<BufferTag>,
+    /// Shared pins.
+    pub refcount: u32,
+    /// Usage count.
+    pub usage_count: u32,
+    /// `BM_VALID`.
+    pub valid: bool,
+}
+
+/// The buffer pool: descriptors, the mapping table with its partition locks (an array padded
+/// as `P` says), and the strategy control. Models `BufferDescriptors`, `SharedBufHash` and
+/// `StrategyControl`.
+pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
+    descs: Box<[BufferDesc]>,
+    /// Per-buffer I/O locks (`BufferIOLWLockArray`).
+    io_locks: Box<[K]>,
+    table: BufTable<K, P>,
+    strategy: StrategyControl<K>,
+    victim_search: VictimSearch,
+    pin: PinMethod,
+    read_latency: Duration,
+}
+
+impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
+    /// Models `InitBufferPool`: `nbuffers` empty buffers, all on the freelist.
+    pub fn new(cfg: &BufMgrConfig) -> Result<Self, BufMgrError> {
+        cfg.validate()?;
+        let n = cfg.nbuffers;
+        Ok(Self {
+            descs: (0..n)
+                .map(|i| {
+                    BufferDesc::new(if i + 1 == n {
+                        desc::FREENEXT_END_OF_LIST
+                    } else {
+                        i as u32 + 1
+                    })
+                })
+                .collect(),
+            io_locks: (0..n).map(|_| K::new("BufferIO")).collect(),
+            table: BufTable::new(cfg.partitions),
+            strategy: StrategyControl::new(n),
+            victim_search: cfg.victim_search,
+            pin: cfg.pin,
+            read_latency: cfg.read_latency,
+        })
+    }
+
+    /// `NBuffers`.
+    pub fn nbuffers(&self) -> usize {
+        self.descs.len()
+    }
+
+    /// `NUM_BUFFER_PARTITIONS`.
+    pub fn partitions(&self) -> usize {
+        self.table.partitions()
+    }
+
+    /// `completePasses`: full turns of the clock hand so far.
+    pub fn complete_passes(&self) -> u32 {
+        self.strategy
+            .complete_passes
+            .load(pglocks_sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A buffer's tag, counts and validity, read under its header lock.
+    pub fn buffer_info(&self, b: &mut Backend, buf_id: u32) -> Result<BufferInfo, BufMgrError> {
+        let d = self.desc(buf_id)?;
+        let state = d.lock(b)?;
+        let tag = d.tag(state);
+        d.unlock(state);
+        Ok(BufferInfo {
+            tag: (state & desc::BM_TAG_VALID != 0).then_some(tag),
+            refcount: desc::refcount(state),
+            usage_count: desc::usage_count(state),
+            valid: state & desc::BM_VALID != 0,
+        })
+    }
+
+    /// Every entry of the mapping table, each partition read under its lock in shared mode
+    /// one at a time, sorted by buffer id.
+    pub fn table_entries(&self, b: &mut Backend) -> Result<Vec<(BufferTag, u32)>, BufMgrError> {
+        let mut all = Vec::new();
+        for p in 0..self.table.partitions() {
+            let lock = self.table.lock(p);
+            lock.acquire(b, pglocks_lwlock::LwLockMode::Shared)?;
+            // SAFETY: partition `p`'s lock is held until the release below.
+            all.extend(unsafe { self.table.entries(p) });
+            lock.release(b)?;
+        }
+        all.sort_unstable_by_key(|e| e.1);
+        Ok(all)
+    }
+
+    /// The descriptor of `buf_id`, or "bad buffer ID".
+    #[inline]
+    fn desc(&self, buf_id: u32) -> Result<&BufferDesc, BufMgrError> {
+        self.descs
+            .get(buf_id as usize)
+            .ok_or(BufMgrError::BadBuffer(buf_id))
+    }
+}

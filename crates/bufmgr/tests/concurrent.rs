@@ -1,0 +1,87 @@
+//! Several threads missing all the time on a pool of four buffers: while a backend holds a
+//! pin, its buffer keeps the page it asked for (a pinned buffer is never evicted); when they
+//! are done, no two buffers hold the same tag and the table maps exactly the valid buffers.
+//! Both victim searches, both pin methods.
+#![cfg(not(loom))]
+
+use pglocks_bufmgr::{
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
+};
+use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
+use pglocks_sync::ProcTable;
+use std::sync::Arc;
+
+type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
+
+const THREADS: usize = 4;
+const OPS: u32 = 3000;
+
+fn hammer(victim_search: VictimSearch, pin: PinMethod) {
+    let cfg = BufMgrConfig {
+        partitions: 2,
+        victim_search,
+        pin,
+        ..BufMgrConfig::new(4)
+    };
+    let pool = Arc::new(Pool::new(&cfg).unwrap());
+    let procs = ProcTable::new(THREADS + 1);
+    let threads: Vec<_> = (0..THREADS as u32)
+        .map(|t| {
+            let (pool, procs) = (Arc::clone(&pool), procs.clone());
+            std::thread::spawn(move || {
+                let mut b = procs.attach().unwrap();
+                let mut refs = PrivateRefCount::new();
+                let mut all_pinned = 0;
+                for i in 0..OPS {
+                    let page = (i * 7 + t * 3) % 11;
+                    let tag = BufferTag::main(5, 16384, page);
+                    let buffer = match pool.read_buffer(&mut b, &mut refs, tag) {
+                        Ok(buf) => buf,
+                        // Every buffer pinned at once by the four of us: PostgreSQL's error.
+                        Err(BufMgrError::NoUnpinnedBuffers) => {
+                            all_pinned += 1;
+                            continue;
+                        }
+                        Err(e) => panic!("{e}"),
+                    };
+                    for _ in 0..3 {
+                        assert_eq!(pool.buffer_tag(&mut b, buffer).unwrap(), tag);
+                        std::thread::yield_now();
+                    }
+                    pool.release_buffer(&mut b, &mut refs, buffer).unwrap();
+                }
+                assert!(refs.pinned().is_empty());
+                all_pinned
+            })
+        })
+        .collect();
+    let all_pinned: u32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(
+        all_pinned < OPS * THREADS as u32 / 2,
+        "{all_pinned} failed reads"
+    );
+    let mut b = procs.attach().unwrap();
+    let entries = pool.table_entries(&mut b).unwrap();
+    let mut tags: Vec<_> = entries.iter().map(|e| e.0).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    assert_eq!(
+        tags.len(),
+        entries.len(),
+        "a tag in two buffers: {entries:?}"
+    );
+    for i in 0..pool.nbuffers() as u32 {
+        let info = pool.buffer_info(&mut b, i).unwrap();
+        assert_eq!(info.refcount, 0, "buffer {i} left pinned");
+        let mapped = entries.iter().find(|e| e.1 == i).map(|e| e.0);
+        assert_eq!(info.tag, mapped, "buffer {i} and the table disagree");
+        assert_eq!(info.valid, info.tag.is_some(), "buffer {i}");
+    }
+}
+
+#[test]
+fn misses_under_contention_keep_tags_unique_and_pins_honoured() {
+    hammer(VictimSearch::AtomicClockHand, PinMethod::Cas);
+    hammer(VictimSearch::FreelistLock, PinMethod::HeaderLock);
+    hammer(VictimSearch::AtomicClockHand, PinMethod::HeaderLock);
+}

@@ -1,0 +1,137 @@
+//! loom models of the buffer manager:
+//! - the clock sweep (atomic hand, header lock) against a concurrent `PinBuffer` of the only
+//!   buffer: a buffer pinned concurrently is never taken as a victim, so the pinning backend
+//!   always finds its page there while it holds the pin (the compare-exchange on the state word
+//!   waits out `BM_LOCKED`, and `BufferAlloc` re-checks the refcount before retagging);
+//! - two backends missing on the same page: `BufTableInsert` under the exclusive partition
+//!   lock lets only one buffer take the tag, and both backends end up with that buffer (with
+//!   either victim search).
+//!
+//! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-bufmgr --test loom_bufmgr --release`
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use pglocks_bufmgr::{
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
+};
+use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
+use pglocks_sync::ProcTable;
+
+type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
+
+fn builder(bound: usize) -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = b.preemption_bound.or(Some(bound));
+    b.max_branches = 100_000;
+    b
+}
+
+/// A pool of 9.6+ (atomic hand, pins by compare-exchange) or, with `locked`, of 9.4
+/// (`BufFreelistLock`, pins under the header lock).
+fn pool(nbuffers: usize, partitions: usize, locked: bool) -> Arc<Pool> {
+    let cfg = BufMgrConfig {
+        partitions,
+        victim_search: if locked {
+            VictimSearch::FreelistLock
+        } else {
+            VictimSearch::AtomicClockHand
+        },
+        pin: if locked {
+            PinMethod::HeaderLock
+        } else {
+            PinMethod::Cas
+        },
+        ..BufMgrConfig::new(nbuffers)
+    };
+    Arc::new(Pool::new(&cfg).unwrap())
+}
+
+#[test]
+fn a_buffer_pinned_during_the_sweep_is_never_the_victim() {
+    let a = BufferTag::main(5, 16384, 1);
+    let c = BufferTag::main(5, 16384, 2);
+    builder(2).check(move || {
+        // One buffer, holding page A, unpinned.
+        let pool = pool(1, 1, false);
+        let procs = ProcTable::new(3);
+        {
+            let mut b = procs.attach().unwrap();
+            let mut refs = PrivateRefCount::new();
+            let buf = pool.read_buffer(&mut b, &mut refs, a).unwrap();
+            pool.release_buffer(&mut b, &mut refs, buf).unwrap();
+        }
+        // A backend missing on page C sweeps for a victim.
+        let (p1, procs1) = (Arc::clone(&pool), procs.clone());
+        let sweeper = loom::thread::spawn(move || {
+            let mut b = procs1.attach().unwrap();
+            let mut refs = PrivateRefCount::new();
+            match p1.read_buffer(&mut b, &mut refs, c) {
+                Ok(buf) => p1.release_buffer(&mut b, &mut refs, buf).unwrap(),
+                Err(BufMgrError::NoUnpinnedBuffers) => {}
+                Err(e) => panic!("{e}"),
+            }
+        });
+        // Meanwhile another pins page A, if it is still there, and checks it stays.
+        let mut b = procs.attach().unwrap();
+        let mut refs = PrivateRefCount::new();
+        match pool.read_buffer(&mut b, &mut refs, a) {
+            Ok(buf) => {
+                assert_eq!(
+                    pool.buffer_tag(&mut b, buf).unwrap(),
+                    a,
+                    "evicted while pinned"
+                );
+                pool.release_buffer(&mut b, &mut refs, buf).unwrap();
+            }
+            Err(BufMgrError::NoUnpinnedBuffers) => {}
+            Err(e) => panic!("{e}"),
+        }
+        sweeper.join().unwrap();
+        let info = pool.buffer_info(&mut b, 0).unwrap();
+        assert_eq!(info.refcount, 0);
+        assert!(info.tag == Some(a) || info.tag == Some(c));
+    });
+}
+
+#[test]
+fn two_misses_on_one_page_share_one_buffer() {
+    two_misses(false);
+}
+
+#[test]
+fn two_misses_on_one_page_share_one_buffer_under_buf_freelist_lock() {
+    two_misses(true);
+}
+
+fn two_misses(locked: bool) {
+    let x = BufferTag::main(5, 16384, 9);
+    builder(2).check(move || {
+        let pool = pool(2, 1, locked);
+        let procs = ProcTable::new(3);
+        let (p1, procs1) = (Arc::clone(&pool), procs.clone());
+        let other = loom::thread::spawn(move || {
+            let mut b = procs1.attach().unwrap();
+            let mut refs = PrivateRefCount::new();
+            let buf = p1.read_buffer(&mut b, &mut refs, x).unwrap();
+            assert_eq!(p1.buffer_tag(&mut b, buf).unwrap(), x);
+            p1.release_buffer(&mut b, &mut refs, buf).unwrap();
+            buf
+        });
+        let mut b = procs.attach().unwrap();
+        let mut refs = PrivateRefCount::new();
+        let mine = pool.read_buffer(&mut b, &mut refs, x).unwrap();
+        let info = pool.buffer_info(&mut b, mine.id()).unwrap();
+        assert!(info.valid && info.tag == Some(x), "{info:?}");
+        pool.release_buffer(&mut b, &mut refs, mine).unwrap();
+        let theirs = other.join().unwrap();
+        assert_eq!(
+            mine, theirs,
+            "both backends use the one buffer with the page"
+        );
+        let holders = (0..2)
+            .filter(|&i| pool.buffer_info(&mut b, i).unwrap().tag == Some(x))
+            .count();
+        assert_eq!(holders, 1, "the page in two buffers");
+        assert_eq!(pool.table_entries(&mut b).unwrap(), vec![(x, mine.id())]);
+    });
+}

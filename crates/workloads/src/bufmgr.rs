@@ -1,0 +1,76 @@
+//! The `buffer-lookup` workload on PostgreSQL's buffer manager ([`pglocks_bufmgr::BufMgr`]):
+//! each operation reads one page (`ReadBuffer`: hash the tag, look it up under the shared
+//! `BufferMapping` partition lock, pin) and releases it (`ReleaseBuffer`).
+//!
+//! With probability `hit_ratio` the page is one of a hot set of `nbuffers / 2` pages, which
+//! fits in the buffers and, once read in, stays (its usage count stays high); otherwise it is a
+//! random page of a cold relation of 2^32 pages, which is almost never there: a miss, so
+//! `BufferAlloc` runs the victim search (clock sweep under `BufFreelistLock` up to 9.4, the
+//! atomic hand from 9.5) and remaps the victim under two exclusive partition locks, and the
+//! page is "read" for `read_latency`. The default `hit_ratio=1` is a pure lookup and pin after
+//! the hot set's first reads.
+//!
+//! Metrics: `bufmgr.hits` / `bufmgr.reads` (and so `bufmgr.hit_ratio`), `bufmgr.evictions`,
+//! `bufmgr.victim_retries`, and `bufmgr.sweep_ticks` — the clock hand's steps per allocation.
+
+use crate::lwlock::MakeWithLwLock;
+use crate::preset::Settings;
+use crate::{proc_table, workload_error};
+use pglocks_bufmgr::{BufMgr, BufferTag, PrivateRefCount};
+use pglocks_harness::sweep::RunFn;
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
+use pglocks_lwlock::{NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock};
+use pglocks_sync::Backend;
+use rand::RngExt;
+use std::sync::Arc;
+
+/// The database of every page read.
+const DB: u32 = 5;
+/// The relation of the hot pages.
+const HOT_REL: u32 = 16384;
+/// The relation of the cold pages.
+const COLD_REL: u32 = 16385;
+
+/// The page an operation reads: a hot one with probability `hit_ratio`, else a cold one.
+#[inline]
+pub(crate) fn page(b: &mut Backend, settings: &Settings) -> BufferTag {
+    if settings.hit_ratio >= 1.0 || b.rng.random::<f64>() < settings.hit_ratio {
+        let hot_pages = (settings.nbuffers / 2).max(1) as u32;
+        BufferTag::main(DB, HOT_REL, b.rng.random_range(0..hot_pages))
+    } else {
+        BufferTag::main(DB, COLD_REL, b.rng.random())
+    }
+}
+
+fn run<K: RawLwLock, P: Padding>(
+    settings: &Settings,
+    spec: &TeamSpec,
+) -> Result<TeamRun, HarnessError> {
+    let procs = proc_table(settings, spec.threads);
+    let pool: Arc<BufMgr<K, P>> =
+        Arc::new(BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?);
+    run_team(spec, &procs, |_| {
+        let (pool, settings) = (Arc::clone(&pool), settings.clone());
+        let mut refs = PrivateRefCount::new();
+        move |b: &mut Backend| {
+            let tag = page(b, &settings);
+            let buffer = pool.read_buffer(b, &mut refs, tag)?;
+            pool.release_buffer(b, &mut refs, buffer)
+        }
+    })
+}
+
+/// The runner on the preset's LWLock type.
+pub(crate) struct BufferRun<'a>(pub &'a Settings);
+
+impl MakeWithLwLock for BufferRun<'_> {
+    fn make<K: RawLwLock>(self) -> RunFn<'static> {
+        let settings = self.0.clone();
+        match settings.lwlock_padding {
+            0 => Box::new(move |spec| run::<K, NoPadding>(&settings, spec)),
+            32 => Box::new(move |spec| run::<K, Pad32>(&settings, spec)),
+            64 => Box::new(move |spec| run::<K, Pad64>(&settings, spec)),
+            _ => Box::new(move |spec| run::<K, Pad128>(&settings, spec)),
+        }
+    }
+}
