@@ -9,6 +9,7 @@ mod clog;
 mod lmgr;
 mod lwlock;
 pub mod preset;
+mod procarray;
 mod spin;
 mod wal;
 
@@ -79,6 +80,16 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "clog-set",
         summary: "commit the next xid in the commit log (TransactionIdCommitTree; group update from 11)",
         impls: clog::IMPLS,
+    },
+    WorkloadInfo {
+        name: "snapshot",
+        summary: "a read-only transaction: GetSnapshotData over `backends` registered backends, one visibility test, end (a `commit_ratio` share write instead)",
+        impls: procarray::IMPLS,
+    },
+    WorkloadInfo {
+        name: "end-xact",
+        summary: "a write transaction's xid and end: GetNewTransactionId, ProcArrayEndTransaction (group XID clear from 9.6)",
+        impls: procarray::IMPLS,
     },
     WorkloadInfo {
         name: "wal-insert",
@@ -257,6 +268,8 @@ pub fn series_with(
         "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
         "clog-get" => clog::series(w.name, clog::Kind::Get, impl_name, &settings)?,
         "clog-set" => clog::series(w.name, clog::Kind::Set, impl_name, &settings)?,
+        "snapshot" => procarray::series(w.name, procarray::Kind::Snapshot, impl_name, &settings)?,
+        "end-xact" => procarray::series(w.name, procarray::Kind::EndXact, impl_name, &settings)?,
         "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
         "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
@@ -407,6 +420,40 @@ mod tests {
             pglocks_slru::Victim::PlainLru
         );
         assert!(s.apply("slru_victim=random").is_err());
+    }
+
+    #[test]
+    fn procarray_workloads_run_on_every_layout() {
+        for w in ["snapshot", "end-xact"] {
+            for preset in ["pg91", "pg92", "pg95", "pg96", "pg14"] {
+                let preset = Preset::by_name(preset).unwrap();
+                let sets = [
+                    "backends=10".into(),
+                    "commit_ratio=0.2".into(),
+                    "subxacts=70".into(),
+                ];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(3)).unwrap();
+                assert!(run.total_ops() > 0, "{w} {}", preset.name);
+            }
+        }
+        // 14 reuses a read-only load's snapshots.
+        let s = series("snapshot", Preset::by_name("pg14").unwrap(), "pg", &[]).unwrap();
+        let run = (s.run)(&quick_spec(2)).unwrap();
+        let counters = run.stats.events.counters();
+        assert!(counters
+            .iter()
+            .any(|c| c.0 == "procarray.snapshot_reused" && c.1 > 0));
+        // Fewer registered backends than threads is refused when the run starts.
+        let s = series(
+            "snapshot",
+            Preset::by_name("pg92").unwrap(),
+            "pg",
+            &["backends=2".into()],
+        )
+        .unwrap();
+        let e = (s.run)(&quick_spec(3)).err().unwrap().to_string();
+        assert!(e.contains("backends (2) must be at least"), "{e}");
     }
 
     #[test]

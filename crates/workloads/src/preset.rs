@@ -6,6 +6,7 @@
 
 use crate::WorkloadError;
 use pglocks_lmgr::FastPathLayout;
+use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
 use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
 use pglocks_slru::Victim;
 use pglocks_sync::time::Duration;
@@ -74,6 +75,18 @@ pub struct Settings {
     pub slru_latency: Duration,
     /// Workload `clog-get`: lookups fall among the newest this many xids.
     pub xid_window: u32,
+    /// procarray.c: where a snapshot's fields live (`PGPROC` scan ≤ 9.1, `PGXACT` 9.2–13,
+    /// dense arrays with snapshot reuse 14+).
+    pub snapshot_layout: SnapshotLayout,
+    /// procarray.c (9.6+): conditional ProcArrayLock at commit, else group XID clear.
+    pub group_clear: bool,
+    /// Workloads `snapshot`, `end-xact`: registered backends (the running threads and idle
+    /// connections); at least the threads.
+    pub backends: usize,
+    /// Workload `snapshot`: the share of operations that are a write transaction instead.
+    pub commit_ratio: f64,
+    /// Workloads `snapshot`, `end-xact`: subtransaction xids per write transaction.
+    pub subxacts: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -299,6 +312,26 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=2000000: clog-get looks up among the newest N xids (default 100000)",
     ),
     (
+        "snapshot_layout",
+        "proc|pgxact|dense: GetSnapshotData scans PGPROCs (<= 9.1), the PGXACT array (9.2-13), or dense arrays with snapshot reuse (14+)",
+    ),
+    (
+        "group_clear",
+        "on|off: ProcArrayLock conditional acquire at commit, else group XID clear (9.6+)",
+    ),
+    (
+        "backends",
+        "N in 1..=100000: registered backends, running threads plus idle connections (snapshot, end-xact; default 100)",
+    ),
+    (
+        "commit_ratio",
+        "0..1: share of snapshot operations that are a write transaction instead (default 0)",
+    ),
+    (
+        "subxacts",
+        "N in 0..=1000: subtransaction xids per write transaction (snapshot, end-xact; 64 fit the cache)",
+    ),
+    (
         "relations",
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
@@ -405,6 +438,15 @@ impl Preset {
             shared_buffers_mb: 8192,
             slru_latency: Duration::from_micros(50),
             xid_window: 100_000,
+            snapshot_layout: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => SnapshotLayout::ProcScan,
+                "pg14" | "pg17" | "pg18" => SnapshotLayout::Dense,
+                _ => SnapshotLayout::Pgxact,
+            },
+            group_clear: matches!(self.name, "pg96" | "pg11" | "pg14" | "pg17" | "pg18"),
+            backends: 100,
+            commit_ratio: 0.0,
+            subxacts: 0,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -463,6 +505,11 @@ impl Settings {
         )
     }
 
+    /// The ProcArray of these settings for `max_backends` backends.
+    pub fn procarray_config(&self, max_backends: usize) -> ProcArrayConfig {
+        ProcArrayConfig::new(max_backends, self.snapshot_layout, self.group_clear)
+    }
+
     /// Applies one `knob=value` override.
     pub fn apply(&mut self, assignment: &str) -> Result<(), WorkloadError> {
         let (knob, value) = assignment
@@ -485,6 +532,13 @@ impl Settings {
         let duration = |max: Duration| match value.parse::<FlushLatency>() {
             Ok(FlushLatency::Fixed(d)) if d <= max => Some(d),
             _ => None,
+        };
+        let fraction = || {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| bad("a fraction from 0 to 1"))
         };
         let on_off = || match value {
             "on" | "true" | "1" => Ok(true),
@@ -570,6 +624,18 @@ impl Settings {
                     .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
             }
             "xid_window" => self.xid_window = number(1, 2_000_000)?,
+            "snapshot_layout" => {
+                self.snapshot_layout = match value {
+                    "proc" => SnapshotLayout::ProcScan,
+                    "pgxact" => SnapshotLayout::Pgxact,
+                    "dense" => SnapshotLayout::Dense,
+                    _ => return Err(bad("proc, pgxact or dense")),
+                }
+            }
+            "group_clear" => self.group_clear = on_off()?,
+            "backends" => self.backends = number(1, 100_000)? as usize,
+            "commit_ratio" => self.commit_ratio = fraction()?,
+            "subxacts" => self.subxacts = number(0, 1000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
@@ -596,13 +662,7 @@ impl Settings {
                     .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
             }
             "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
-            "read_ratio" => {
-                self.read_ratio = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| bad("a fraction from 0 to 1"))?
-            }
+            "read_ratio" => self.read_ratio = fraction()?,
             "spins_per_delay" => self.spins_per_delay = number(1, 1000)?,
             "cs_work" => self.cs_work = number(0, 1_000_000)?,
             "think" => self.think = number(0, 1_000_000)?,
@@ -680,6 +740,16 @@ mod tests {
         assert!(e.contains("1 to 1000"), "{e}");
         let e = s.apply("tas_spin").unwrap_err().to_string();
         assert!(e.contains("knob=value"), "{e}");
+        for (set, expect) in [
+            ("snapshot_layout=pgproc", "proc, pgxact or dense"),
+            ("commit_ratio=1.5", "fraction from 0 to 1"),
+            ("backends=0", "1 to 100000"),
+            ("subxacts=-1", "0 to 1000"),
+            ("group_clear=maybe", "on or off"),
+        ] {
+            let e = s.apply(set).unwrap_err().to_string();
+            assert!(e.contains(expect), "{set}: {e}");
+        }
         let e = Preset::by_name("pg99").unwrap_err().to_string();
         assert!(e.contains("pg94"), "{e}");
     }
