@@ -46,12 +46,12 @@
 //!   [`Backend::procno`]. Entries are registered with [`ProcArray::add`] (`ProcArrayAdd`) —
 //!   workloads register idle connections that never run — and removed with
 //!   [`ProcArray::remove`].
-//! - `ExtendCLOG` / `ExtendSUBTRANS` are not called (the commit log is the slru crate's
-//!   business). Transaction status and subtransaction parents are kept in a ring of the newest
-//!   [`ProcArrayConfig::status_window`] xids ([`ProcArray::transaction_id_did_commit`],
-//!   [`ProcArray::sub_trans_get_topmost`]): a stand-in for `pg_xact` and `pg_subtrans`; an older
-//!   xid's status is [`ProcArrayError::StatusUnavailable`]. xids do not wrap around: assignment
-//!   stops at 2^31 with PostgreSQL's wraparound error, and comparisons are plain.
+//! - The commit log and `pg_subtrans` are not SLRUs here (the slru crate models the commit log):
+//!   commit bits and subtransaction parents live in pages created under XidGenLock as
+//!   `ExtendCLOG` / `ExtendSUBTRANS` would, never evicted nor truncated
+//!   ([`ProcArray::transaction_id_did_commit`], [`ProcArray::sub_trans_get_topmost`]). xids do
+//!   not wrap around: assignment stops at 2^31 with PostgreSQL's wraparound error, and
+//!   comparisons are plain.
 //! - No lazy VACUUM, logical decoding, prepared transactions, hot standby
 //!   (`KnownAssignedXids`), replication-slot xmins, `lxid`, `delayChkpt` semantics or old-snapshot
 //!   threshold. Status flags are read where PostgreSQL reads them, but nothing sets them.
@@ -73,7 +73,8 @@ pub use snapshot::Snapshot;
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
 use pglocks_sync::{Backend, CachePadded};
-use status::StatusRing;
+use status::TransactionStatus;
+pub use status::XACTS_PER_PAGE;
 // Data ordered by ProcArrayLock or XidGenLock: std's atomics even under loom.
 use std::sync::atomic::{AtomicU32 as DataU32, AtomicU64 as DataU64, AtomicU8 as DataU8};
 
@@ -92,8 +93,6 @@ pub const PROC_VACUUM_STATE_MASK: u8 = 0x0E;
 pub const MAX_BACKENDS: usize = 0x3FFFF;
 /// The first xid that is not assigned (this model's `xidStopLimit`: no wraparound).
 pub const XID_STOP_LIMIT: u32 = 1 << 31;
-/// Default of [`ProcArrayConfig::status_window`].
-pub const DEFAULT_STATUS_WINDOW: u32 = 1 << 18;
 /// `INVALID_PGPROCNO`.
 pub(crate) const INVALID_PGPROCNO: u32 = u32::MAX;
 
@@ -124,9 +123,6 @@ pub struct ProcArrayConfig {
     pub layout: SnapshotLayout,
     /// 9.6+: conditional acquire at commit, else group XID clear.
     pub group_clear: bool,
-    /// xids whose commit status and subtransaction parent are kept (the `pg_xact` /
-    /// `pg_subtrans` stand-in); at least twice the xids a run may look back.
-    pub status_window: u32,
 }
 
 impl ProcArrayConfig {
@@ -136,7 +132,6 @@ impl ProcArrayConfig {
             max_backends,
             layout,
             group_clear,
-            status_window: DEFAULT_STATUS_WINDOW,
         }
     }
 
@@ -146,13 +141,6 @@ impl ProcArrayConfig {
             return Err(ProcArrayError::Config(format!(
                 "max_backends must be 1 to {MAX_BACKENDS}, not {}",
                 self.max_backends
-            )));
-        }
-        if !(16..=1 << 26).contains(&self.status_window) {
-            return Err(ProcArrayError::Config(format!(
-                "the status window must be 16 to {} xids, not {}",
-                1 << 26,
-                self.status_window
             )));
         }
         Ok(())
@@ -192,7 +180,7 @@ pub enum ProcArrayError {
     /// The xid counter reached the stop limit.
     #[error("database is not accepting commands to avoid wraparound data loss")]
     XidWraparound,
-    /// An xid older than the status window (`SlruReportIOError`'s wording).
+    /// An xid never assigned, past the last status page (`SlruReportIOError`'s wording).
     #[error("could not access status of transaction {xid}")]
     StatusUnavailable {
         /// The transaction.
@@ -320,7 +308,7 @@ pub struct ProcArray<K: RawLwLock> {
     status_flags: Box<[DataU8]>,
     /// `ProcGlobal->procArrayGroupFirst` (9.6+).
     group_first: CachePadded<AtomicU32>,
-    status: StatusRing,
+    status: TransactionStatus,
 }
 
 impl<K: RawLwLock> ProcArray<K> {
@@ -364,8 +352,13 @@ impl<K: RawLwLock> ProcArray<K> {
                 .map(|_| DataU8::new(0))
                 .collect(),
             group_first: CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
-            status: StatusRing::new(cfg.status_window),
+            status: TransactionStatus::new(),
         })
+    }
+
+    /// ProcArrayLock, for callers that take it themselves as PostgreSQL code does.
+    pub fn proc_array_lock(&self) -> &K {
+        &self.proc_array_lock
     }
 
     /// The layout.

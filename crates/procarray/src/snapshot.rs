@@ -232,8 +232,8 @@ impl<K: RawLwLock> ProcArray<K> {
 
     /// Models `XidInMVCCSnapshot` (snapmgr.c): whether `xid` counts as running for `snap`. With
     /// `suboverflowed`, the xid is first mapped to its topmost parent
-    /// ([`Self::sub_trans_get_topmost`], the `pg_subtrans` stand-in), which can fail for an xid
-    /// older than the status window.
+    /// ([`Self::sub_trans_get_topmost`], the `pg_subtrans` stand-in), which fails only for an
+    /// xid never assigned.
     pub fn xid_in_mvcc_snapshot(&self, xid: u32, snap: &Snapshot) -> Result<bool, ProcArrayError> {
         if xid < snap.xmin {
             return Ok(false);
@@ -256,7 +256,7 @@ impl<K: RawLwLock> ProcArray<K> {
     }
 
     /// Models `SubTransGetTopmostTransaction` (subtrans.c): follows parents up to the top-level
-    /// transaction, from the status ring instead of `pg_subtrans`.
+    /// transaction, from the parent pages instead of the `pg_subtrans` SLRU.
     pub fn sub_trans_get_topmost(&self, xid: u32) -> Result<u32, ProcArrayError> {
         let mut xid = xid;
         loop {
@@ -268,7 +268,7 @@ impl<K: RawLwLock> ProcArray<K> {
         }
     }
 
-    /// Models `TransactionIdDidCommit` (transam.c) from the status ring.
+    /// Models `TransactionIdDidCommit` (transam.c) from the commit bits instead of the commit log.
     pub fn transaction_id_did_commit(&self, xid: u32) -> Result<bool, ProcArrayError> {
         self.status.did_commit(xid)
     }

@@ -18,8 +18,7 @@ use std::collections::{BTreeSet, HashSet};
 /// Backends that run (attached), and the array's size: the rest are idle connections.
 const RUNNING: usize = 3;
 const MAX: usize = 5;
-/// The status ring; snapshots check the newest `CHECKED` xids.
-const WINDOW: u32 = 4096;
+/// Snapshots check the newest `CHECKED` xids.
 const CHECKED: u32 = 300;
 
 #[derive(Debug, Clone)]
@@ -69,8 +68,7 @@ impl Model {
 }
 
 fn check(layout: SnapshotLayout, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut cfg = ProcArrayConfig::new(MAX, layout, true);
-    cfg.status_window = WINDOW;
+    let cfg = ProcArrayConfig::new(MAX, layout, true);
     let pa: ProcArray<AtomicLwLock<Pg96Layout>> = ProcArray::new(&cfg).unwrap();
     let procs = ProcTable::new(RUNNING);
     let mut bs: Vec<Backend> = (0..RUNNING).map(|_| procs.attach().unwrap()).collect();
