@@ -562,3 +562,53 @@ impl<K: RawLwLock> ProcArray<K> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+    use pglocks_sync::ProcTable;
+
+    type Pa = ProcArray<AtomicLwLock<Pg96Layout>>;
+
+    #[test]
+    fn misuse_is_refused_in_postgresqls_words() {
+        let e = Pa::new(&ProcArrayConfig::new(0, SnapshotLayout::Dense, true)).err();
+        assert!(e.unwrap().to_string().contains("max_backends must be 1 to"));
+        let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Pgxact, false)).unwrap();
+        let procs = ProcTable::new(2);
+        let mut b = procs.attach().unwrap();
+        pa.add(&mut b, 0).unwrap();
+        let e = pa.add(&mut b, 0).unwrap_err().to_string();
+        assert!(e.contains("already in the ProcArray"), "{e}");
+        let e = pa.add(&mut b, 1).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let e = pa
+            .transaction_id_did_commit(1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "could not access status of transaction 1048576");
+        let xid = pa.assign_xid(&mut b, None).unwrap();
+        let e = pa.remove(&mut b, 0).unwrap_err().to_string();
+        assert!(e.contains("with an xid assigned"), "{e}");
+        pa.end_transaction(&mut b, xid).unwrap();
+        assert!(!pa.transaction_id_did_commit(xid).unwrap(), "aborted");
+        pa.remove(&mut b, 0).unwrap();
+        assert_eq!(pa.num_procs(), 0);
+    }
+
+    #[test]
+    fn the_91_pgproc_keeps_the_snapshot_fields_lines_apart() {
+        // On 64-byte lines: xid and xmin in the first, the vacuum flags in the second, the
+        // subxid cache header several lines further.
+        let line = |off: usize| off / 64;
+        let p = std::mem::offset_of!(Pgproc, xid);
+        assert_eq!(line(p), line(std::mem::offset_of!(Pgproc, xmin)));
+        assert_eq!(
+            line(std::mem::offset_of!(Pgproc, vacuum_flags)),
+            line(p) + 1
+        );
+        assert!(line(std::mem::offset_of!(Pgproc, subxid_status)) >= line(p) + 6);
+        assert_eq!(std::mem::size_of::<Pgxact>(), 12);
+    }
+}

@@ -259,3 +259,39 @@ proptest! {
         check(SnapshotLayout::Dense, &ops)?;
     }
 }
+
+#[test]
+fn the_subxid_cache_holds_64_then_overflows() {
+    for layout in [
+        SnapshotLayout::ProcScan,
+        SnapshotLayout::Pgxact,
+        SnapshotLayout::Dense,
+    ] {
+        let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
+            ProcArray::new(&ProcArrayConfig::new(2, layout, false)).unwrap();
+        let procs = ProcTable::new(2);
+        let (mut a, mut b) = (procs.attach().unwrap(), procs.attach().unwrap());
+        pa.add(&mut a, 0).unwrap();
+        pa.add(&mut a, 1).unwrap();
+        let top = pa.assign_xid(&mut a, None).unwrap();
+        let subs: Vec<u32> = (0..PGPROC_MAX_CACHED_SUBXIDS)
+            .map(|_| pa.assign_xid(&mut a, Some(top)).unwrap())
+            .collect();
+        // b's own transaction completes, so that a's xids are below xmax.
+        let mine = pa.assign_xid(&mut b, None).unwrap();
+        pa.end_transaction(&mut b, mine).unwrap();
+        let mut snap = Snapshot::new();
+        pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+        assert!(!snap.suboverflowed, "{layout:?}");
+        assert_eq!(snap.subxip, subs, "{layout:?}");
+        pa.end_transaction(&mut b, 0).unwrap();
+        // One more: only the overflowed flag; parents answer for the rest.
+        let extra = pa.assign_xid(&mut a, Some(top)).unwrap();
+        let mine = pa.assign_xid(&mut b, None).unwrap();
+        pa.end_transaction(&mut b, mine).unwrap();
+        pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+        assert!(snap.suboverflowed, "{layout:?}");
+        assert!(pa.xid_in_mvcc_snapshot(extra, &snap).unwrap());
+        assert_eq!(pa.sub_trans_get_topmost(extra).unwrap(), top);
+    }
+}
