@@ -41,7 +41,7 @@ fn array(
 
 #[test]
 fn group_clear_clears_every_member_and_wakes_it() {
-    builder(2).check(|| {
+    builder(1).check(|| {
         let (pa, mut bs) = array(3, SnapshotLayout::Dense, true);
         let mut holder = bs.remove(0);
         let mut snap = Snapshot::new();
