@@ -273,6 +273,28 @@ pub(crate) struct Pgxact {
     pub(crate) nxids: AtomicU8,
 }
 
+/// The fields of one backend that ≤ 13's snapshots scan, wherever the release keeps them: its
+/// `PGPROC` (≤ 9.1) or its `PGXACT` (9.2–13).
+pub(crate) struct HotFields<'a> {
+    pub(crate) xid: &'a AtomicU32,
+    pub(crate) xmin: &'a AtomicU32,
+    pub(crate) vacuum_flags: &'a AtomicU8,
+    pub(crate) in_commit: &'a AtomicBool,
+    pub(crate) subxid_count: &'a AtomicU8,
+    pub(crate) subxid_overflowed: &'a AtomicBool,
+}
+
+impl HotFields<'_> {
+    /// `vacuumFlags &= ~PROC_VACUUM_STATE_MASK; inCommit = false`: a store into each, as
+    /// PostgreSQL's compound assignments are, whether or not anything changes.
+    pub(crate) fn clear_vacuum_flags_and_in_commit(&self) {
+        let flags = self.vacuum_flags.load(Relaxed);
+        self.vacuum_flags
+            .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
+        self.in_commit.store(false, Relaxed);
+    }
+}
+
 /// Models `VariableCacheData` (transam.h), the parts used here: one struct, so `nextXid` and
 /// `latestCompletedXid` share cache lines as they do in PostgreSQL.
 struct VariableCache {
@@ -535,6 +557,37 @@ impl<K: RawLwLock> ProcArray<K> {
                 what: "not in the ProcArray",
             }),
             off => Ok(off as usize),
+        }
+    }
+
+    /// Backend `procno`'s scanned fields in ≤ 13's layouts; `None` in 14's, where they are
+    /// split between the dense arrays and the `PGPROC`.
+    #[inline]
+    pub(crate) fn hot_fields(&self, procno: usize) -> Option<HotFields<'_>> {
+        match self.layout {
+            SnapshotLayout::ProcScan => {
+                let p = &self.all_procs[procno];
+                Some(HotFields {
+                    xid: &p.xid,
+                    xmin: &p.xmin,
+                    vacuum_flags: &p.vacuum_flags,
+                    in_commit: &p.in_commit,
+                    subxid_count: &p.subxid_status.count,
+                    subxid_overflowed: &p.subxid_status.overflowed,
+                })
+            }
+            SnapshotLayout::Pgxact => {
+                let p = &self.all_pgxact[procno];
+                Some(HotFields {
+                    xid: &p.xid,
+                    xmin: &p.xmin,
+                    vacuum_flags: &p.vacuum_flags,
+                    in_commit: &p.in_commit,
+                    subxid_count: &p.nxids,
+                    subxid_overflowed: &p.overflowed,
+                })
+            }
+            SnapshotLayout::Dense => None,
         }
     }
 

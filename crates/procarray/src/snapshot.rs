@@ -45,6 +45,14 @@ impl Snapshot {
     }
 }
 
+/// ≤ 13: a backend's advertised xmin, if valid, lowers the global xmin (`RecentGlobalXmin`).
+#[inline(always)]
+fn lower_global_xmin(global_xmin: &mut u32, their_xmin: u32) {
+    if transaction_id_is_normal(their_xmin) && their_xmin < *global_xmin {
+        *global_xmin = their_xmin;
+    }
+}
+
 impl<K: RawLwLock> ProcArray<K> {
     /// Models `GetSnapshotData` (procarray.c) of the layout: fills `snap` under ProcArrayLock
     /// shared and sets the backend's xmin if it has none. With [`SnapshotLayout::Dense`], a
@@ -124,10 +132,7 @@ impl<K: RawLwLock> ProcArray<K> {
             if proc.vacuum_flags.load(Relaxed) & PROC_IN_VACUUM != 0 {
                 continue;
             }
-            let their_xmin = proc.xmin.load(Relaxed);
-            if transaction_id_is_normal(their_xmin) && their_xmin < global_xmin {
-                global_xmin = their_xmin;
-            }
+            lower_global_xmin(&mut global_xmin, proc.xmin.load(Relaxed));
             let xid = proc.xid.load(Relaxed);
             if transaction_id_is_normal(xid) {
                 if xid >= xmax {
@@ -161,10 +166,7 @@ impl<K: RawLwLock> ProcArray<K> {
             if pgxact.vacuum_flags.load(Relaxed) & PROC_IN_VACUUM != 0 {
                 continue;
             }
-            let their_xmin = pgxact.xmin.load(Relaxed);
-            if transaction_id_is_normal(their_xmin) && their_xmin < global_xmin {
-                global_xmin = their_xmin;
-            }
+            lower_global_xmin(&mut global_xmin, pgxact.xmin.load(Relaxed));
             let xid = pgxact.xid.load(Relaxed);
             if !transaction_id_is_normal(xid) || xid >= xmax {
                 continue;

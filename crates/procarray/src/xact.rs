@@ -57,10 +57,9 @@ impl<K: RawLwLock> ProcArray<K> {
 
     /// The top-level xid into the layout's field(s).
     fn publish_xid(&self, me: usize, xid: u32) {
-        match self.layout {
-            SnapshotLayout::ProcScan => self.all_procs[me].xid.store(xid, Relaxed),
-            SnapshotLayout::Pgxact => self.all_pgxact[me].xid.store(xid, Relaxed),
-            SnapshotLayout::Dense => {
+        match self.hot_fields(me) {
+            Some(hot) => hot.xid.store(xid, Relaxed),
+            None => {
                 let proc = &self.all_procs[me];
                 proc.xid.store(xid, Relaxed);
                 let off = proc.pgxactoff.load(Relaxed) as usize;
@@ -73,9 +72,9 @@ impl<K: RawLwLock> ProcArray<K> {
     /// `pg_write_barrier`) the raised count, or the overflowed flag when the cache is full.
     fn publish_subxid(&self, me: usize, xid: u32) {
         let proc = &self.all_procs[me];
-        let (count, overflowed) = match self.layout {
-            SnapshotLayout::Pgxact => (&self.all_pgxact[me].nxids, &self.all_pgxact[me].overflowed),
-            _ => (&proc.subxid_status.count, &proc.subxid_status.overflowed),
+        let (count, overflowed) = match self.hot_fields(me) {
+            Some(hot) => (hot.subxid_count, hot.subxid_overflowed),
+            None => (&proc.subxid_status.count, &proc.subxid_status.overflowed),
         };
         let n = count.load(Relaxed) as usize;
         let dense = (self.layout == SnapshotLayout::Dense)
@@ -145,25 +144,14 @@ impl<K: RawLwLock> ProcArray<K> {
     /// the vacuum flags and `inCommit`/`delayChkpt` (stores into the lines every snapshot
     /// reads); 14 touches the status flags only when one is set.
     fn end_without_xid(&self, me: usize) {
-        let proc = &self.all_procs[me];
-        match self.layout {
-            SnapshotLayout::ProcScan => {
-                proc.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
-                let flags = proc.vacuum_flags.load(Relaxed);
-                proc.vacuum_flags
-                    .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
-                proc.in_commit.store(false, Relaxed);
+        match self.hot_fields(me) {
+            Some(hot) => {
+                hot.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
+                hot.clear_vacuum_flags_and_in_commit();
             }
-            SnapshotLayout::Pgxact => {
-                let pgxact = &self.all_pgxact[me];
-                pgxact.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
-                let flags = pgxact.vacuum_flags.load(Relaxed);
-                pgxact
-                    .vacuum_flags
-                    .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
-                pgxact.in_commit.store(false, Relaxed);
-            }
-            SnapshotLayout::Dense => proc.xmin.store(INVALID_TRANSACTION_ID, Relaxed),
+            None => self.all_procs[me]
+                .xmin
+                .store(INVALID_TRANSACTION_ID, Relaxed),
         }
     }
 
@@ -172,30 +160,15 @@ impl<K: RawLwLock> ProcArray<K> {
     /// advances `latestCompletedXid` (`MaintainLatestCompletedXid`) and, in 14, bumps
     /// `xactCompletionCount`. ProcArrayLock held exclusively.
     fn end_transaction_internal(&self, procno: usize, latest_xid: u32) {
-        let proc = &self.all_procs[procno];
-        match self.layout {
-            SnapshotLayout::ProcScan => {
-                proc.xid.store(INVALID_TRANSACTION_ID, Relaxed);
-                proc.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
-                let flags = proc.vacuum_flags.load(Relaxed);
-                proc.vacuum_flags
-                    .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
-                proc.in_commit.store(false, Relaxed);
-                proc.subxid_status.clear();
+        match self.hot_fields(procno) {
+            Some(hot) => {
+                hot.xid.store(INVALID_TRANSACTION_ID, Relaxed);
+                hot.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
+                hot.clear_vacuum_flags_and_in_commit();
+                hot.subxid_count.store(0, Relaxed);
+                hot.subxid_overflowed.store(false, Relaxed);
             }
-            SnapshotLayout::Pgxact => {
-                let pgxact = &self.all_pgxact[procno];
-                pgxact.xid.store(INVALID_TRANSACTION_ID, Relaxed);
-                pgxact.xmin.store(INVALID_TRANSACTION_ID, Relaxed);
-                let flags = pgxact.vacuum_flags.load(Relaxed);
-                pgxact
-                    .vacuum_flags
-                    .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
-                pgxact.in_commit.store(false, Relaxed);
-                pgxact.nxids.store(0, Relaxed);
-                pgxact.overflowed.store(false, Relaxed);
-            }
-            SnapshotLayout::Dense => self.end_transaction_internal_dense(proc, latest_xid),
+            None => self.end_transaction_internal_dense(&self.all_procs[procno]),
         }
         let latest = &self.cache.latest_completed_xid;
         if latest.load(Relaxed) < latest_xid {
@@ -206,7 +179,7 @@ impl<K: RawLwLock> ProcArray<K> {
     /// 14's part of `ProcArrayEndTransactionInternal`: the dense arrays and their `PGPROC`
     /// mirrors, the flags and subxid state only when set (no needless dirtying), and the
     /// completion count.
-    fn end_transaction_internal_dense(&self, proc: &Pgproc, _latest_xid: u32) {
+    fn end_transaction_internal_dense(&self, proc: &Pgproc) {
         let off = proc.pgxactoff.load(Relaxed) as usize;
         self.xids[off].store(INVALID_TRANSACTION_ID, Relaxed);
         proc.xid.store(INVALID_TRANSACTION_ID, Relaxed);
