@@ -245,7 +245,8 @@ impl<K: RawLwLock> ProcArray<K> {
             b.stats.events.count("procarray.group_members", 1);
             return Ok(());
         }
-        // The leader.
+        // The leader. The acquire has room in the held-locks array (the conditional acquire
+        // just checked); what else can fail, a stuck spinlock, is a PANIC in PostgreSQL.
         self.proc_array_lock.acquire(b, LwLockMode::Exclusive)?;
         let head = self.group_first.swap(INVALID_PGPROCNO, AcqRel);
         let mut at = head;
