@@ -7,10 +7,13 @@
 
 pub mod cli;
 
+pub use pglocks_bufmgr as bufmgr;
 pub use pglocks_harness as harness;
 pub use pglocks_lmgr as lmgr;
 pub use pglocks_lwlock as lwlock;
+pub use pglocks_procarray as procarray;
 pub use pglocks_sinval as sinval;
+pub use pglocks_slru as slru;
 pub use pglocks_spin as spin;
 pub use pglocks_sync as sync;
 pub use pglocks_wal as wal;

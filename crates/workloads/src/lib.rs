@@ -10,6 +10,7 @@ mod clog;
 mod lmgr;
 mod lwlock;
 pub mod preset;
+mod procarray;
 mod sinval;
 mod spin;
 mod wal;
@@ -86,6 +87,16 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "sinval-check",
         summary: "check for shared invalidation messages and read them (AcceptInvalidationMessages); send some at `inval_rate`",
         impls: sinval::IMPLS,
+    },
+    WorkloadInfo {
+        name: "snapshot",
+        summary: "a read-only transaction: GetSnapshotData over `backends` registered backends, one visibility test, end (a `commit_ratio` share write instead)",
+        impls: procarray::IMPLS,
+    },
+    WorkloadInfo {
+        name: "end-xact",
+        summary: "a write transaction's xid and end: GetNewTransactionId, ProcArrayEndTransaction (group XID clear from 9.6)",
+        impls: procarray::IMPLS,
     },
     WorkloadInfo {
         name: "wal-insert",
@@ -265,6 +276,8 @@ pub fn series_with(
         "clog-get" => clog::series(w.name, clog::Kind::Get, impl_name, &settings)?,
         "clog-set" => clog::series(w.name, clog::Kind::Set, impl_name, &settings)?,
         "sinval-check" => sinval::series(w.name, impl_name, &settings)?,
+        "snapshot" => procarray::series(w.name, procarray::Kind::Snapshot, impl_name, &settings)?,
+        "end-xact" => procarray::series(w.name, procarray::Kind::EndXact, impl_name, &settings)?,
         "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
         "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
@@ -480,6 +493,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn procarray_workloads_run_on_every_layout() {
+        for w in ["snapshot", "end-xact"] {
+            for preset in ["pg91", "pg92", "pg95", "pg96", "pg14"] {
+                let preset = Preset::by_name(preset).unwrap();
+                let sets = [
+                    "backends=10".into(),
+                    "commit_ratio=0.2".into(),
+                    "subxacts=70".into(),
+                ];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(3)).unwrap();
+                assert!(run.total_ops() > 0, "{w} {}", preset.name);
+            }
+        }
+        // 14 reuses a read-only load's snapshots.
+        let s = series("snapshot", Preset::by_name("pg14").unwrap(), "pg", &[]).unwrap();
+        let run = (s.run)(&quick_spec(2)).unwrap();
+        let counters = run.stats.events.counters();
+        assert!(counters
+            .iter()
+            .any(|c| c.0 == "procarray.snapshot_reused" && c.1 > 0));
+        // Fewer registered backends than threads is refused when the run starts.
+        let s = series(
+            "snapshot",
+            Preset::by_name("pg92").unwrap(),
+            "pg",
+            &["backends=2".into()],
+        )
+        .unwrap();
+        let e = (s.run)(&quick_spec(3)).err().unwrap().to_string();
+        assert!(e.contains("backends (2) must be at least"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use crate::WorkloadError;
 use pglocks_bufmgr::{BufMgrConfig, PinMethod, VictimSearch};
 use pglocks_lmgr::FastPathLayout;
+use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
 use pglocks_sinval::SinvalCheck;
 use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
 use pglocks_slru::Victim;
@@ -98,6 +99,18 @@ pub struct Settings {
     pub inval_batch: u32,
     /// Workload `sinval-check`: registered backends that never read the queue.
     pub idle_backends: u32,
+    /// procarray.c: where a snapshot's fields live (`PGPROC` scan ≤ 9.1, `PGXACT` 9.2–13,
+    /// dense arrays with snapshot reuse 14+).
+    pub snapshot_layout: SnapshotLayout,
+    /// procarray.c (9.6+): conditional ProcArrayLock at commit, else group XID clear.
+    pub group_clear: bool,
+    /// Workloads `snapshot`, `end-xact`: registered backends (the running threads and idle
+    /// connections); at least the threads.
+    pub backends: usize,
+    /// Workload `snapshot`: the share of operations that are a write transaction instead.
+    pub commit_ratio: f64,
+    /// Workloads `snapshot`, `end-xact`: subtransaction xids per write transaction.
+    pub subxacts: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -359,6 +372,26 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 0..=10000: registered backends that never read the sinval queue (signalled, then reset; default 0)",
     ),
     (
+        "snapshot_layout",
+        "proc|pgxact|dense: GetSnapshotData scans PGPROCs (<= 9.1), the PGXACT array (9.2-13), or dense arrays with snapshot reuse (14+)",
+    ),
+    (
+        "group_clear",
+        "on|off: ProcArrayLock conditional acquire at commit, else group XID clear (9.6+)",
+    ),
+    (
+        "backends",
+        "N in 1..=100000: registered backends, running threads plus idle connections (snapshot, end-xact; default 100)",
+    ),
+    (
+        "commit_ratio",
+        "0..1: share of snapshot operations that are a write transaction instead (default 0)",
+    ),
+    (
+        "subxacts",
+        "N in 0..=1000: subtransaction xids per write transaction (snapshot, end-xact; 64 fit the cache)",
+    ),
+    (
         "relations",
         "N in 1..=1000: relations locked per transaction (lmgr-relation)",
     ),
@@ -485,6 +518,15 @@ impl Preset {
             inval_rate: 0.0,
             inval_batch: 1,
             idle_backends: 0,
+            snapshot_layout: match self.name {
+                "pg81" | "pg82" | "pg82uis" | "pg91" => SnapshotLayout::ProcScan,
+                "pg14" | "pg17" | "pg18" => SnapshotLayout::Dense,
+                _ => SnapshotLayout::Pgxact,
+            },
+            group_clear: matches!(self.name, "pg96" | "pg11" | "pg14" | "pg17" | "pg18"),
+            backends: 100,
+            commit_ratio: 0.0,
+            subxacts: 0,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -552,6 +594,11 @@ impl Settings {
             self.clog_group_update,
             max_backends,
         )
+    }
+
+    /// The ProcArray of these settings for `max_backends` backends.
+    pub fn procarray_config(&self, max_backends: usize) -> ProcArrayConfig {
+        ProcArrayConfig::new(max_backends, self.snapshot_layout, self.group_clear)
     }
 
     /// Applies one `knob=value` override.
@@ -678,6 +725,18 @@ impl Settings {
             "inval_rate" => self.inval_rate = fraction()?,
             "inval_batch" => self.inval_batch = number(1, 4096)?,
             "idle_backends" => self.idle_backends = number(0, 10_000)?,
+            "snapshot_layout" => {
+                self.snapshot_layout = match value {
+                    "proc" => SnapshotLayout::ProcScan,
+                    "pgxact" => SnapshotLayout::Pgxact,
+                    "dense" => SnapshotLayout::Dense,
+                    _ => return Err(bad("proc, pgxact or dense")),
+                }
+            }
+            "group_clear" => self.group_clear = on_off()?,
+            "backends" => self.backends = number(1, 100_000)? as usize,
+            "commit_ratio" => self.commit_ratio = fraction()?,
+            "subxacts" => self.subxacts = number(0, 1000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
@@ -862,6 +921,11 @@ mod tests {
             ("inval_rate=1.5", "fraction from 0 to 1"),
             ("inval_batch=0", "1 to 4096"),
             ("idle_backends=-1", "0 to 10000"),
+            ("snapshot_layout=pgproc", "proc, pgxact or dense"),
+            ("commit_ratio=1.5", "fraction from 0 to 1"),
+            ("backends=0", "1 to 100000"),
+            ("subxacts=-1", "0 to 1000"),
+            ("group_clear=maybe", "on or off"),
         ] {
             let e = s.apply(set).unwrap_err().to_string();
             assert!(e.contains(expect), "{set}: {e}");

@@ -1,0 +1,667 @@
+//! PostgreSQL's ProcArray: which transactions are running, as snapshots see them (procarray.c,
+//! varsup.c's `GetNewTransactionId`, proc.h, snapmgr.c's `XidInMVCCSnapshot`).
+//!
+//! # The algorithm
+//! Every backend has a `PGPROC`; the ones connected are listed in the ProcArray (`numProcs`
+//! entries of `pgprocnos`). A backend that writes gets a transaction id from `nextXid` under
+//! `XidGenLock` held exclusively, and publishes it in its entry *before* releasing that lock
+//! ([`ProcArray::assign_xid`]); a subtransaction's xid goes to the backend's cache of
+//! [`PGPROC_MAX_CACHED_SUBXIDS`] subxids, and past that only an *overflowed* flag is set.
+//!
+//! A snapshot ([`ProcArray::get_snapshot_data`]) is taken under `ProcArrayLock` in *shared*
+//! mode: `xmax` is `latestCompletedXid + 1`, and every other backend's xid below `xmax` is
+//! collected as running (with its cached subxids, or the snapshot is marked *suboverflowed*);
+//! `xmin` is the oldest of them. The backend also advertises that `xmin` as its own
+//! (`MyProc->xmin`) if it has none yet, so that VACUUM keeps what the snapshot may still see.
+//! Ending a transaction that has an xid ([`ProcArray::end_transaction`]) clears the xid and
+//! advances `latestCompletedXid` under `ProcArrayLock` *exclusive*: so a snapshot sees a
+//! transaction either running or finished — never committed but still in a later snapshot, and
+//! every xid below `xmax` that is not listed has ended (its commit was recorded before its xid
+//! was cleared). Ending a transaction without an xid takes no lock; it only resets `xmin`.
+//!
+//! The lock is the whole story of the releases modelled here ([`SnapshotLayout`]):
+//! - **≤ 9.1 ([`SnapshotLayout::ProcScan`])**: the snapshot reads each registered backend's
+//!   large `PGPROC` (several cache lines apart: xid and xmin, the vacuum flags, the subxid cache
+//!   header), idle backends included, while holding the shared lock; and every read-only
+//!   transaction's end writes its `PGPROC`'s xmin and flags lines, which all scanners read.
+//! - **9.2 ([`SnapshotLayout::Pgxact`])**: the hot fields (xid, xmin, vacuum flags, subxid count
+//!   and overflow) move to a dense `PGXACT` array of 12-byte entries, so a scan of 100 backends
+//!   reads about 20 cache lines instead of 300; subxids stay in `PGPROC`.
+//! - **14 ([`SnapshotLayout::Dense`])**: xids, subxid states and status flags are separate dense
+//!   arrays indexed by `pgxactoff`; the scan reads only the xids (4 bytes per backend) and looks at
+//!   the rest only for backends that have one; xmin is no longer scanned (vacuum horizons are
+//!   computed elsewhere). Every end of an xid-bearing transaction bumps `xactCompletionCount`, and
+//!   a backend whose previous snapshot was taken at the current count reuses it without scanning
+//!   (`GetSnapshotDataReuse`, still under the shared lock).
+//!
+//! From 9.6 ([`ProcArrayConfig::group_clear`]) a committer first tries `ProcArrayLock` with a
+//! conditional acquire; if that fails it pushes itself on `procArrayGroupFirst`, a lock-free
+//! list of proc numbers threaded through `procArrayGroupNext`. The backend that found the list
+//! empty is the leader: it takes the lock, detaches the whole list, clears every member's xid,
+//! releases the lock and wakes each member through its semaphore. A member sleeps until its
+//! `procArrayGroupMember` flag is cleared, re-posting any wakeups it absorbed meanwhile.
+//!
+//! # Differences from PostgreSQL
+//! - Backends are explicit [`Backend`] handles; a backend's ProcArray entry is its
+//!   [`Backend::procno`]. Entries are registered with [`ProcArray::add`] (`ProcArrayAdd`) —
+//!   workloads register idle connections that never run — and removed with
+//!   [`ProcArray::remove`].
+//! - The commit log and `pg_subtrans` are not SLRUs here (the slru crate models the commit log):
+//!   commit bits and subtransaction parents live in pages created under XidGenLock as
+//!   `ExtendCLOG` / `ExtendSUBTRANS` would, never evicted nor truncated
+//!   ([`ProcArray::transaction_id_did_commit`], [`ProcArray::sub_trans_get_topmost`]). xids do
+//!   not wrap around: assignment stops at 2^31 with PostgreSQL's wraparound error, and
+//!   comparisons are plain.
+//! - No lazy VACUUM, logical decoding, prepared transactions, hot standby
+//!   (`KnownAssignedXids`), replication-slot xmins, `lxid`, `delayChkpt` semantics or old-snapshot
+//!   threshold. Status flags are read where PostgreSQL reads them, but nothing sets them.
+//! - 14's `GetSnapshotData` also raises the `GlobalVis*` horizons and `RecentXmin` after the
+//!   lock; ≤ 13 computes `RecentGlobalXmin` from every backend's xmin during the scan. The scan of
+//!   xmins is modelled (it is the memory traffic), the result is returned as
+//!   [`Snapshot::global_xmin`]; the `GlobalVis*` bookkeeping is not.
+//! - Fields that are only read and written under a lock are relaxed std atomics (ordered by the
+//!   LWLock, as slru keeps page bytes); those PostgreSQL reads under a lock other than the
+//!   writer's (an xid is published under XidGenLock and read under ProcArrayLock; a backend
+//!   writes its own xmin under the shared lock) are the loom shim's atomics.
+
+mod snapshot;
+mod status;
+mod xact;
+
+pub use snapshot::Snapshot;
+
+use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
+use pglocks_sync::{Backend, CachePadded};
+use status::TransactionStatus;
+pub use status::XACTS_PER_PAGE;
+// Data ordered by ProcArrayLock or XidGenLock: std's atomics even under loom.
+use std::sync::atomic::{AtomicU32 as DataU32, AtomicU64 as DataU64, AtomicU8 as DataU8};
+
+/// proc.h's `PGPROC_MAX_CACHED_SUBXIDS`: subtransaction xids a backend advertises.
+pub const PGPROC_MAX_CACHED_SUBXIDS: usize = 64;
+/// transam.h's `InvalidTransactionId`.
+pub const INVALID_TRANSACTION_ID: u32 = 0;
+/// transam.h's `FirstNormalTransactionId`.
+pub const FIRST_NORMAL_TRANSACTION_ID: u32 = 3;
+/// proc.h's `PROC_IN_VACUUM`: a lazy VACUUM, left out of snapshots.
+pub const PROC_IN_VACUUM: u8 = 0x02;
+/// proc.h's `PROC_VACUUM_STATE_MASK` (9.x spelling; 14's `PROC_VACUUM_STATE_MASK` is the same
+/// idea over `statusFlags`).
+pub const PROC_VACUUM_STATE_MASK: u8 = 0x0E;
+/// postmaster.h's `MAX_BACKENDS`.
+pub const MAX_BACKENDS: usize = 0x3FFFF;
+/// The first xid that is not assigned (this model's `xidStopLimit`: no wraparound).
+pub const XID_STOP_LIMIT: u32 = 1 << 31;
+/// `INVALID_PGPROCNO`.
+pub(crate) const INVALID_PGPROCNO: u32 = u32::MAX;
+
+/// `TransactionIdIsNormal`.
+#[inline]
+pub fn transaction_id_is_normal(xid: u32) -> bool {
+    xid >= FIRST_NORMAL_TRANSACTION_ID
+}
+
+/// Where the fields a snapshot reads live: the release's memory layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotLayout {
+    /// ≤ 9.1: every registered `PGPROC` is read, several cache lines of each.
+    ProcScan,
+    /// 9.2–13: the dense `PGXACT` array (xid, xmin, vacuum flags, subxid count and overflow).
+    Pgxact,
+    /// 14+: `ProcGlobal->xids`, `subxidStates`, `statusFlags` by `pgxactoff`, and snapshot
+    /// reuse through `xactCompletionCount`.
+    Dense,
+}
+
+/// The shape of a ProcArray.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcArrayConfig {
+    /// `MaxBackends`: `PGPROC`s, and the most ProcArray entries.
+    pub max_backends: usize,
+    /// The release's layout.
+    pub layout: SnapshotLayout,
+    /// 9.6+: conditional acquire at commit, else group XID clear.
+    pub group_clear: bool,
+}
+
+impl ProcArrayConfig {
+    /// A ProcArray of `max_backends` with the release's `layout` and group clear.
+    pub fn new(max_backends: usize, layout: SnapshotLayout, group_clear: bool) -> Self {
+        Self {
+            max_backends,
+            layout,
+            group_clear,
+        }
+    }
+
+    /// Checks the shape.
+    pub fn validate(&self) -> Result<(), ProcArrayError> {
+        if self.max_backends == 0 || self.max_backends > MAX_BACKENDS {
+            return Err(ProcArrayError::Config(format!(
+                "max_backends must be 1 to {MAX_BACKENDS}, not {}",
+                self.max_backends
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the ProcArray, in PostgreSQL's words where it has them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcArrayError {
+    /// An LWLock refused.
+    #[error(transparent)]
+    LwLock(#[from] LwLockError),
+    /// A shape out of range.
+    #[error("invalid ProcArray setting: {0}")]
+    Config(String),
+    /// The array is full (`ProcArrayAdd`).
+    #[error("sorry, too many clients already")]
+    TooManyClients,
+    /// A proc number out of range, or not (or already) in the array.
+    #[error("backend {procno} is {what}")]
+    BadProc {
+        /// The proc number.
+        procno: usize,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// A transaction-state misuse PostgreSQL catches with an `Assert` (a second top-level xid,
+    /// a subtransaction xid without a top-level one, ending with the wrong `latestXid`).
+    #[error("transaction state of backend {procno}: {what}")]
+    XactState {
+        /// The backend.
+        procno: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The xid counter reached the stop limit.
+    #[error("database is not accepting commands to avoid wraparound data loss")]
+    XidWraparound,
+    /// An xid never assigned, past the last status page (`SlruReportIOError`'s wording).
+    #[error("could not access status of transaction {xid}")]
+    StatusUnavailable {
+        /// The transaction.
+        xid: u32,
+    },
+}
+
+/// `XidCacheStatus` (14) / the header of 9.1's `XidCache`: the subxid count and overflow flag.
+#[derive(Default)]
+#[repr(C)]
+pub(crate) struct XidCacheStatus {
+    pub(crate) count: AtomicU8,
+    pub(crate) overflowed: AtomicBool,
+}
+
+impl XidCacheStatus {
+    /// Empties the cache (under ProcArrayLock exclusive).
+    fn clear(&self) {
+        self.count.store(0, Relaxed);
+        self.overflowed.store(false, Relaxed);
+    }
+}
+
+/// Models `PGPROC` (proc.h): one per possible backend, in one contiguous array as
+/// `InitProcGlobal` allocates them. The fields a snapshot reads sit where 9.1 had them: xid and
+/// xmin in the first cache line, the vacuum flags in the second, the subxid cache after the
+/// lock-queue heads (about 450 bytes in); the filler stands for the fields not modelled (list
+/// links, semaphore, latch, wait state, `myProcLocks`, fast-path slots). ≈ 860 bytes.
+#[repr(C)]
+pub(crate) struct Pgproc {
+    _links_sem_latch: [u8; 48],
+    /// `pgxactoff` (14): this backend's index in the dense arrays; [`INVALID_PGPROCNO`] when not
+    /// in the ProcArray (here for every layout). Under ProcArrayLock.
+    pub(crate) pgxactoff: DataU32,
+    /// `xid` (≤ 9.1; 14's mirror of `ProcGlobal->xids`).
+    pub(crate) xid: AtomicU32,
+    /// `xmin` (≤ 9.1 and 14+).
+    pub(crate) xmin: AtomicU32,
+    _lxid: u32,
+    _pid_ids: [u8; 24],
+    /// `vacuumFlags` (≤ 9.1) / `statusFlags` (14).
+    pub(crate) vacuum_flags: AtomicU8,
+    /// `inCommit` (≤ 9.1): cleared at every transaction end.
+    pub(crate) in_commit: AtomicBool,
+    _wait_state_proc_locks: [u8; 358],
+    /// `subxids.overflowed` / `subxids.nxids` (≤ 9.1); 14's `subxidStatus` mirror.
+    pub(crate) subxid_status: XidCacheStatus,
+    /// `subxids.xids` (every release).
+    pub(crate) subxids: [AtomicU32; PGPROC_MAX_CACHED_SUBXIDS],
+    /// `procArrayGroupMember` (9.6+).
+    pub(crate) group_member: AtomicBool,
+    /// `procArrayGroupNext` (9.6+).
+    pub(crate) group_next: AtomicU32,
+    /// `procArrayGroupMemberXid` (9.6+): the member's `latestXid`.
+    pub(crate) group_member_xid: AtomicU32,
+    _fast_path: [u8; 144],
+}
+
+impl Pgproc {
+    fn new() -> Self {
+        Self {
+            _links_sem_latch: [0; 48],
+            pgxactoff: DataU32::new(INVALID_PGPROCNO),
+            xid: AtomicU32::new(0),
+            xmin: AtomicU32::new(0),
+            _lxid: 0,
+            _pid_ids: [0; 24],
+            vacuum_flags: AtomicU8::new(0),
+            in_commit: AtomicBool::new(false),
+            _wait_state_proc_locks: [0; 358],
+            subxid_status: XidCacheStatus::default(),
+            subxids: std::array::from_fn(|_| AtomicU32::new(0)),
+            group_member: AtomicBool::new(false),
+            group_next: AtomicU32::new(INVALID_PGPROCNO),
+            group_member_xid: AtomicU32::new(0),
+            _fast_path: [0; 144],
+        }
+    }
+}
+
+/// Models `PGXACT` (9.2–13, proc.h): a backend's hot fields, 12 bytes, in a dense array indexed
+/// by proc number.
+#[repr(C)]
+pub(crate) struct Pgxact {
+    pub(crate) xid: AtomicU32,
+    pub(crate) xmin: AtomicU32,
+    pub(crate) vacuum_flags: AtomicU8,
+    pub(crate) overflowed: AtomicBool,
+    pub(crate) in_commit: AtomicBool,
+    pub(crate) nxids: AtomicU8,
+}
+
+/// The fields of one backend that ≤ 13's snapshots scan, wherever the release keeps them: its
+/// `PGPROC` (≤ 9.1) or its `PGXACT` (9.2–13).
+pub(crate) struct HotFields<'a> {
+    pub(crate) xid: &'a AtomicU32,
+    pub(crate) xmin: &'a AtomicU32,
+    pub(crate) vacuum_flags: &'a AtomicU8,
+    pub(crate) in_commit: &'a AtomicBool,
+    pub(crate) subxid_count: &'a AtomicU8,
+    pub(crate) subxid_overflowed: &'a AtomicBool,
+}
+
+impl HotFields<'_> {
+    /// `vacuumFlags &= ~PROC_VACUUM_STATE_MASK; inCommit = false`: a store into each, as
+    /// PostgreSQL's compound assignments are, whether or not anything changes.
+    pub(crate) fn clear_vacuum_flags_and_in_commit(&self) {
+        let flags = self.vacuum_flags.load(Relaxed);
+        self.vacuum_flags
+            .store(flags & !PROC_VACUUM_STATE_MASK, Relaxed);
+        self.in_commit.store(false, Relaxed);
+    }
+}
+
+/// Models `VariableCacheData` (transam.h), the parts used here: one struct, so `nextXid` and
+/// `latestCompletedXid` share cache lines as they do in PostgreSQL.
+struct VariableCache {
+    /// `nextXid`, under XidGenLock.
+    next_xid: DataU32,
+    /// `latestCompletedXid`, under ProcArrayLock.
+    latest_completed_xid: DataU32,
+    /// `xactCompletionCount` (14), under ProcArrayLock.
+    xact_completion_count: DataU64,
+}
+
+/// The ProcArray and what surrounds it: `ProcArrayStruct`, `ProcGlobal`'s `PGPROC`s, `PGXACT`s
+/// and dense arrays, `ShmemVariableCache`, ProcArrayLock and XidGenLock.
+pub struct ProcArray<K: RawLwLock> {
+    layout: SnapshotLayout,
+    group_clear: bool,
+    proc_array_lock: CachePadded<K>,
+    xid_gen_lock: CachePadded<K>,
+    cache: CachePadded<VariableCache>,
+    /// `procArray->numProcs`.
+    num_procs: CachePadded<DataU32>,
+    /// `procArray->pgprocnos` (9.1's `procs[]` held pointers to the same `PGPROC`s).
+    pgprocnos: Box<[DataU32]>,
+    /// `ProcGlobal->allProcs`.
+    all_procs: Box<[Pgproc]>,
+    /// `ProcGlobal->allPgXact` (9.2–13).
+    all_pgxact: Box<[Pgxact]>,
+    /// `ProcGlobal->xids` (14).
+    xids: Box<[AtomicU32]>,
+    /// `ProcGlobal->subxidStates` (14).
+    subxid_states: Box<[XidCacheStatus]>,
+    /// `ProcGlobal->statusFlags` (14).
+    status_flags: Box<[DataU8]>,
+    /// `ProcGlobal->procArrayGroupFirst` (9.6+).
+    group_first: CachePadded<AtomicU32>,
+    status: TransactionStatus,
+}
+
+impl<K: RawLwLock> ProcArray<K> {
+    /// Models `CreateSharedProcArray` / `InitProcGlobal`: an empty array, `nextXid` at
+    /// [`FIRST_NORMAL_TRANSACTION_ID`] and `latestCompletedXid` just below it.
+    pub fn new(cfg: &ProcArrayConfig) -> Result<Self, ProcArrayError> {
+        cfg.validate()?;
+        let n = cfg.max_backends;
+        let dense = cfg.layout == SnapshotLayout::Dense;
+        let pgxact = cfg.layout == SnapshotLayout::Pgxact;
+        Ok(Self {
+            layout: cfg.layout,
+            group_clear: cfg.group_clear,
+            proc_array_lock: CachePadded::new(K::new("ProcArray")),
+            xid_gen_lock: CachePadded::new(K::new("XidGen")),
+            cache: CachePadded::new(VariableCache {
+                next_xid: DataU32::new(FIRST_NORMAL_TRANSACTION_ID),
+                latest_completed_xid: DataU32::new(FIRST_NORMAL_TRANSACTION_ID - 1),
+                xact_completion_count: DataU64::new(1),
+            }),
+            num_procs: CachePadded::new(DataU32::new(0)),
+            pgprocnos: (0..n).map(|_| DataU32::new(INVALID_PGPROCNO)).collect(),
+            all_procs: (0..n).map(|_| Pgproc::new()).collect(),
+            all_pgxact: (0..if pgxact { n } else { 0 })
+                .map(|_| Pgxact {
+                    xid: AtomicU32::new(0),
+                    xmin: AtomicU32::new(0),
+                    vacuum_flags: AtomicU8::new(0),
+                    overflowed: AtomicBool::new(false),
+                    in_commit: AtomicBool::new(false),
+                    nxids: AtomicU8::new(0),
+                })
+                .collect(),
+            xids: (0..if dense { n } else { 0 })
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            subxid_states: (0..if dense { n } else { 0 })
+                .map(|_| XidCacheStatus::default())
+                .collect(),
+            status_flags: (0..if dense { n } else { 0 })
+                .map(|_| DataU8::new(0))
+                .collect(),
+            group_first: CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
+            status: TransactionStatus::new(),
+        })
+    }
+
+    /// ProcArrayLock, for callers that take it themselves as PostgreSQL code does.
+    pub fn proc_array_lock(&self) -> &K {
+        &self.proc_array_lock
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> SnapshotLayout {
+        self.layout
+    }
+
+    /// `MaxBackends`.
+    pub fn max_backends(&self) -> usize {
+        self.all_procs.len()
+    }
+
+    /// `numProcs`: backends in the array.
+    pub fn num_procs(&self) -> usize {
+        self.num_procs.load(Relaxed) as usize
+    }
+
+    /// `nextXid` (`ReadNextTransactionId`, under XidGenLock shared).
+    pub fn read_next_xid(&self, b: &mut Backend) -> Result<u32, ProcArrayError> {
+        self.xid_gen_lock.acquire(b, LwLockMode::Shared)?;
+        let next = self.cache.next_xid.load(Relaxed);
+        self.xid_gen_lock.release(b)?;
+        Ok(next)
+    }
+
+    /// `latestCompletedXid` (under ProcArrayLock shared).
+    pub fn latest_completed_xid(&self, b: &mut Backend) -> Result<u32, ProcArrayError> {
+        self.proc_array_lock.acquire(b, LwLockMode::Shared)?;
+        let latest = self.cache.latest_completed_xid.load(Relaxed);
+        self.proc_array_lock.release(b)?;
+        Ok(latest)
+    }
+
+    fn proc_of(&self, procno: usize) -> Result<&Pgproc, ProcArrayError> {
+        self.all_procs.get(procno).ok_or(ProcArrayError::BadProc {
+            procno,
+            what: "out of range",
+        })
+    }
+
+    /// Models `ProcArrayAdd`: enters backend `procno` (a [`Backend::procno`], or an idle
+    /// connection's number) in the array, under ProcArrayLock exclusive taken by `b` (and 14's
+    /// XidGenLock). ≤ 9.1
+    /// appends; 9.2+ keeps `pgprocnos` sorted (14 moves the dense entries along and renumbers
+    /// their `pgxactoff`).
+    pub fn add(&self, b: &mut Backend, procno: usize) -> Result<(), ProcArrayError> {
+        let proc = self.proc_of(procno)?;
+        self.lock_for_membership(b)?;
+        let done = self.add_locked(proc, procno);
+        self.unlock_for_membership(b)?;
+        done
+    }
+
+    fn add_locked(&self, proc: &Pgproc, procno: usize) -> Result<(), ProcArrayError> {
+        if proc.pgxactoff.load(Relaxed) != INVALID_PGPROCNO {
+            return Err(ProcArrayError::BadProc {
+                procno,
+                what: "already in the ProcArray",
+            });
+        }
+        let n = self.num_procs();
+        if n == self.pgprocnos.len() {
+            return Err(ProcArrayError::TooManyClients);
+        }
+        let at = if self.layout == SnapshotLayout::ProcScan {
+            n
+        } else {
+            (0..n)
+                .find(|&i| self.pgprocnos[i].load(Relaxed) as usize > procno)
+                .unwrap_or(n)
+        };
+        for i in (at..n).rev() {
+            self.move_entry(i, i + 1);
+        }
+        self.pgprocnos[at].store(procno as u32, Relaxed);
+        proc.pgxactoff.store(at as u32, Relaxed);
+        if self.layout == SnapshotLayout::Dense {
+            self.xids[at].store(proc.xid.load(Relaxed), Relaxed);
+            self.subxid_states[at]
+                .count
+                .store(proc.subxid_status.count.load(Relaxed), Relaxed);
+            self.subxid_states[at]
+                .overflowed
+                .store(proc.subxid_status.overflowed.load(Relaxed), Relaxed);
+            self.status_flags[at].store(proc.vacuum_flags.load(Relaxed), Relaxed);
+        }
+        self.num_procs.store(n as u32 + 1, Relaxed);
+        Ok(())
+    }
+
+    /// Models `ProcArrayRemove` for a backend without an xid (a disconnect): ≤ 9.1 moves the
+    /// last entry into the hole; 9.2+ closes it up, keeping the order.
+    pub fn remove(&self, b: &mut Backend, procno: usize) -> Result<(), ProcArrayError> {
+        let proc = self.proc_of(procno)?;
+        self.lock_for_membership(b)?;
+        let done = self.remove_locked(proc, procno);
+        self.unlock_for_membership(b)?;
+        done
+    }
+
+    fn remove_locked(&self, proc: &Pgproc, procno: usize) -> Result<(), ProcArrayError> {
+        let at = proc.pgxactoff.load(Relaxed);
+        if at == INVALID_PGPROCNO {
+            return Err(ProcArrayError::BadProc {
+                procno,
+                what: "not in the ProcArray",
+            });
+        }
+        if self.my_xid(procno) != INVALID_TRANSACTION_ID {
+            return Err(ProcArrayError::XactState {
+                procno,
+                what: "cannot leave the ProcArray with an xid assigned",
+            });
+        }
+        let (at, n) = (at as usize, self.num_procs());
+        if self.layout == SnapshotLayout::ProcScan {
+            if at != n - 1 {
+                self.move_entry(n - 1, at);
+            }
+        } else {
+            for i in at + 1..n {
+                self.move_entry(i, i - 1);
+            }
+        }
+        proc.pgxactoff.store(INVALID_PGPROCNO, Relaxed);
+        self.pgprocnos[n - 1].store(INVALID_PGPROCNO, Relaxed);
+        self.num_procs.store(n as u32 - 1, Relaxed);
+        Ok(())
+    }
+
+    /// ProcArrayLock exclusive, and from 14 XidGenLock too: `GetNewTransactionId` writes
+    /// `ProcGlobal->xids[pgxactoff]` holding only XidGenLock, so `pgxactoff` may not move under it.
+    fn lock_for_membership(&self, b: &mut Backend) -> Result<(), ProcArrayError> {
+        self.proc_array_lock.acquire(b, LwLockMode::Exclusive)?;
+        if self.layout == SnapshotLayout::Dense {
+            if let Err(e) = self.xid_gen_lock.acquire(b, LwLockMode::Exclusive) {
+                self.proc_array_lock.release(b)?;
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    fn unlock_for_membership(&self, b: &mut Backend) -> Result<(), ProcArrayError> {
+        if self.layout == SnapshotLayout::Dense {
+            self.xid_gen_lock.release(b)?;
+        }
+        self.proc_array_lock.release(b)?;
+        Ok(())
+    }
+
+    /// Moves array entry `from` to `to` (ProcArrayLock exclusive): the proc number, the dense
+    /// entries (14), and the moved backend's `pgxactoff`.
+    fn move_entry(&self, from: usize, to: usize) {
+        let procno = self.pgprocnos[from].load(Relaxed);
+        self.pgprocnos[to].store(procno, Relaxed);
+        self.all_procs[procno as usize]
+            .pgxactoff
+            .store(to as u32, Relaxed);
+        if self.layout == SnapshotLayout::Dense {
+            self.xids[to].store(self.xids[from].load(Relaxed), Relaxed);
+            let (f, t) = (&self.subxid_states[from], &self.subxid_states[to]);
+            t.count.store(f.count.load(Relaxed), Relaxed);
+            t.overflowed.store(f.overflowed.load(Relaxed), Relaxed);
+            self.status_flags[to].store(self.status_flags[from].load(Relaxed), Relaxed);
+        }
+    }
+
+    /// The backend's `pgxactoff`, or an error if it is not in the array.
+    fn pgxactoff(&self, procno: usize) -> Result<usize, ProcArrayError> {
+        match self.proc_of(procno)?.pgxactoff.load(Relaxed) {
+            INVALID_PGPROCNO => Err(ProcArrayError::BadProc {
+                procno,
+                what: "not in the ProcArray",
+            }),
+            off => Ok(off as usize),
+        }
+    }
+
+    /// Backend `procno`'s scanned fields in ≤ 13's layouts; `None` in 14's, where they are
+    /// split between the dense arrays and the `PGPROC`.
+    #[inline]
+    pub(crate) fn hot_fields(&self, procno: usize) -> Option<HotFields<'_>> {
+        match self.layout {
+            SnapshotLayout::ProcScan => {
+                let p = &self.all_procs[procno];
+                Some(HotFields {
+                    xid: &p.xid,
+                    xmin: &p.xmin,
+                    vacuum_flags: &p.vacuum_flags,
+                    in_commit: &p.in_commit,
+                    subxid_count: &p.subxid_status.count,
+                    subxid_overflowed: &p.subxid_status.overflowed,
+                })
+            }
+            SnapshotLayout::Pgxact => {
+                let p = &self.all_pgxact[procno];
+                Some(HotFields {
+                    xid: &p.xid,
+                    xmin: &p.xmin,
+                    vacuum_flags: &p.vacuum_flags,
+                    in_commit: &p.in_commit,
+                    subxid_count: &p.nxids,
+                    subxid_overflowed: &p.overflowed,
+                })
+            }
+            SnapshotLayout::Dense => None,
+        }
+    }
+
+    /// The top-level xid backend `procno` advertises (`MyProc->xid`, `MyPgXact->xid`), read by
+    /// the backend itself.
+    #[inline]
+    pub fn my_xid(&self, procno: usize) -> u32 {
+        match self.layout {
+            SnapshotLayout::Pgxact => self.all_pgxact[procno].xid.load(Relaxed),
+            _ => self.all_procs[procno].xid.load(Relaxed),
+        }
+    }
+
+    /// The xmin backend `procno` advertises (`MyProc->xmin` / `MyPgXact->xmin`).
+    #[inline]
+    pub fn my_xmin(&self, procno: usize) -> u32 {
+        self.xmin_field(procno).load(Relaxed)
+    }
+
+    #[inline]
+    fn xmin_field(&self, procno: usize) -> &AtomicU32 {
+        match self.layout {
+            SnapshotLayout::Pgxact => &self.all_pgxact[procno].xmin,
+            _ => &self.all_procs[procno].xmin,
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+    use pglocks_sync::ProcTable;
+
+    type Pa = ProcArray<AtomicLwLock<Pg96Layout>>;
+
+    #[test]
+    fn misuse_is_refused_in_postgresqls_words() {
+        let e = Pa::new(&ProcArrayConfig::new(0, SnapshotLayout::Dense, true)).err();
+        assert!(e.unwrap().to_string().contains("max_backends must be 1 to"));
+        let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Pgxact, false)).unwrap();
+        let procs = ProcTable::new(2);
+        let mut b = procs.attach().unwrap();
+        pa.add(&mut b, 0).unwrap();
+        let e = pa.add(&mut b, 0).unwrap_err().to_string();
+        assert!(e.contains("already in the ProcArray"), "{e}");
+        let e = pa.add(&mut b, 1).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let e = pa
+            .transaction_id_did_commit(1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "could not access status of transaction 1048576");
+        let xid = pa.assign_xid(&mut b, None).unwrap();
+        let e = pa.remove(&mut b, 0).unwrap_err().to_string();
+        assert!(e.contains("with an xid assigned"), "{e}");
+        pa.end_transaction(&mut b, xid).unwrap();
+        assert!(!pa.transaction_id_did_commit(xid).unwrap(), "aborted");
+        pa.remove(&mut b, 0).unwrap();
+        assert_eq!(pa.num_procs(), 0);
+    }
+
+    #[test]
+    fn the_91_pgproc_keeps_the_snapshot_fields_lines_apart() {
+        // On 64-byte lines: xid and xmin in the first, the vacuum flags in the second, the
+        // subxid cache header several lines further.
+        let line = |off: usize| off / 64;
+        let p = std::mem::offset_of!(Pgproc, xid);
+        assert_eq!(line(p), line(std::mem::offset_of!(Pgproc, xmin)));
+        assert_eq!(
+            line(std::mem::offset_of!(Pgproc, vacuum_flags)),
+            line(p) + 1
+        );
+        assert!(line(std::mem::offset_of!(Pgproc, subxid_status)) >= line(p) + 6);
+        assert_eq!(std::mem::size_of::<Pgxact>(), 12);
+    }
+}
