@@ -227,18 +227,7 @@ impl<K: RawLwLock> ProcArray<K> {
         if next != INVALID_PGPROCNO {
             // A member: the leader clears our xid.
             let t = Instant::now();
-            let sem = b.semaphore();
-            let mut extra = 0;
-            loop {
-                sem.lock();
-                if !proc.group_member.load(Acquire) {
-                    break;
-                }
-                extra += 1;
-            }
-            for _ in 0..extra {
-                sem.unlock();
-            }
+            b.sleep_until(|| !proc.group_member.load(Acquire));
             b.stats
                 .waits
                 .record("ProcArrayGroupUpdate", "IPC", t.elapsed().as_nanos() as u64);

@@ -402,18 +402,7 @@ impl<K: RawLwLock> Clog<K> {
         if next != INVALID_PROC {
             // A follower: sleep until the leader has applied our update.
             let t = pglocks_sync::time::Instant::now();
-            let sem = &b.procs().slot(b.procno()).sem;
-            let mut extra = 0;
-            loop {
-                sem.lock();
-                if !m.member.load(Acquire) {
-                    break;
-                }
-                extra += 1;
-            }
-            for _ in 0..extra {
-                sem.unlock();
-            }
+            b.sleep_until(|| !m.member.load(Acquire));
             b.stats
                 .waits
                 .record("XactGroupUpdate", "IPC", t.elapsed().as_nanos() as u64);

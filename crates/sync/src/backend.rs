@@ -197,6 +197,26 @@ impl Backend {
         &self.procs.slot(self.procno).sem
     }
 
+    /// Sleeps on the backend's semaphore until `done()` holds: the loop of a group member
+    /// (`ProcArrayGroupClearXid` in procarray.c, `TransactionGroupUpdateXidStatus` in clog.c)
+    /// around `PGSemaphoreLock`. A wake-up meant for something else that arrives first is
+    /// absorbed and, once `done()` holds, posted again (their `extraWaits`), so none is lost.
+    #[cold]
+    pub fn sleep_until(&self, done: impl Fn() -> bool) {
+        let sem = self.semaphore();
+        let mut absorbed = 0;
+        loop {
+            sem.lock();
+            if done() {
+                break;
+            }
+            absorbed += 1;
+        }
+        for _ in 0..absorbed {
+            sem.unlock();
+        }
+    }
+
     /// Takes the statistics counted so far, leaving zeroes (and counting as before).
     pub fn take_stats(&mut self) -> BackendStats {
         let mut fresh = BackendStats::default();
