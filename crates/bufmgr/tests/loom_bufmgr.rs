@@ -19,13 +19,6 @@ use pglocks_sync::ProcTable;
 
 type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
 
-fn builder(bound: usize) -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(bound));
-    b.max_branches = 100_000;
-    b
-}
-
 /// A pool of 9.6+ (atomic hand, pins by compare-exchange) or, with `locked`, of 9.4
 /// (`BufFreelistLock`, pins under the header lock).
 fn pool(nbuffers: usize, partitions: usize, locked: bool) -> Arc<Pool> {
@@ -50,7 +43,7 @@ fn pool(nbuffers: usize, partitions: usize, locked: bool) -> Arc<Pool> {
 fn a_buffer_pinned_during_the_sweep_is_never_the_victim() {
     let a = BufferTag::main(5, 16384, 1);
     let c = BufferTag::main(5, 16384, 2);
-    builder(2).check(move || {
+    pglocks_sync::loom_builder(2).check(move || {
         // One buffer, holding page A, unpinned.
         let pool = pool(1, 1, false);
         let procs = ProcTable::new(3);
@@ -105,7 +98,7 @@ fn two_misses_on_one_page_share_one_buffer_under_buf_freelist_lock() {
 
 fn two_misses(locked: bool) {
     let x = BufferTag::main(5, 16384, 9);
-    builder(2).check(move || {
+    pglocks_sync::loom_builder(2).check(move || {
         let pool = pool(2, 1, locked);
         let procs = ProcTable::new(3);
         let (p1, procs1) = (Arc::clone(&pool), procs.clone());

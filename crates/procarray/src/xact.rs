@@ -247,18 +247,10 @@ impl<K: RawLwLock> ProcArray<K> {
         let released = self.proc_array_lock.release(b);
         b.stats.events.count("procarray.group_leads", 1);
         // Wake the members after releasing the lock, whatever the release said.
-        let mut at = head;
-        while at != INVALID_PGPROCNO {
-            let member = &self.all_procs[at as usize];
-            let next = member.group_next.load(Relaxed);
-            member.group_next.store(INVALID_PGPROCNO, Relaxed);
-            // Release: PostgreSQL's pg_write_barrier before clearing the flag.
-            member.group_member.store(false, Release);
-            if at != me {
-                b.procs().slot(at as usize).sem.unlock();
-            }
-            at = next;
-        }
+        b.wake_group(head, |at| {
+            let member = &self.all_procs[at];
+            (&member.group_next, &member.group_member)
+        });
         released?;
         Ok(())
     }

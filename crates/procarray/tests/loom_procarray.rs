@@ -17,13 +17,6 @@ use pglocks_sync::ProcTable;
 
 type Lw = AtomicLwLock<Pg96Layout>;
 
-fn builder(bound: usize) -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(bound));
-    b.max_branches = 100_000;
-    b
-}
-
 /// A ProcArray of `n` backends, all registered, with `n` attached handles.
 fn array(
     n: usize,
@@ -41,7 +34,7 @@ fn array(
 
 #[test]
 fn group_clear_clears_every_member_and_wakes_it() {
-    builder(1).check(|| {
+    pglocks_sync::loom_builder(1).check(|| {
         let (pa, mut bs) = array(3, SnapshotLayout::Dense, true);
         let mut holder = bs.remove(0);
         let mut snap = Snapshot::new();
@@ -80,7 +73,7 @@ fn group_clear_clears_every_member_and_wakes_it() {
 /// Backend 0 takes xid X and commits it; backend 1 meanwhile takes xid Y, commits it, then takes
 /// a snapshot and checks every xid below its `xmax` against it — X included when Y > X.
 fn snapshot_sees_no_finished_uncommitted_xid(layout: SnapshotLayout, bound: usize) {
-    builder(bound).check(move || {
+    pglocks_sync::loom_builder(bound).check(move || {
         let (pa, mut bs) = array(2, layout, false);
         let mut b1 = bs.pop().unwrap();
         let mut b0 = bs.pop().unwrap();

@@ -20,13 +20,6 @@ use pglocks_sync::ProcTable;
 
 type Queue = SinvalQueue<AtomicLwLock<Pg96Layout>, PgSpinLock>;
 
-fn builder(bound: usize) -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(bound));
-    b.max_branches = 100_000;
-    b
-}
-
 fn msg(seq: u32) -> Msg {
     Msg::catcache(0, 1, seq)
 }
@@ -85,29 +78,29 @@ fn race(check: SinvalCheck, ring: usize, inserts: u32, reads: usize, may_reset: 
 
 #[test]
 fn the_wait_free_check_never_misses_a_message() {
-    builder(2).check(|| race(SinvalCheck::WaitFree, 8, 2, 1, false));
+    pglocks_sync::loom_builder(2).check(|| race(SinvalCheck::WaitFree, 8, 2, 1, false));
 }
 
 #[test]
 fn the_wait_free_check_survives_two_checks_during_the_inserts() {
-    builder(2).check(|| race(SinvalCheck::WaitFree, 8, 2, 2, false));
+    pglocks_sync::loom_builder(2).check(|| race(SinvalCheck::WaitFree, 8, 2, 2, false));
 }
 
 #[test]
 fn the_locked_check_never_misses_a_message() {
-    builder(2).check(|| race(SinvalCheck::Locked, 8, 2, 1, false));
+    pglocks_sync::loom_builder(2).check(|| race(SinvalCheck::Locked, 8, 2, 1, false));
 }
 
 #[test]
 fn an_overflowed_reader_is_told_of_its_reset() {
-    builder(2).check(|| race(SinvalCheck::WaitFree, 2, 3, 1, true));
+    pglocks_sync::loom_builder(2).check(|| race(SinvalCheck::WaitFree, 2, 3, 1, true));
 }
 
 /// Two writers and a reader: the reader, checking once while both insert and once after,
 /// reads each writer's message exactly once.
 #[test]
 fn two_writers_and_a_wait_free_reader() {
-    builder(2).check(|| {
+    pglocks_sync::loom_builder(2).check(|| {
         let cfg = SinvalConfig::new(3, SinvalCheck::WaitFree).with_ring(8);
         let q = Arc::new(Queue::new(&cfg).unwrap());
         let procs = ProcTable::new(3);

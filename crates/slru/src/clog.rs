@@ -439,17 +439,9 @@ impl<K: RawLwLock> Clog<K> {
         }
         b.stats.events.count("clog.group_leads", 1);
         // Wake the members after releasing the lock.
-        let mut at = head;
-        while at != INVALID_PROC {
-            let f = &self.members[at as usize];
-            let next = f.next.load(Relaxed);
-            f.next.store(INVALID_PROC, Relaxed);
-            f.member.store(false, Release);
-            if at != me {
-                b.procs().slot(at as usize).sem.unlock();
-            }
-            at = next;
-        }
+        b.wake_group(head, |at| {
+            (&self.members[at].next, &self.members[at].member)
+        });
         Ok(Some(outcome))
     }
 }

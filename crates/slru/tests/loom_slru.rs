@@ -18,13 +18,6 @@ use std::time::Duration;
 
 type Lw = AtomicLwLock<Pg96Layout>;
 
-fn builder(bound: usize) -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(bound));
-    b.max_branches = 100_000;
-    b
-}
-
 /// An SLRU of two slots under one control lock.
 fn two_slots() -> SlruConfig {
     SlruConfig {
@@ -39,7 +32,7 @@ fn two_slots() -> SlruConfig {
 
 #[test]
 fn a_read_only_hit_never_sees_an_evicted_page() {
-    builder(2).check(|| {
+    pglocks_sync::loom_builder(2).check(|| {
         // Pages 1 to 4 on "disk", each starting with its own number.
         let store = MemoryStore::new(Duration::ZERO);
         for p in 1..=4u8 {
@@ -75,7 +68,7 @@ fn a_read_only_hit_never_sees_an_evicted_page() {
 
 #[test]
 fn a_read_only_reader_waits_for_a_page_being_read_in() {
-    builder(2).check(|| {
+    pglocks_sync::loom_builder(2).check(|| {
         let store = MemoryStore::new(Duration::ZERO);
         let mut page = [0u8; BLCKSZ];
         page[0] = 1;
@@ -103,7 +96,7 @@ fn a_read_only_reader_waits_for_a_page_being_read_in() {
 
 #[test]
 fn group_update_applies_every_members_status_and_wakes_it() {
-    builder(1).check(|| {
+    pglocks_sync::loom_builder(1).check(|| {
         let cfg = ClogConfig::new(2, false, Victim::AvoidIoBusy, true, 3);
         let clog: Arc<Clog<Lw>> =
             Arc::new(Clog::new(&cfg, Box::new(MemoryStore::new(Duration::ZERO))).unwrap());

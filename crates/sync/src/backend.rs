@@ -217,6 +217,30 @@ impl Backend {
         }
     }
 
+    /// The end of a group leader's work (`ProcArrayGroupClearXid`, `TransactionGroupUpdateXidStatus`):
+    /// walks the list it detached, from proc number `head` to `u32::MAX`, where `links(procno)`
+    /// is that member's `next` link and `member` flag. Each member's link is reset, its flag
+    /// cleared with release ordering (PostgreSQL's write barrier, so the member sees what the
+    /// leader did for it) and its semaphore posted, except the leader's own.
+    #[cold]
+    pub fn wake_group<'m>(
+        &self,
+        head: u32,
+        links: impl Fn(usize) -> (&'m AtomicU32, &'m AtomicBool),
+    ) {
+        let mut at = head;
+        while at != u32::MAX {
+            let (next_link, member) = links(at as usize);
+            let next = next_link.load(Ordering::Relaxed);
+            next_link.store(u32::MAX, Ordering::Relaxed);
+            member.store(false, Ordering::Release);
+            if at as usize != self.procno {
+                self.procs.slot(at as usize).sem.unlock();
+            }
+            at = next;
+        }
+    }
+
     /// Takes the statistics counted so far, leaving zeroes (and counting as before).
     pub fn take_stats(&mut self) -> BackendStats {
         let mut fresh = BackendStats::default();

@@ -130,3 +130,14 @@ pub mod time {
         std::thread::sleep(d);
     }
 }
+
+/// The loom model builder the crates' loom tests share: `bound` preemptions unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise, and room for 100 000 branches (paths that initialise
+/// WAL pages, remap a buffer or run a group update are longer than loom's default allows).
+#[cfg(loom)]
+pub fn loom_builder(bound: usize) -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = b.preemption_bound.or(Some(bound));
+    b.max_branches = 100_000;
+    b
+}

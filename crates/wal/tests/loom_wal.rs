@@ -29,17 +29,8 @@ fn config() -> WalConfig {
     }
 }
 
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(2));
-    // Copying a record that crosses pages initialises two pages under WALBufMappingLock: a
-    // longer path than loom's default allows.
-    b.max_branches = 100_000;
-    b
-}
-
 fn finished_insertions_read_back<P: VarProtocol>(payload_len: usize) {
-    builder().check(move || {
+    pglocks_sync::loom_builder(2).check(move || {
         let procs = ProcTable::new(2);
         let wal: Arc<Wal<Lw, P, PgSpinLock>> =
             Arc::new(Wal::new(config(), Box::new(NullDevice)).unwrap());
@@ -82,7 +73,7 @@ fn a_record_crossing_a_page_is_complete_when_reported_finished() {
 
 #[test]
 fn group_commit_never_returns_before_the_flush() {
-    builder().check(|| {
+    pglocks_sync::loom_builder(2).check(|| {
         let procs = ProcTable::new(2);
         let dev = RecordingDevice::new();
         let flushed = dev.flushed_upto();

@@ -13,11 +13,9 @@
 //! Metrics: `bufmgr.hits` / `bufmgr.reads` (and so `bufmgr.hit_ratio`), `bufmgr.evictions`,
 //! `bufmgr.victim_retries`, and `bufmgr.sweep_ticks` — the clock hand's steps per allocation.
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
 use crate::{proc_table, workload_error};
 use pglocks_bufmgr::{BufMgr, BufferTag, PrivateRefCount};
-use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock};
 use pglocks_sync::Backend;
@@ -60,17 +58,22 @@ fn run<K: RawLwLock, P: Padding>(
     })
 }
 
-/// The runner on the preset's LWLock type.
-pub(crate) struct BufferRun<'a>(pub &'a Settings);
+/// The `buffer-lookup` workload on PostgreSQL's buffer manager.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BufferLookup;
 
-impl MakeWithLwLock for BufferRun<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let settings = self.0.clone();
+impl crate::PgWorkload for BufferLookup {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
+        // The partition locks are spaced as MainLWLockArray's are.
         match settings.lwlock_padding {
-            0 => Box::new(move |spec| run::<K, NoPadding>(&settings, spec)),
-            32 => Box::new(move |spec| run::<K, Pad32>(&settings, spec)),
-            64 => Box::new(move |spec| run::<K, Pad64>(&settings, spec)),
-            _ => Box::new(move |spec| run::<K, Pad128>(&settings, spec)),
+            0 => run::<K, NoPadding>(settings, spec),
+            32 => run::<K, Pad32>(settings, spec),
+            64 => run::<K, Pad64>(settings, spec),
+            _ => run::<K, Pad128>(settings, spec),
         }
     }
 }

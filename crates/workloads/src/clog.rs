@@ -9,11 +9,9 @@
 //!   new page, as `GetNewTransactionId` does), then `TransactionIdCommitTree` of it — with 11's
 //!   group update when the bank lock is busy.
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
-use crate::{proc_table, workload_error, WorkloadError};
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use crate::{proc_table, workload_error};
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_slru::clog::{Clog, XidStatus, CLOG_XACTS_PER_PAGE};
 use pglocks_slru::MemoryStore;
@@ -48,7 +46,7 @@ fn run<K: RawLwLock>(
     settings: &Settings,
     kind: Kind,
     spec: &TeamSpec,
-) -> Result<pglocks_harness::TeamRun, HarnessError> {
+) -> Result<TeamRun, HarnessError> {
     let procs = proc_table(settings, spec.threads);
     let cfg = settings.clog_config(spec.threads);
     let store = MemoryStore::new(settings.slru_latency);
@@ -90,27 +88,12 @@ fn run<K: RawLwLock>(
     })
 }
 
-struct ClogRun<'a>(&'a Settings, Kind);
-
-impl MakeWithLwLock for ClogRun<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let (settings, kind) = (self.0.clone(), self.1);
-        Box::new(move |spec| run::<K>(&settings, kind, spec))
+impl crate::PgWorkload for Kind {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
+        run::<K>(settings, self, spec)
     }
-}
-
-/// The runner of commit-log workload `kind` for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    kind: Kind,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    crate::pg_only(
-        workload,
-        impl_name,
-        IMPLS,
-        settings,
-        ClogRun(settings, kind),
-    )
 }

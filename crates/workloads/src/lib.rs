@@ -210,18 +210,45 @@ pub(crate) fn workload_error(
     pglocks_harness::HarnessError::Workload(Box::new(e))
 }
 
-/// The runner of a workload whose only implementation is PostgreSQL's model (`pg`), built by
-/// `make` on the preset's LWLock type.
-pub(crate) fn pg_only(
-    workload: &str,
+/// A workload run on PostgreSQL's model alone: one timed run on the preset's LWLock type `K`.
+/// Each such module's `Kind` implements it, and [`pg_only`] picks `K`.
+pub(crate) trait PgWorkload: Copy + Send + Sync + 'static {
+    fn run<K: pglocks_lwlock::RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &pglocks_harness::TeamSpec,
+    ) -> Result<pglocks_harness::TeamRun, pglocks_harness::HarnessError>;
+}
+
+/// A [`PgWorkload`] with its settings, waiting for the LWLock type.
+struct PgRun<W>(Settings, W);
+
+impl<W: PgWorkload> lwlock::MakeWithLwLock for PgRun<W> {
+    fn make<K: pglocks_lwlock::RawLwLock>(self) -> pglocks_harness::sweep::RunFn<'static> {
+        let PgRun(settings, workload) = self;
+        Box::new(move |spec| workload.run::<K>(&settings, spec))
+    }
+}
+
+/// The runner of `workload` on the preset's LWLock type.
+pub(crate) fn on_pg_lwlock(
+    settings: &Settings,
+    workload: impl PgWorkload,
+) -> pglocks_harness::sweep::RunFn<'static> {
+    lwlock::with_lwlock_type(settings, PgRun(settings.clone(), workload))
+}
+
+/// The runner of a workload whose only implementation is PostgreSQL's model (`pg`).
+fn pg_only(
+    name: &str,
     impl_name: &str,
     impls: &[(&str, &str)],
     settings: &Settings,
-    make: impl lwlock::MakeWithLwLock,
+    workload: impl PgWorkload,
 ) -> Result<pglocks_harness::sweep::RunFn<'static>, WorkloadError> {
     match impl_name {
-        "pg" => Ok(lwlock::with_lwlock_type(settings, make)),
-        _ => Err(unknown_impl(workload, impl_name, impls)),
+        "pg" => Ok(on_pg_lwlock(settings, workload)),
+        _ => Err(unknown_impl(name, impl_name, impls)),
     }
 }
 
@@ -270,16 +297,40 @@ pub fn series_with(
         "lwlock-shared" => lwlock::series(w.name, lwlock::Mix::Shared, impl_name, &settings)?,
         "lwlock-mixed" => lwlock::series(w.name, lwlock::Mix::Mixed, impl_name, &settings)?,
         "buffer-lookup" => lwlock::buffer_series(impl_name, &settings)?,
-        "lmgr-relation" => lmgr::series(w.name, lmgr::Kind::Relation, impl_name, &settings)?,
-        "lmgr-vxid" => lmgr::series(w.name, lmgr::Kind::Vxid, impl_name, &settings)?,
-        "lmgr-strong-mix" => lmgr::series(w.name, lmgr::Kind::StrongMix, impl_name, &settings)?,
-        "clog-get" => clog::series(w.name, clog::Kind::Get, impl_name, &settings)?,
-        "clog-set" => clog::series(w.name, clog::Kind::Set, impl_name, &settings)?,
-        "sinval-check" => sinval::series(w.name, impl_name, &settings)?,
-        "snapshot" => procarray::series(w.name, procarray::Kind::Snapshot, impl_name, &settings)?,
-        "end-xact" => procarray::series(w.name, procarray::Kind::EndXact, impl_name, &settings)?,
-        "wal-insert" => wal::series(w.name, wal::Kind::Insert, impl_name, &settings)?,
-        "wal-commit" => wal::series(w.name, wal::Kind::Commit, impl_name, &settings)?,
+        "lmgr-relation" => pg_only(
+            w.name,
+            impl_name,
+            lmgr::IMPLS,
+            &settings,
+            lmgr::Kind::Relation,
+        )?,
+        "lmgr-vxid" => pg_only(w.name, impl_name, lmgr::IMPLS, &settings, lmgr::Kind::Vxid)?,
+        "lmgr-strong-mix" => pg_only(
+            w.name,
+            impl_name,
+            lmgr::IMPLS,
+            &settings,
+            lmgr::Kind::StrongMix,
+        )?,
+        "clog-get" => pg_only(w.name, impl_name, clog::IMPLS, &settings, clog::Kind::Get)?,
+        "clog-set" => pg_only(w.name, impl_name, clog::IMPLS, &settings, clog::Kind::Set)?,
+        "sinval-check" => pg_only(w.name, impl_name, sinval::IMPLS, &settings, sinval::Check)?,
+        "snapshot" => pg_only(
+            w.name,
+            impl_name,
+            procarray::IMPLS,
+            &settings,
+            procarray::Kind::Snapshot,
+        )?,
+        "end-xact" => pg_only(
+            w.name,
+            impl_name,
+            procarray::IMPLS,
+            &settings,
+            procarray::Kind::EndXact,
+        )?,
+        "wal-insert" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Insert)?,
+        "wal-commit" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Commit)?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {

@@ -12,11 +12,9 @@
 //!   `LOCK TABLE` would: it bumps the strong-lock counter, moves every backend's fast-path
 //!   entries for it into the main table, and waits for their holders.
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
-use crate::{proc_table, WorkloadError};
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::{run_team, TeamSpec};
+use crate::proc_table;
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lmgr::{LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::Backend;
@@ -41,8 +39,6 @@ pub(crate) enum Kind {
     Vxid,
     StrongMix,
 }
-
-struct Lmgr<'a>(&'a Settings, Kind);
 
 /// One transaction of `kind`, the `n`-th of this backend.
 fn transaction<K: RawLwLock>(
@@ -80,37 +76,28 @@ fn transaction<K: RawLwLock>(
     lm.release_all(b, local, false).map(drop)
 }
 
-impl MakeWithLwLock for Lmgr<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let (settings, kind) = (self.0.clone(), self.1);
-        Box::new(move |spec: &TeamSpec| {
-            let procs = proc_table(&settings, spec.threads);
-            let lm = Arc::new(LockManager::<K>::new(
-                settings.lock_manager_config(spec.threads),
-            ));
-            run_team(spec, &procs, |_| {
-                let (lm, settings) = (Arc::clone(&lm), settings.clone());
-                let mut local = None;
-                let mut n = 0u64;
-                move |b: &mut Backend| {
-                    let local = match &mut local {
-                        Some(l) => l,
-                        None => local.insert(lm.connect(b, DATABASE)?),
-                    };
-                    n += 1;
-                    transaction(&lm, b, local, &settings, kind, n)
-                }
-            })
+impl crate::PgWorkload for Kind {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
+        let procs = proc_table(settings, spec.threads);
+        let lm = Arc::new(LockManager::<K>::new(
+            settings.lock_manager_config(spec.threads),
+        ));
+        run_team(spec, &procs, |_| {
+            let (lm, settings) = (Arc::clone(&lm), settings.clone());
+            let mut local = None;
+            let mut n = 0u64;
+            move |b: &mut Backend| {
+                let local = match &mut local {
+                    Some(l) => l,
+                    None => local.insert(lm.connect(b, DATABASE)?),
+                };
+                n += 1;
+                transaction(&lm, b, local, &settings, self, n)
+            }
         })
     }
-}
-
-/// The runner of lock-manager workload `kind` for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    kind: Kind,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    crate::pg_only(workload, impl_name, IMPLS, settings, Lmgr(settings, kind))
 }

@@ -278,7 +278,7 @@ pub(crate) fn buffer_series(
 ) -> Result<RunFn<'static>, WorkloadError> {
     let make = Buffer(settings);
     Ok(match impl_name {
-        "pg" => with_lwlock_type(settings, crate::bufmgr::BufferRun(settings)),
+        "pg" => crate::on_pg_lwlock(settings, crate::bufmgr::BufferLookup),
         "pg-lwlock" => with_pg_lwlock(settings, make),
         "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
         "std" => make.make::<std::sync::RwLock<()>>(),

@@ -18,11 +18,9 @@
 //!   conditional acquire with the group XID clear behind it (9.6+; `procarray.group_members`,
 //!   `procarray.group_leads`).
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
-use crate::{proc_table, workload_error, WorkloadError};
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use crate::{proc_table, workload_error};
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
 use pglocks_procarray::{
     ProcArray, ProcArrayError, Snapshot, FIRST_NORMAL_TRANSACTION_ID, INVALID_TRANSACTION_ID,
@@ -89,7 +87,7 @@ fn run<K: RawLwLock>(
     settings: &Settings,
     kind: Kind,
     spec: &TeamSpec,
-) -> Result<pglocks_harness::TeamRun, HarnessError> {
+) -> Result<TeamRun, HarnessError> {
     let backends = settings.backends;
     if backends < spec.threads {
         return Err(workload_error(ProcArrayError::Config(format!(
@@ -125,27 +123,12 @@ fn run<K: RawLwLock>(
     })
 }
 
-struct ProcArrayRun<'a>(&'a Settings, Kind);
-
-impl MakeWithLwLock for ProcArrayRun<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let (settings, kind) = (self.0.clone(), self.1);
-        Box::new(move |spec| run::<K>(&settings, kind, spec))
+impl crate::PgWorkload for Kind {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
+        run::<K>(settings, self, spec)
     }
-}
-
-/// The runner of ProcArray workload `kind` for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    kind: Kind,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    crate::pg_only(
-        workload,
-        impl_name,
-        IMPLS,
-        settings,
-        ProcArrayRun(settings, kind),
-    )
 }

@@ -12,11 +12,9 @@
 //! they are signalled to catch up (they do not answer) and finally reset; the metrics show
 //! `sinval.catchup_signals`, `sinval.resets` and `sinval.messages_read`.
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::Settings;
 use crate::{proc_table, workload_error};
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sinval::{SharedInvalidationMessage, SinvalConfig, SinvalQueue};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
@@ -34,7 +32,7 @@ pub const IMPLS: &[(&str, &str)] = &[(
 fn run<K: RawLwLock, R: RawSpinLock>(
     settings: &Settings,
     spec: &TeamSpec,
-) -> Result<pglocks_harness::TeamRun, HarnessError> {
+) -> Result<TeamRun, HarnessError> {
     let procs = proc_table(settings, spec.threads);
     let idle = settings.idle_backends as usize;
     let cfg = SinvalConfig::new(spec.threads + idle, settings.sinval_check);
@@ -70,25 +68,21 @@ fn run<K: RawLwLock, R: RawSpinLock>(
     })
 }
 
-struct SinvalRun<'a>(&'a Settings);
+/// The `sinval-check` workload.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Check;
 
-impl MakeWithLwLock for SinvalRun<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let settings = self.0.clone();
+impl crate::PgWorkload for Check {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
         // msgnumLock is an s_lock spinlock: TAS_SPIN or plain TAS, as the release.
         if settings.tas_spin {
-            Box::new(move |spec| run::<K, PgSpinLock<true>>(&settings, spec))
+            run::<K, PgSpinLock<true>>(settings, spec)
         } else {
-            Box::new(move |spec| run::<K, PgSpinLock<false>>(&settings, spec))
+            run::<K, PgSpinLock<false>>(settings, spec)
         }
     }
-}
-
-/// The runner of `sinval-check` for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, crate::WorkloadError> {
-    crate::pg_only(workload, impl_name, IMPLS, settings, SinvalRun(settings))
 }

@@ -8,11 +8,9 @@
 //!   commits, `N / L` commits per second; the report shows that ideal and the fraction reached,
 //!   and the `wal.commits_per_flush` distribution.
 
-use crate::lwlock::MakeWithLwLock;
 use crate::preset::{FlushDeviceKind, Settings};
-use crate::{proc_table, workload_error, WorkloadError};
-use pglocks_harness::sweep::RunFn;
-use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use crate::{proc_table, workload_error};
+use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::Backend;
@@ -53,7 +51,7 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     settings: &Settings,
     kind: Kind,
     spec: &TeamSpec,
-) -> Result<pglocks_harness::TeamRun, HarnessError> {
+) -> Result<TeamRun, HarnessError> {
     let procs = proc_table(settings, spec.threads);
     let mut cfg = settings.wal_config(spec.threads);
     cfg.count_commits = kind == Kind::Commit;
@@ -85,35 +83,18 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     Ok(run)
 }
 
-struct WalRun<'a>(&'a Settings, Kind);
-
-impl MakeWithLwLock for WalRun<'_> {
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        let (settings, kind) = (self.0.clone(), self.1);
+impl crate::PgWorkload for Kind {
+    fn run<K: RawLwLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> Result<TeamRun, HarnessError> {
         // The variable protocol (17's lock-free insertingAt) and the spinlock's TAS_SPIN.
         match (settings.wal_var_atomic, settings.tas_spin) {
-            (true, true) => {
-                Box::new(move |spec| run::<K, AtomicVar, PgSpinLock<true>>(&settings, kind, spec))
-            }
-            (true, false) => {
-                Box::new(move |spec| run::<K, AtomicVar, PgSpinLock<false>>(&settings, kind, spec))
-            }
-            (false, true) => {
-                Box::new(move |spec| run::<K, LockedVar, PgSpinLock<true>>(&settings, kind, spec))
-            }
-            (false, false) => {
-                Box::new(move |spec| run::<K, LockedVar, PgSpinLock<false>>(&settings, kind, spec))
-            }
+            (true, true) => run::<K, AtomicVar, PgSpinLock<true>>(settings, self, spec),
+            (true, false) => run::<K, AtomicVar, PgSpinLock<false>>(settings, self, spec),
+            (false, true) => run::<K, LockedVar, PgSpinLock<true>>(settings, self, spec),
+            (false, false) => run::<K, LockedVar, PgSpinLock<false>>(settings, self, spec),
         }
     }
-}
-
-/// The runner of WAL workload `kind` for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    kind: Kind,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    crate::pg_only(workload, impl_name, IMPLS, settings, WalRun(settings, kind))
 }
