@@ -123,6 +123,12 @@ pub struct ProcArrayConfig {
     pub layout: SnapshotLayout,
     /// 9.6+: conditional acquire at commit, else group XID clear.
     pub group_clear: bool,
+    /// 9.2–13: bytes from one `PGXACT` to the next, rounded up to whole entries. 0 (the
+    /// default) is PostgreSQL's dense array of 12-byte entries, where neighbouring backends'
+    /// entries share cache lines and every transaction end writes its own; 64 or 128 give each
+    /// backend lines of its own, the cache-line-aligned `PGXACT` discussed on pgsql-hackers in
+    /// 2016–17 and never committed (a prototype, not a release).
+    pub pgxact_padding: usize,
 }
 
 impl ProcArrayConfig {
@@ -132,6 +138,7 @@ impl ProcArrayConfig {
             max_backends,
             layout,
             group_clear,
+            pgxact_padding: 0,
         }
     }
 
@@ -141,6 +148,12 @@ impl ProcArrayConfig {
             return Err(ProcArrayError::Config(format!(
                 "max_backends must be 1 to {MAX_BACKENDS}, not {}",
                 self.max_backends
+            )));
+        }
+        if self.pgxact_padding > 4096 {
+            return Err(ProcArrayError::Config(format!(
+                "PGXACT padding must be 0 to 4096 bytes, not {}",
+                self.pgxact_padding
             )));
         }
         Ok(())
@@ -320,8 +333,10 @@ pub struct ProcArray<K: RawLwLock> {
     pgprocnos: Box<[DataU32]>,
     /// `ProcGlobal->allProcs`.
     all_procs: Box<[Pgproc]>,
-    /// `ProcGlobal->allPgXact` (9.2–13).
+    /// `ProcGlobal->allPgXact` (9.2–13): backend `procno`'s entry is at `procno * pgxact_stride`.
     all_pgxact: Box<[Pgxact]>,
+    /// Entries from one backend's `PGXACT` to the next (1 in PostgreSQL).
+    pgxact_stride: usize,
     /// `ProcGlobal->xids` (14).
     xids: Box<[AtomicU32]>,
     /// `ProcGlobal->subxidStates` (14).
@@ -333,7 +348,18 @@ pub struct ProcArray<K: RawLwLock> {
     status: TransactionStatus,
 }
 
+/// Entries from one backend's `PGXACT` to the next for `padding` bytes between them.
+fn pgxact_stride(padding: usize) -> usize {
+    padding.div_ceil(std::mem::size_of::<Pgxact>()).max(1)
+}
+
 impl<K: RawLwLock> ProcArray<K> {
+    /// Backend `procno`'s `PGXACT` (9.2–13).
+    #[inline]
+    fn pgxact(&self, procno: usize) -> &Pgxact {
+        &self.all_pgxact[procno * self.pgxact_stride]
+    }
+
     /// Models `CreateSharedProcArray` / `InitProcGlobal`: an empty array, `nextXid` at
     /// [`FIRST_NORMAL_TRANSACTION_ID`] and `latestCompletedXid` just below it.
     pub fn new(cfg: &ProcArrayConfig) -> Result<Self, ProcArrayError> {
@@ -354,7 +380,12 @@ impl<K: RawLwLock> ProcArray<K> {
             num_procs: CachePadded::new(DataU32::new(0)),
             pgprocnos: (0..n).map(|_| DataU32::new(INVALID_PGPROCNO)).collect(),
             all_procs: (0..n).map(|_| Pgproc::new()).collect(),
-            all_pgxact: (0..if pgxact { n } else { 0 })
+            pgxact_stride: pgxact_stride(cfg.pgxact_padding),
+            all_pgxact: (0..if pgxact {
+                n * pgxact_stride(cfg.pgxact_padding)
+            } else {
+                0
+            })
                 .map(|_| Pgxact {
                     xid: AtomicU32::new(0),
                     xmin: AtomicU32::new(0),
@@ -577,7 +608,7 @@ impl<K: RawLwLock> ProcArray<K> {
                 })
             }
             SnapshotLayout::Pgxact => {
-                let p = &self.all_pgxact[procno];
+                let p = &self.pgxact(procno);
                 Some(HotFields {
                     xid: &p.xid,
                     xmin: &p.xmin,
@@ -596,7 +627,7 @@ impl<K: RawLwLock> ProcArray<K> {
     #[inline]
     pub fn my_xid(&self, procno: usize) -> u32 {
         match self.layout {
-            SnapshotLayout::Pgxact => self.all_pgxact[procno].xid.load(Relaxed),
+            SnapshotLayout::Pgxact => self.pgxact(procno).xid.load(Relaxed),
             _ => self.all_procs[procno].xid.load(Relaxed),
         }
     }
@@ -610,7 +641,7 @@ impl<K: RawLwLock> ProcArray<K> {
     #[inline]
     fn xmin_field(&self, procno: usize) -> &AtomicU32 {
         match self.layout {
-            SnapshotLayout::Pgxact => &self.all_pgxact[procno].xmin,
+            SnapshotLayout::Pgxact => &self.pgxact(procno).xmin,
             _ => &self.all_procs[procno].xmin,
         }
     }

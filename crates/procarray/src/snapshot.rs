@@ -162,7 +162,7 @@ impl<K: RawLwLock> ProcArray<K> {
         let (mut xmin, mut global_xmin, mut suboverflowed) = (xmax, xmax, false);
         for index in 0..self.num_procs() {
             let procno = self.pgprocnos[index].load(Relaxed) as usize;
-            let pgxact = &self.all_pgxact[procno];
+            let pgxact = self.pgxact(procno);
             if pgxact.vacuum_flags.load(Relaxed) & PROC_IN_VACUUM != 0 {
                 continue;
             }

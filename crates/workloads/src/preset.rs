@@ -104,6 +104,8 @@ pub struct Settings {
     pub snapshot_layout: SnapshotLayout,
     /// procarray.c (9.6+): conditional ProcArrayLock at commit, else group XID clear.
     pub group_clear: bool,
+    /// A prototype for 9.2–13: bytes between backends' `PGXACT`s (0 = PostgreSQL's dense array).
+    pub pgxact_padding: usize,
     /// Workloads `snapshot`, `end-xact`: registered backends (the running threads and idle
     /// connections); at least the threads.
     pub backends: usize,
@@ -380,6 +382,10 @@ pub const KNOBS: &[(&str, &str)] = &[
         "on|off: ProcArrayLock conditional acquire at commit, else group XID clear (9.6+)",
     ),
     (
+        "pgxact_padding",
+        "none|64|128: a prototype: space the PGXACT entries of pgxact layouts by a cache line, so backends stop sharing lines (none = PostgreSQL)",
+    ),
+    (
         "backends",
         "N in 1..=100000: registered backends, running threads plus idle connections (snapshot, end-xact; default 100)",
     ),
@@ -524,6 +530,7 @@ impl Preset {
                 _ => SnapshotLayout::Pgxact,
             },
             group_clear: matches!(self.name, "pg96" | "pg11" | "pg14" | "pg17" | "pg18"),
+            pgxact_padding: 0,
             backends: 100,
             commit_ratio: 0.0,
             subxacts: 0,
@@ -598,7 +605,10 @@ impl Settings {
 
     /// The ProcArray of these settings for `max_backends` backends.
     pub fn procarray_config(&self, max_backends: usize) -> ProcArrayConfig {
-        ProcArrayConfig::new(max_backends, self.snapshot_layout, self.group_clear)
+        ProcArrayConfig {
+            pgxact_padding: self.pgxact_padding,
+            ..ProcArrayConfig::new(max_backends, self.snapshot_layout, self.group_clear)
+        }
     }
 
     /// Applies one `knob=value` override.
@@ -734,6 +744,14 @@ impl Settings {
                 }
             }
             "group_clear" => self.group_clear = on_off()?,
+            "pgxact_padding" => {
+                self.pgxact_padding = match value {
+                    "none" | "0" => 0,
+                    "64" => 64,
+                    "128" => 128,
+                    _ => return Err(bad("none, 64 or 128")),
+                }
+            }
             "backends" => self.backends = number(1, 100_000)? as usize,
             "commit_ratio" => self.commit_ratio = fraction()?,
             "subxacts" => self.subxacts = number(0, 1000)?,
@@ -926,6 +944,7 @@ mod tests {
             ("backends=0", "1 to 100000"),
             ("subxacts=-1", "0 to 1000"),
             ("group_clear=maybe", "on or off"),
+            ("pgxact_padding=32", "none, 64 or 128"),
         ] {
             let e = s.apply(set).unwrap_err().to_string();
             assert!(e.contains(expect), "{set}: {e}");
