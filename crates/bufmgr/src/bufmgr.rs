@@ -32,7 +32,9 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let desc = self.desc(buf_id)?;
         if refs.get(buf_id) > 0 {
             refs.add(buf_id);
-            return Ok(true);
+            // ≤ 9.5 trusts an earlier pin to mean a valid page; 9.6 reads BM_VALID.
+            return Ok(self.pin == PinMethod::HeaderLock
+                || desc.state.load(pglocks_sync::atomic::Ordering::Relaxed) & BM_VALID != 0);
         }
         let state = desc.update_unlocked(b, self.pin, |s| {
             let mut s = s + BUF_REFCOUNT_ONE;
@@ -318,8 +320,14 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
 
     /// Drops the page `tag` from the buffers if it is there, as `DropRelationBuffers` does for
     /// each of a relation's pages: `true` if it was there. Fails with "buffer is pinned in
-    /// InvalidateBuffer" if anyone has it pinned.
-    pub fn drop_buffer(&self, b: &mut Backend, tag: BufferTag) -> Result<bool, BufMgrError> {
+    /// InvalidateBuffer" if this backend (`refs`) has it pinned; another backend's pin is waited
+    /// out, as PostgreSQL does (a busy retry: only a short-lived pin is expected).
+    pub fn drop_buffer(
+        &self,
+        b: &mut Backend,
+        refs: &PrivateRefCount,
+        tag: BufferTag,
+    ) -> Result<bool, BufMgrError> {
         let hash = tag.hash_code();
         let lock = self.table.lock(self.table.partition_of(hash));
         lock.acquire(b, LwLockMode::Shared)?;
@@ -335,14 +343,16 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             desc.unlock(state);
             return Ok(false);
         }
-        self.invalidate_buffer(b, buf_id, state)
+        self.invalidate_buffer(b, refs, buf_id, state)
     }
 
     /// Models `InvalidateBuffer`, entered with the header lock held (`state`): removes the
-    /// buffer's tag from the table, clears it, and puts the buffer on the freelist.
+    /// buffer's tag from the table, clears it, and puts the buffer on the freelist. A pin of
+    /// this backend's is an error; anyone else's is waited for (`WaitIO`, then from the top).
     fn invalidate_buffer(
         &self,
         b: &mut Backend,
+        refs: &PrivateRefCount,
         buf_id: u32,
         state: u32,
     ) -> Result<bool, BufMgrError> {
@@ -363,11 +373,12 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             if refcount(state) != 0 {
                 desc.unlock(state);
                 lock.release(b)?;
-                if state & BM_IO_IN_PROGRESS != 0 {
-                    self.wait_io(b, buf_id)?;
-                    continue;
+                if refs.get(buf_id) > 0 {
+                    return Err(BufMgrError::BufferPinned);
                 }
-                return Err(BufMgrError::BufferPinned);
+                self.wait_io(b, buf_id)?;
+                pglocks_sync::hint::spin_loop();
+                continue;
             }
             state &= !(BUF_FLAG_MASK | BUF_USAGECOUNT_MASK);
             desc.unlock(state);

@@ -231,8 +231,9 @@ impl BufferDesc {
             match self.state.compare_exchange_weak(old, new, AcqRel, Relaxed) {
                 Ok(_) => return Ok(new),
                 Err(now) => {
+                    // PostgreSQL retries at once (a yield point for loom only).
                     old = now;
-                    pglocks_sync::hint::spin_loop();
+                    pglocks_sync::hint::model_yield();
                 }
             }
         }

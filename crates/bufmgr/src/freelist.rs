@@ -271,7 +271,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
                 }
             }
             desc.unlock(state);
-            pglocks_sync::hint::spin_loop();
+            // No pause between candidates, as in PostgreSQL (a yield point for loom only).
+            pglocks_sync::hint::model_yield();
         }
     }
 

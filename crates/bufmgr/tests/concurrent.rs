@@ -85,3 +85,43 @@ fn misses_under_contention_keep_tags_unique_and_pins_honoured() {
     hammer(VictimSearch::FreelistLock, PinMethod::HeaderLock);
     hammer(VictimSearch::AtomicClockHand, PinMethod::HeaderLock);
 }
+
+/// `InvalidateBuffer` waits out another backend's pin instead of failing, and fails on its own.
+#[test]
+fn dropping_a_page_waits_for_another_backends_pin() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let pool = Arc::new(Pool::new(&BufMgrConfig::new(4)).unwrap());
+    let procs = ProcTable::new(2);
+    let tag = BufferTag::main(5, 16384, 7);
+    let mut holder = procs.attach().unwrap();
+    let mut holder_refs = PrivateRefCount::new();
+    let buffer = pool
+        .read_buffer(&mut holder, &mut holder_refs, tag)
+        .unwrap();
+    // The holder's own drop fails: it has the page pinned.
+    assert!(matches!(
+        pool.drop_buffer(&mut holder, &holder_refs, tag),
+        Err(BufMgrError::BufferPinned)
+    ));
+    let released = Arc::new(AtomicBool::new(false));
+    let dropper = {
+        let (pool, procs, released) = (Arc::clone(&pool), procs.clone(), Arc::clone(&released));
+        std::thread::spawn(move || {
+            let mut b = procs.attach().unwrap();
+            let dropped = pool
+                .drop_buffer(&mut b, &PrivateRefCount::new(), tag)
+                .unwrap();
+            (dropped, released.load(Ordering::SeqCst))
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    released.store(true, Ordering::SeqCst);
+    pool.release_buffer(&mut holder, &mut holder_refs, buffer)
+        .unwrap();
+    let (dropped, after_release) = dropper.join().unwrap();
+    assert!(dropped, "the page was there");
+    assert!(
+        after_release,
+        "the drop returned while the page was still pinned"
+    );
+}

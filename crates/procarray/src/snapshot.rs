@@ -70,9 +70,9 @@ impl<K: RawLwLock> ProcArray<K> {
         // mallocs GetMaxSnapshotXidCount / GetMaxSnapshotSubxidCount once per static snapshot).
         let max = self.max_backends();
         if snap.xip.capacity() < max {
-            snap.xip.reserve(max - snap.xip.len());
+            snap.xip.reserve(max.saturating_sub(snap.xip.len()));
             let subs = max * PGPROC_MAX_CACHED_SUBXIDS;
-            snap.subxip.reserve(subs - snap.subxip.len());
+            snap.subxip.reserve(subs.saturating_sub(snap.subxip.len()));
         }
         self.proc_array_lock.acquire(b, LwLockMode::Shared)?;
         if self.layout == SnapshotLayout::Dense && self.get_snapshot_data_reuse(me, snap) {

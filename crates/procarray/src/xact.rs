@@ -219,8 +219,9 @@ impl<K: RawLwLock> ProcArray<K> {
             match self.group_first.compare_exchange(next, me, AcqRel, Relaxed) {
                 Ok(_) => break,
                 Err(now) => {
+                    // PostgreSQL retries at once (a yield point for loom only).
                     next = now;
-                    pglocks_sync::hint::spin_loop();
+                    pglocks_sync::hint::model_yield();
                 }
             }
         }

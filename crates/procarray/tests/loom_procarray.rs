@@ -32,10 +32,10 @@ fn array(
     (pa, bs)
 }
 
-#[test]
-fn group_clear_clears_every_member_and_wakes_it() {
-    pglocks_sync::loom_builder(1).check(|| {
-        let (pa, mut bs) = array(3, SnapshotLayout::Dense, true);
+/// 9.6's group clear in `layout`: with ProcArrayLock held, two committers go through the list.
+fn group_clear_clears_every_member_and_wakes_it(layout: SnapshotLayout) {
+    pglocks_sync::loom_builder(1).check(move || {
+        let (pa, mut bs) = array(3, layout, true);
         let mut holder = bs.remove(0);
         let mut snap = Snapshot::new();
         let xids: Vec<u32> = bs
@@ -68,6 +68,16 @@ fn group_clear_clears_every_member_and_wakes_it() {
         assert_eq!(snap.xmax, xids.iter().max().unwrap() + 1);
         assert!(snap.xip.is_empty());
     });
+}
+
+#[test]
+fn group_clear_in_the_pgxact_array() {
+    group_clear_clears_every_member_and_wakes_it(SnapshotLayout::Pgxact);
+}
+
+#[test]
+fn group_clear_in_the_dense_arrays() {
+    group_clear_clears_every_member_and_wakes_it(SnapshotLayout::Dense);
 }
 
 /// Backend 0 takes xid X and commits it; backend 1 meanwhile takes xid Y, commits it, then takes

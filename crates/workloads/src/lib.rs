@@ -409,14 +409,15 @@ mod tests {
                 .iter()
                 .any(|d| d.0 == "bufmgr.sweep_ticks" && d.1.count() > 0));
         }
-        // One buffer, three backends each holding a pin across a 1 ms read: PostgreSQL's error.
+        // 16 buffers (PostgreSQL's least), 24 backends each holding a pin across a 1 ms read:
+        // PostgreSQL's error.
         let p = Preset::by_name("pg18").unwrap();
         let sets = [
             "hit_ratio=0".into(),
-            "nbuffers=1".into(),
+            "nbuffers=16".into(),
             "read_latency=1ms".into(),
         ];
-        let e = (series("buffer-lookup", p, "pg", &sets).unwrap().run)(&quick_spec(3))
+        let e = (series("buffer-lookup", p, "pg", &sets).unwrap().run)(&quick_spec(24))
             .err()
             .unwrap()
             .to_string();

@@ -273,7 +273,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "nbuffers",
-        "N in 1..=1048576: shared buffers of 8 KB (buffer-lookup; default 16384 = 128 MB; PostgreSQL's minimum is 16)",
+        "N in 16..=1048576: shared buffers of 8 KB (buffer-lookup; default 16384 = 128 MB; 16 is PostgreSQL's minimum)",
     ),
     (
         "victim_search",
@@ -781,7 +781,7 @@ impl Settings {
                     .ok_or_else(|| bad("spin, atomic-mutex, atomic or atomic18"))?
             }
             "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
-            "nbuffers" => self.nbuffers = number(1, 1_048_576)? as usize,
+            "nbuffers" => self.nbuffers = number(16, 1_048_576)? as usize,
             "victim_search" | "clock_sweep" => {
                 self.victim_search = match value {
                     "lock" => VictimSearch::FreelistLock,
@@ -909,7 +909,7 @@ mod tests {
         for (set, expect) in [
             ("victim_search=spin", "lock or atomic"),
             ("buffer_pin=tas", "lock or cas"),
-            ("nbuffers=0", "1 to 1048576"),
+            ("nbuffers=8", "16 to 1048576"),
             ("hit_ratio=1.5", "fraction"),
             ("read_latency=fast", "duration"),
         ] {
