@@ -14,6 +14,7 @@
 //! `bufmgr.victim_retries`, and `bufmgr.sweep_ticks` — the clock hand's steps per allocation.
 
 use crate::preset::Settings;
+use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_bufmgr::{BufMgr, BufferTag, PrivateRefCount};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
@@ -63,11 +64,7 @@ fn run<K: RawLwLock, P: Padding>(
 pub(crate) struct BufferLookup;
 
 impl crate::PgWorkload for BufferLookup {
-    fn run<K: RawLwLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> Result<TeamRun, HarnessError> {
+    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         // The partition locks are spaced as MainLWLockArray's are.
         match settings.lwlock_padding {
             0 => run::<K, NoPadding>(settings, spec),

@@ -217,8 +217,11 @@ pub(crate) trait PgWorkload: Copy + Send + Sync + 'static {
         self,
         settings: &Settings,
         spec: &pglocks_harness::TeamSpec,
-    ) -> Result<pglocks_harness::TeamRun, pglocks_harness::HarnessError>;
+    ) -> RunResult;
 }
+
+/// What one timed run of a workload gives.
+pub(crate) type RunResult = Result<pglocks_harness::TeamRun, pglocks_harness::HarnessError>;
 
 /// A [`PgWorkload`] with its settings, waiting for the LWLock type.
 struct PgRun<W>(Settings, W);

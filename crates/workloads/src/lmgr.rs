@@ -14,7 +14,8 @@
 
 use crate::preset::Settings;
 use crate::proc_table;
-use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
+use crate::RunResult;
+use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lmgr::{LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::Backend;
@@ -77,11 +78,7 @@ fn transaction<K: RawLwLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> Result<TeamRun, HarnessError> {
+    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         let procs = proc_table(settings, spec.threads);
         let lm = Arc::new(LockManager::<K>::new(
             settings.lock_manager_config(spec.threads),

@@ -19,6 +19,7 @@
 //!   `procarray.group_leads`).
 
 use crate::preset::Settings;
+use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
@@ -124,11 +125,7 @@ fn run<K: RawLwLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> Result<TeamRun, HarnessError> {
+    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         run::<K>(settings, self, spec)
     }
 }

@@ -13,6 +13,7 @@
 //! `sinval.catchup_signals`, `sinval.resets` and `sinval.messages_read`.
 
 use crate::preset::Settings;
+use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
@@ -73,11 +74,7 @@ fn run<K: RawLwLock, R: RawSpinLock>(
 pub(crate) struct Check;
 
 impl crate::PgWorkload for Check {
-    fn run<K: RawLwLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> Result<TeamRun, HarnessError> {
+    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         // msgnumLock is an s_lock spinlock: TAS_SPIN or plain TAS, as the release.
         if settings.tas_spin {
             run::<K, PgSpinLock<true>>(settings, spec)

@@ -9,6 +9,7 @@
 //!   and the `wal.commits_per_flush` distribution.
 
 use crate::preset::{FlushDeviceKind, Settings};
+use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
@@ -84,11 +85,7 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> Result<TeamRun, HarnessError> {
+    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         // The variable protocol (17's lock-free insertingAt) and the spinlock's TAS_SPIN.
         match (settings.wal_var_atomic, settings.tas_spin) {
             (true, true) => run::<K, AtomicVar, PgSpinLock<true>>(settings, self, spec),
