@@ -9,6 +9,7 @@ mod bufmgr;
 mod clog;
 mod lmgr;
 mod lwlock;
+mod pgbench;
 pub mod preset;
 mod procarray;
 mod sinval;
@@ -107,6 +108,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "wal-commit",
         summary: "a commit: insert a commit record and XLogFlush it (group commit; ideal = threads / flush_latency)",
         impls: wal::IMPLS,
+    },
+    WorkloadInfo {
+        name: "select-only",
+        summary: "pgbench -S's transaction: vxid lock, AccessShareLock on the table and its index, sinval checks, a snapshot, the index descent and heap page, commit",
+        impls: pgbench::IMPLS,
     },
 ];
 
@@ -334,6 +340,13 @@ pub fn series_with(
         )?,
         "wal-insert" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Insert)?,
         "wal-commit" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Commit)?,
+        "select-only" => pg_only(
+            w.name,
+            impl_name,
+            pgbench::IMPLS,
+            &settings,
+            pgbench::Kind::SelectOnly,
+        )?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -547,6 +560,24 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn select_only_runs_on_every_preset() {
+        for preset in PRESETS {
+            let sets = ["backends=10".into(), "scale=2".into()];
+            let s = series("select-only", preset, "pg", &sets).unwrap();
+            let run = (s.run)(&quick_spec(3)).unwrap();
+            assert!(run.total_ops() > 0, "{}", preset.name);
+            // Each transaction reads the index root, a leaf and a heap page.
+            let counters = run.stats.events.counters();
+            let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
+            assert!(
+                count("bufmgr.hits") + count("bufmgr.reads") >= 3 * run.total_ops(),
+                "{} {counters:?}",
+                preset.name
+            );
         }
     }
 

@@ -113,6 +113,8 @@ pub struct Settings {
     pub commit_ratio: f64,
     /// Workloads `snapshot`, `end-xact`: subtransaction xids per write transaction.
     pub subxacts: u32,
+    /// Macro workloads: pgbench's scale factor (100 000 accounts each).
+    pub scale: u32,
     /// Workload `lmgr-relation`: relations locked per transaction.
     pub relations: u32,
     /// Workload `lmgr-strong-mix`: every this many transactions of a backend is a strong one.
@@ -387,7 +389,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "backends",
-        "N in 1..=100000: registered backends, running threads plus idle connections (snapshot, end-xact; default 100)",
+        "N in 1..=100000: registered backends, running threads plus idle connections (snapshot, end-xact, select-only; default 100)",
     ),
     (
         "commit_ratio",
@@ -396,6 +398,10 @@ pub const KNOBS: &[(&str, &str)] = &[
     (
         "subxacts",
         "N in 0..=1000: subtransaction xids per write transaction (snapshot, end-xact; 64 fit the cache)",
+    ),
+    (
+        "scale",
+        "N in 1..=100000: pgbench's scale factor, 100000 accounts each (select-only; default 1)",
     ),
     (
         "relations",
@@ -534,6 +540,7 @@ impl Preset {
             backends: 100,
             commit_ratio: 0.0,
             subxacts: 0,
+            scale: 1,
             relations: 2,
             strong_every: 1000,
             lwlock_padding: match self.name {
@@ -755,6 +762,7 @@ impl Settings {
             "backends" => self.backends = number(1, 100_000)? as usize,
             "commit_ratio" => self.commit_ratio = fraction()?,
             "subxacts" => self.subxacts = number(0, 1000)?,
+            "scale" => self.scale = number(1, 100_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
             "lwlock_padding" => {
@@ -943,6 +951,7 @@ mod tests {
             ("commit_ratio=1.5", "fraction from 0 to 1"),
             ("backends=0", "1 to 100000"),
             ("subxacts=-1", "0 to 1000"),
+            ("scale=0", "1 to 100000"),
             ("group_clear=maybe", "on or off"),
             ("pgxact_padding=32", "none, 64 or 128"),
         ] {
