@@ -193,6 +193,14 @@ pub enum ProcArrayError {
     /// The xid counter reached the stop limit.
     #[error("database is not accepting commands to avoid wraparound data loss")]
     XidWraparound,
+    /// The caller's extension of the commit log for a new xid failed (`ExtendCLOG`).
+    #[error("could not extend the commit log for transaction {xid}: {source}")]
+    Extend {
+        /// The xid being assigned.
+        xid: u32,
+        /// What the commit log said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// An xid never assigned, past the last status page (`SlruReportIOError`'s wording).
     #[error("could not access status of transaction {xid}")]
     StatusUnavailable {
@@ -679,6 +687,37 @@ mod tests {
         assert!(!pa.transaction_id_did_commit(xid).unwrap(), "aborted");
         pa.remove(&mut b, 0).unwrap();
         assert_eq!(pa.num_procs(), 0);
+    }
+
+    #[test]
+    fn the_commit_log_is_extended_under_xidgenlock_before_the_xid_is_handed_out() {
+        let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Dense, true)).unwrap();
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        pa.add(&mut b, 0).unwrap();
+        let refused = std::io::Error::other("no room for a new page");
+        let e = pa
+            .assign_xid_extending(&mut b, None, |_, _| Err(refused))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("could not extend the commit log for transaction 3"),
+            "{e}"
+        );
+        assert_eq!(pa.my_xid(0), INVALID_TRANSACTION_ID, "not assigned");
+        let mut seen = None;
+        let xid = pa
+            .assign_xid_extending(&mut b, None, |b, xid| {
+                // XidGenLock is held: the conditional acquire fails.
+                let free = pa
+                    .xid_gen_lock
+                    .conditional_acquire(b, LwLockMode::Exclusive);
+                seen = Some((xid, free));
+                Ok::<(), std::io::Error>(())
+            })
+            .unwrap();
+        assert_eq!(seen, Some((3, Ok(false))), "the same xid, under the lock");
+        assert_eq!(xid, 3);
     }
 
     #[test]

@@ -20,6 +20,23 @@ impl<K: RawLwLock> ProcArray<K> {
     /// backend's own xids; a subtransaction needs a top-level xid first, as `AssignTransactionId`
     /// guarantees.
     pub fn assign_xid(&self, b: &mut Backend, parent: Option<u32>) -> Result<u32, ProcArrayError> {
+        self.assign_xid_extending(b, parent, |_, _| Ok::<(), std::convert::Infallible>(()))
+    }
+
+    /// [`assign_xid`](Self::assign_xid) calling `extend(b, xid)` under XidGenLock before the xid
+    /// is handed out, as `GetNewTransactionId` calls `ExtendCLOG` (and `ExtendSUBTRANS`): where
+    /// the commit log lives outside this crate (the slru crate's `Clog::extend`), so that its
+    /// page for a new xid exists before anyone can set that xid's status. If `extend` fails,
+    /// the xid is not assigned.
+    pub fn assign_xid_extending<E>(
+        &self,
+        b: &mut Backend,
+        parent: Option<u32>,
+        extend: impl FnOnce(&mut Backend, u32) -> Result<(), E>,
+    ) -> Result<u32, ProcArrayError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let me = b.procno();
         self.pgxactoff(me)?;
         let top = self.my_xid(me);
@@ -43,6 +60,13 @@ impl<K: RawLwLock> ProcArray<K> {
         if xid >= XID_STOP_LIMIT {
             self.xid_gen_lock.release(b)?;
             return Err(ProcArrayError::XidWraparound);
+        }
+        if let Err(e) = extend(b, xid) {
+            self.xid_gen_lock.release(b)?;
+            return Err(ProcArrayError::Extend {
+                xid,
+                source: Box::new(e),
+            });
         }
         self.status
             .extend(xid, parent.unwrap_or(INVALID_TRANSACTION_ID));

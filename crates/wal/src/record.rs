@@ -38,6 +38,8 @@ pub const XLR_BLOCK_ID_DATA_SHORT: u8 = 255;
 const COMMIT_MAIN_DATA: [u8; 10] = [XLR_BLOCK_ID_DATA_SHORT, 8, 0, 0, 0, 0, 0, 0, 0, 0];
 /// A resource manager id for records that stand for data changes (`RM_HEAP_ID`).
 pub const RM_HEAP_ID: u8 = 10;
+/// `RM_BTREE_ID`, the B-tree resource manager (index insertions).
+pub const RM_BTREE_ID: u8 = 11;
 /// `RM_XLOG_ID`, whose `XLOG_SWITCH` record ends a segment.
 pub const RM_XLOG_ID: u8 = 0;
 /// `XLOG_SWITCH`.
