@@ -239,9 +239,9 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     topology.pin_order(pin).map_err(HarnessError::from)?;
     let mut sets = a.sets.clone();
     if let Some(l) = &a.flush_latency {
-        if !a.workload.starts_with("wal-") {
+        if !(a.workload.starts_with("wal-") || a.workload == "insert-commit") {
             return Err(CliError::Usage(format!(
-                "--flush-latency applies to the WAL workloads (wal-insert, wal-commit), not {}",
+                "--flush-latency applies to the workloads that flush WAL (wal-insert, wal-commit, insert-commit), not {}",
                 a.workload
             )));
         }

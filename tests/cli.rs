@@ -77,7 +77,7 @@ fn malformed_numbers_exit_2() {
     );
     fails_with(
         &["run", "spin", "--flush-latency", "2ms"],
-        "applies to the WAL workloads",
+        "applies to the workloads that flush WAL",
     );
 }
 

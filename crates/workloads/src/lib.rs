@@ -114,6 +114,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: "pgbench -S's transaction: vxid lock, AccessShareLock on the table and its index, sinval checks, a snapshot, the index descent and heap page, commit",
         impls: pgbench::IMPLS,
     },
+    WorkloadInfo {
+        name: "insert-commit",
+        summary: "one INSERT per transaction: xid and its lock, heap and index pages, WAL records, commit flush (group commit), CLOG, ProcArray end",
+        impls: pgbench::IMPLS,
+    },
 ];
 
 /// Errors of workload selection and configuration, in words a user can act on.
@@ -347,6 +352,13 @@ pub fn series_with(
             &settings,
             pgbench::Kind::SelectOnly,
         )?,
+        "insert-commit" => pg_only(
+            w.name,
+            impl_name,
+            pgbench::IMPLS,
+            &settings,
+            pgbench::Kind::InsertCommit,
+        )?,
         _ => return Err(unknown_impl(w.name, impl_name, w.impls)),
     };
     Ok(SeriesSpec {
@@ -564,20 +576,32 @@ mod tests {
     }
 
     #[test]
-    fn select_only_runs_on_every_preset() {
+    fn macro_workloads_run_on_every_preset() {
         for preset in PRESETS {
-            let sets = ["backends=10".into(), "scale=2".into()];
-            let s = series("select-only", preset, "pg", &sets).unwrap();
-            let run = (s.run)(&quick_spec(3)).unwrap();
-            assert!(run.total_ops() > 0, "{}", preset.name);
-            // Each transaction reads the index root, a leaf and a heap page.
-            let counters = run.stats.events.counters();
-            let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
-            assert!(
-                count("bufmgr.hits") + count("bufmgr.reads") >= 3 * run.total_ops(),
-                "{} {counters:?}",
-                preset.name
-            );
+            for w in ["select-only", "insert-commit"] {
+                let sets = [
+                    "backends=10".into(),
+                    "scale=2".into(),
+                    "flush_latency=50us".into(),
+                ];
+                let s = series(w, preset, "pg", &sets).unwrap();
+                let run = (s.run)(&quick_spec(3)).unwrap();
+                assert!(run.total_ops() > 0, "{w} {}", preset.name);
+                // Each transaction reads at least three pages (select-only: the index root, a
+                // leaf and a heap page; insert-commit: the target page, the leaf, and a new page
+                // now and then).
+                let counters = run.stats.events.counters();
+                let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
+                let pages = count("bufmgr.hits") + count("bufmgr.reads");
+                assert!(
+                    pages >= 2 * run.total_ops(),
+                    "{w} {} {counters:?}",
+                    preset.name
+                );
+                if w == "insert-commit" {
+                    assert!(count("wal.commits") >= run.total_ops(), "{counters:?}");
+                }
+            }
         }
     }
 

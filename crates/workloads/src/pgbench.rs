@@ -16,6 +16,21 @@
 //!      as `_bt_getroot` does with `rd_amcache`);
 //!   5. commit: `ProcArrayEndTransaction` (no xid: no lock) and `LockReleaseAll`.
 //!
+//! - `insert-commit` is the seed talks' commit-scalability test, one `INSERT` per transaction
+//!   into a table with a serial primary key:
+//!   1. as above, the vxid lock, `AcceptInvalidationMessages`, `RowExclusiveLock` on the table and
+//!      its index, and a snapshot;
+//!   2. `AssignTransactionId`: `GetNewTransactionId` under XidGenLock, which extends the commit
+//!      log at each new page (`ExtendCLOG`), then `XactLockTableInsert`, an `ExclusiveLock` on
+//!      the xid in the main lock table (never fast-path);
+//!   3. the heap insert: the backend's target page (`rd_targblock`), and every 61 rows a new
+//!      page under the relation extension lock (`LockRelationForExtension`); the index insert
+//!      on the rightmost leaf (a serial key); each page read and released through the buffer
+//!      manager, and each change a WAL record (`XLogInsert`: a heap and a B-tree record);
+//!   4. `RecordTransactionCommit`: the commit record and `XLogFlush` (group commit, on the
+//!      `flush_device`), then `TransactionIdCommitTree` in the commit log (11's group update);
+//!   5. `ProcArrayEndTransaction` (9.6's group XID clear) and `LockReleaseAll`.
+//!
 //! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
 //! page, 367 keys per B-tree page); with the default 128 MB of buffers a scale up to about 100
 //! fits, as pgbench -S runs are usually sized.
@@ -33,13 +48,20 @@ use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
     LockTimeouts,
 };
-use pglocks_lwlock::{NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock};
+use pglocks_lwlock::{
+    AtomicVar, LockedVar, NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock, VarProtocol,
+};
 use pglocks_procarray::{ProcArray, ProcArrayError, Snapshot, INVALID_TRANSACTION_ID};
 use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
+use pglocks_slru::clog::{Clog, XidStatus};
+use pglocks_slru::{MemoryStore, SlruError};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::Backend;
+use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
+use pglocks_wal::{Record, Wal, WalBackend, WalError};
 use rand::RngExt;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Implementations of the macro workloads.
@@ -62,10 +84,22 @@ const ROWS_PER_HEAP_PAGE: u64 = 61;
 /// leaf pages filled to 90 %).
 const KEYS_PER_INDEX_PAGE: u64 = 367;
 
+/// `insert-commit`'s table.
+const INSERTS: u32 = 16_420;
+/// `insert-commit`'s table's serial primary key.
+const INSERTS_PKEY: u32 = 16_426;
+/// Rows of `insert-commit`'s table per heap page.
+const ROWS_PER_INSERT_PAGE: u32 = 61;
+/// WAL payload of a heap insert: `xl_heap_insert`, `xl_heap_header` and a small row.
+const HEAP_INSERT_PAYLOAD: [u8; 48] = [0x48; 48];
+/// WAL payload of a B-tree leaf insert: `xl_btree_insert` and an int4 index tuple.
+const BTREE_INSERT_PAYLOAD: [u8; 20] = [0x42; 20];
+
 /// Which macro workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     SelectOnly,
+    InsertCommit,
 }
 
 /// A transaction's failure, from whichever model failed.
@@ -79,14 +113,23 @@ pub(crate) enum TxnError {
     ProcArray(#[from] ProcArrayError),
     #[error(transparent)]
     Buffer(#[from] BufMgrError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error(transparent)]
+    Clog(#[from] SlruError),
+    /// A writing workload run without the WAL and commit log (a setup bug, not a user error).
+    #[error("this run has no WAL or commit log to write to")]
+    NotWriting,
 }
 
 /// The shared memory of one run: what every backend's transactions go through.
-struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding> {
+struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     locks: LockManager<K>,
     sinval: SinvalQueue<K, R>,
     procs: ProcArray<K>,
     buffers: BufMgr<K, P>,
+    /// WAL and the commit log, for the workloads that write.
+    writes: Option<Writes<K, V, R>>,
     /// Accounts in the table (`100000 * scale`).
     accounts: u64,
     /// The primary key's levels, leaves first, up to the root.
@@ -121,36 +164,56 @@ fn btree_levels(keys: u64) -> Vec<IndexLevel> {
     }
 }
 
+/// What writing transactions add to the cluster.
+struct Writes<K: RawLwLock, V: VarProtocol, R: RawSpinLock> {
+    wal: Wal<K, V, R>,
+    clog: Clog<K>,
+    /// The insert table's size in pages, changed under its relation extension lock.
+    table_pages: AtomicU32,
+}
+
 /// One connection's private state.
 struct Session {
     local: Option<LocalLocks>,
     sinval: SinvalBackend,
     snapshot: Snapshot,
     pins: PrivateRefCount,
+    /// The WAL insertion state, for the workloads that write.
+    wal: Option<WalBackend>,
+    /// `rd_targblock` and the rows this backend has put there.
+    target: Option<(u32, u32)>,
 }
 
-impl<K: RawLwLock, R: RawSpinLock, P: Padding> Cluster<K, R, P> {
-    /// `LockRelationOid`: the lock, then `AcceptInvalidationMessages` if it is newly granted.
+impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, V> {
+    /// `LockRelationOid` in `mode`: the lock, then `AcceptInvalidationMessages` if it is
+    /// newly granted.
     fn lock_relation(
         &self,
         b: &mut Backend,
         s: &mut Session,
         local: &mut LocalLocks,
         relid: u32,
+        mode: LockMode,
     ) -> Result<(), TxnError> {
-        let tag = LockTag::relation(DATABASE, relid);
-        let got = self.locks.acquire(
-            b,
-            local,
-            tag,
-            LockMode::AccessShare,
-            LockOwner::Transaction,
-            &LockTimeouts::default(),
-        )?;
+        let got = self.lock(b, local, LockTag::relation(DATABASE, relid), mode)?;
         if got != LockAcquireResult::AlreadyHeld {
             self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
         }
         Ok(())
+    }
+
+    /// A transaction-owned lock on `tag` in `mode`, waiting as long as it takes.
+    fn lock(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        tag: LockTag,
+        mode: LockMode,
+    ) -> Result<LockAcquireResult, TxnError> {
+        let owner = LockOwner::Transaction;
+        Ok(self
+            .locks
+            .acquire(b, local, tag, mode, owner, &LockTimeouts::default())?)
     }
 
     /// `ReadBuffer` + `ReleaseBuffer` of block `block` of relation `relid`.
@@ -168,15 +231,42 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding> Cluster<K, R, P> {
         Ok(())
     }
 
-    /// pgbench -S's transaction for a random account.
-    fn select_only(&self, b: &mut Backend, s: &mut Session) -> Result<(), TxnError> {
+    /// One transaction of `kind`, with the backend's local lock table (connected on first use).
+    fn transaction(&self, b: &mut Backend, s: &mut Session, kind: Kind) -> Result<(), TxnError> {
         let mut local = match s.local.take() {
             Some(l) => l,
             None => self.locks.connect(b, DATABASE)?,
         };
-        let done = self.select_only_in(b, s, &mut local);
+        let done = match kind {
+            Kind::SelectOnly => self.select_only_in(b, s, &mut local),
+            Kind::InsertCommit => self.insert_commit_in(b, s, &mut local),
+        };
         s.local = Some(local);
         done
+    }
+
+    /// The start of every transaction: the vxid lock and `AtStart_Cache`.
+    fn start(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+    ) -> Result<(), TxnError> {
+        self.locks.start_transaction(b, local)?;
+        self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
+        Ok(())
+    }
+
+    /// The end of a transaction: `ProcArrayEndTransaction` and `LockReleaseAll`.
+    fn end(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        latest_xid: u32,
+    ) -> Result<(), TxnError> {
+        self.procs.end_transaction(b, latest_xid)?;
+        self.locks.release_all(b, local, false)?;
+        Ok(())
     }
 
     fn select_only_in(
@@ -185,10 +275,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding> Cluster<K, R, P> {
         s: &mut Session,
         local: &mut LocalLocks,
     ) -> Result<(), TxnError> {
-        self.locks.start_transaction(b, local)?;
-        self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
-        self.lock_relation(b, s, local, ACCOUNTS)?;
-        self.lock_relation(b, s, local, ACCOUNTS_PKEY)?;
+        self.start(b, s, local)?;
+        self.lock_relation(b, s, local, ACCOUNTS, LockMode::AccessShare)?;
+        self.lock_relation(b, s, local, ACCOUNTS_PKEY, LockMode::AccessShare)?;
         self.procs.get_snapshot_data(b, &mut s.snapshot)?;
         // The descent from the root to the leaf holding `aid`, then its heap page.
         let aid = b.rng.random_range(0..self.accounts);
@@ -197,13 +286,90 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding> Cluster<K, R, P> {
             self.touch(b, s, ACCOUNTS_PKEY, block as u32)?;
         }
         self.touch(b, s, ACCOUNTS, (aid / ROWS_PER_HEAP_PAGE) as u32)?;
-        self.procs.end_transaction(b, INVALID_TRANSACTION_ID)?;
-        self.locks.release_all(b, local, false)?;
-        Ok(())
+        self.end(b, local, INVALID_TRANSACTION_ID)
+    }
+
+    /// One `INSERT` and its commit.
+    fn insert_commit_in(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+    ) -> Result<(), TxnError> {
+        let (Some(w), Some(mut wal)) = (self.writes.as_ref(), s.wal.take()) else {
+            return Err(TxnError::NotWriting);
+        };
+        let done = self.insert_commit_with(b, s, local, w, &mut wal);
+        s.wal = Some(wal);
+        done
+    }
+
+    fn insert_commit_with(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        w: &Writes<K, V, R>,
+        wal: &mut WalBackend,
+    ) -> Result<(), TxnError> {
+        self.start(b, s, local)?;
+        self.lock_relation(b, s, local, INSERTS, LockMode::RowExclusive)?;
+        self.lock_relation(b, s, local, INSERTS_PKEY, LockMode::RowExclusive)?;
+        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
+        // AssignTransactionId: the xid (extending the commit log), then its lock.
+        let xid = self
+            .procs
+            .assign_xid_extending(b, None, |b, xid| w.clog.extend(b, xid))?;
+        self.lock(b, local, LockTag::transaction(xid), LockMode::Exclusive)?;
+        // The heap insert, on this backend's target page or a new one.
+        let block = match s.target {
+            Some((block, rows)) if rows < ROWS_PER_INSERT_PAGE => {
+                s.target = Some((block, rows + 1));
+                block
+            }
+            _ => {
+                let extend = LockTag::relation_extend(DATABASE, INSERTS);
+                self.lock(b, local, extend, LockMode::Exclusive)?;
+                let block = w.table_pages.fetch_add(1, Relaxed);
+                self.touch(b, s, INSERTS, block)?;
+                self.locks.release(
+                    b,
+                    local,
+                    extend,
+                    LockMode::Exclusive,
+                    LockOwner::Transaction,
+                )?;
+                s.target = Some((block, 1));
+                block
+            }
+        };
+        self.touch(b, s, INSERTS, block)?;
+        let heap = Record {
+            xid,
+            rmid: RM_HEAP_ID,
+            info: 0,
+            payload: &HEAP_INSERT_PAYLOAD,
+        };
+        w.wal.insert(b, wal, &heap)?;
+        // The index insert on the rightmost leaf (block 1 under the metapage).
+        self.touch(b, s, INSERTS_PKEY, 1)?;
+        let index = Record {
+            xid,
+            rmid: RM_BTREE_ID,
+            info: 0,
+            payload: &BTREE_INSERT_PAYLOAD,
+        };
+        w.wal.insert(b, wal, &index)?;
+        // RecordTransactionCommit: the commit record flushed, then the commit log.
+        let lsn = w.wal.commit(b, wal, xid)?;
+        w.clog
+            .set_tree_status(b, xid, &[], XidStatus::Committed, lsn)?;
+        self.procs.commit_tree(xid, &[])?;
+        self.end(b, local, xid)
     }
 }
 
-fn run<K: RawLwLock, R: RawSpinLock, P: Padding>(
+fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     settings: &Settings,
     kind: Kind,
     spec: &TeamSpec,
@@ -217,12 +383,27 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding>(
     }
     let procs = proc_table(settings, backends);
     let accounts = ACCOUNTS_PER_SCALE * u64::from(settings.scale);
-    let cluster: Arc<Cluster<K, R, P>> = Arc::new(Cluster {
+    let writes = match kind {
+        Kind::SelectOnly => None,
+        Kind::InsertCommit => {
+            let cfg = settings.wal_config(backends);
+            let device = crate::wal::device(settings, cfg.segment_size)?;
+            let store = MemoryStore::new(settings.slru_latency);
+            Some(Writes {
+                wal: Wal::new(cfg, device).map_err(workload_error)?,
+                clog: Clog::new(&settings.clog_config(backends), Box::new(store))
+                    .map_err(workload_error)?,
+                table_pages: AtomicU32::new(0),
+            })
+        }
+    };
+    let cluster: Arc<Cluster<K, R, P, V>> = Arc::new(Cluster {
         locks: LockManager::new(settings.lock_manager_config(backends)),
         sinval: SinvalQueue::new(&SinvalConfig::new(backends, settings.sinval_check))
             .map_err(workload_error)?,
         procs: ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?,
         buffers: BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?,
+        writes,
         accounts,
         index: btree_levels(accounts),
     });
@@ -243,6 +424,8 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding>(
                     sinval: entry,
                     snapshot: Snapshot::new(),
                     pins: PrivateRefCount::new(),
+                    wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
+                    target: None,
                 }));
             }
         }
@@ -253,24 +436,42 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding>(
         let mut s = sessions.borrow_mut()[i]
             .take()
             .expect("one session per thread");
-        move |b: &mut Backend| match kind {
-            Kind::SelectOnly => cluster.select_only(b, &mut s),
-        }
+        move |b: &mut Backend| cluster.transaction(b, &mut s, kind)
     })
 }
 
 impl crate::PgWorkload for Kind {
     fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
-        // msgnumLock's TAS_SPIN, and the buffer partitions spaced as MainLWLockArray's.
-        match (settings.tas_spin, settings.lwlock_padding) {
-            (true, 0) => run::<K, PgSpinLock<true>, NoPadding>(settings, self, spec),
-            (true, 32) => run::<K, PgSpinLock<true>, Pad32>(settings, self, spec),
-            (true, 64) => run::<K, PgSpinLock<true>, Pad64>(settings, self, spec),
-            (true, _) => run::<K, PgSpinLock<true>, Pad128>(settings, self, spec),
-            (false, 0) => run::<K, PgSpinLock<false>, NoPadding>(settings, self, spec),
-            (false, 32) => run::<K, PgSpinLock<false>, Pad32>(settings, self, spec),
-            (false, 64) => run::<K, PgSpinLock<false>, Pad64>(settings, self, spec),
-            (false, _) => run::<K, PgSpinLock<false>, Pad128>(settings, self, spec),
+        // The s_lock spinlocks' TAS_SPIN (msgnumLock, insertpos_lck).
+        if settings.tas_spin {
+            self.run_with::<K, PgSpinLock<true>>(settings, spec)
+        } else {
+            self.run_with::<K, PgSpinLock<false>>(settings, spec)
+        }
+    }
+}
+
+impl Kind {
+    fn run_with<K: RawLwLock, R: RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
+        match self {
+            // The buffer partitions spaced as MainLWLockArray's: select-only spreads its reads
+            // over the partitions.
+            Kind::SelectOnly => match settings.lwlock_padding {
+                0 => run::<K, R, NoPadding, LockedVar>(settings, self, spec),
+                32 => run::<K, R, Pad32, LockedVar>(settings, self, spec),
+                64 => run::<K, R, Pad64, LockedVar>(settings, self, spec),
+                _ => run::<K, R, Pad128, LockedVar>(settings, self, spec),
+            },
+            // insert-commit reads two hot pages, so the spacing of the partitions does not
+            // matter; the WAL's insertingAt protocol does (17's lock-free read).
+            Kind::InsertCommit if settings.wal_var_atomic => {
+                run::<K, R, Pad128, AtomicVar>(settings, self, spec)
+            }
+            Kind::InsertCommit => run::<K, R, Pad128, LockedVar>(settings, self, spec),
         }
     }
 }

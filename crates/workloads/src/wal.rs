@@ -32,7 +32,10 @@ pub(crate) enum Kind {
 }
 
 /// The device of `settings`, fresh for one run, with segments of `segment_size` bytes.
-fn device(settings: &Settings, segment_size: u64) -> Result<Box<dyn FlushDevice>, HarnessError> {
+pub(crate) fn device(
+    settings: &Settings,
+    segment_size: u64,
+) -> Result<Box<dyn FlushDevice>, HarnessError> {
     Ok(match settings.flush_device {
         FlushDeviceKind::Simulated => Box::new(SimulatedDevice::new(settings.flush_latency)),
         FlushDeviceKind::Null => Box::new(NullDevice),
