@@ -38,7 +38,9 @@
 //! Shortcuts: the executor's own work (tuple deforming, expression evaluation, the protocol) is
 //! not modelled — only the shared-memory calls are, so the figure is the locking ceiling of the
 //! transaction, not PostgreSQL's throughput; heap tuples are taken to have their hint bits set
-//! (no commit-log lookup), as they do in a warmed pgbench -S run.
+//! (no commit-log lookup), as they do in a warmed pgbench -S run. Buffer content locks, page
+//! splits, the free-space map and the row's own bytes are not modelled; the ProcArray's
+//! stand-in commit bits ([`ProcArray::commit_tree`]) are kept in step with the commit log.
 
 use crate::preset::Settings;
 use crate::{proc_table, workload_error, RunResult};
