@@ -376,13 +376,7 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     kind: Kind,
     spec: &TeamSpec,
 ) -> RunResult {
-    let backends = settings.backends;
-    if backends < spec.threads {
-        return Err(workload_error(ProcArrayError::Config(format!(
-            "backends ({backends}) must be at least the number of threads ({}): every running thread is a registered backend",
-            spec.threads
-        ))));
-    }
+    let backends = crate::procarray::registered_backends(settings, spec.threads)?;
     let procs = proc_table(settings, backends);
     let accounts = ACCOUNTS_PER_SCALE * u64::from(settings.scale);
     let writes = match kind {

@@ -84,18 +84,27 @@ impl<K: RawLwLock> Session<K> {
     }
 }
 
+/// The registered backends of a run on `threads` threads (`--set backends`), which must
+/// include every running thread.
+pub(crate) fn registered_backends(
+    settings: &Settings,
+    threads: usize,
+) -> Result<usize, HarnessError> {
+    let backends = settings.backends;
+    if backends < threads {
+        return Err(workload_error(ProcArrayError::Config(format!(
+            "backends ({backends}) must be at least the number of threads ({threads}): every running thread is a registered backend"
+        ))));
+    }
+    Ok(backends)
+}
+
 fn run<K: RawLwLock>(
     settings: &Settings,
     kind: Kind,
     spec: &TeamSpec,
 ) -> Result<TeamRun, HarnessError> {
-    let backends = settings.backends;
-    if backends < spec.threads {
-        return Err(workload_error(ProcArrayError::Config(format!(
-            "backends ({backends}) must be at least the number of threads ({}): every running thread is a registered backend",
-            spec.threads
-        ))));
-    }
+    let backends = crate::procarray::registered_backends(settings, spec.threads)?;
     let procs = proc_table(settings, backends);
     let pa: Arc<ProcArray<K>> =
         Arc::new(ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?);
