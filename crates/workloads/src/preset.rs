@@ -618,6 +618,111 @@ impl Settings {
         }
     }
 
+    /// The value of `knob` in these settings, written as `--set` takes it (so that
+    /// `apply("knob=<value>")` changes nothing); `None` for a knob that does not exist.
+    /// `clog_buffers` reads `auto` while the release's sizing is in force.
+    pub fn knob_value(&self, knob: &str) -> Option<String> {
+        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+        let micros = |d: Duration| format!("{}us", d.as_micros());
+        let padding = |n: usize| {
+            if n == 0 {
+                "none".to_string()
+            } else {
+                n.to_string()
+            }
+        };
+        Some(match knob {
+            "tas_spin" => on_off(self.tas_spin),
+            "spin_delay_unit" => if self.spin_delay_unit >= Duration::from_millis(1) {
+                "ms"
+            } else {
+                "us"
+            }
+            .to_string(),
+            "num_delays" => self.num_delays.to_string(),
+            "spins_per_delay" => self.spins_per_delay.to_string(),
+            "lwlock" => self.lwlock.name().to_string(),
+            "partitions" => self.buffer_partitions.to_string(),
+            "nbuffers" => self.nbuffers.to_string(),
+            "victim_search" | "clock_sweep" => match self.victim_search {
+                VictimSearch::FreelistLock => "lock",
+                VictimSearch::AtomicClockHand => "atomic",
+            }
+            .to_string(),
+            "buffer_pin" => match self.buffer_pin {
+                PinMethod::HeaderLock => "lock",
+                PinMethod::Cas => "cas",
+            }
+            .to_string(),
+            "hit_ratio" => self.hit_ratio.to_string(),
+            "read_latency" => micros(self.read_latency),
+            "fast_path" => on_off(self.fast_path != FastPathLayout::None),
+            "wal_insert_locks" => match self.wal_insertion {
+                Insertion::OneLock => "one".to_string(),
+                Insertion::Locks(n) => n.to_string(),
+            },
+            "flush_wait" => match self.flush_wait {
+                FlushWait::Acquire => "acquire",
+                FlushWait::AcquireOrWait => "acquire_or_wait",
+            }
+            .to_string(),
+            "commit_delay" => self.commit_delay.as_micros().to_string(),
+            "commit_siblings" => self.commit_siblings.to_string(),
+            "commit_delay_in_flush" => on_off(self.commit_delay_in_flush),
+            "wal_var" => if self.wal_var_atomic {
+                "atomic"
+            } else {
+                "locked"
+            }
+            .to_string(),
+            "wal_buffers" => self.wal_buffers.to_string(),
+            "flush_device" => self.flush_device.name().to_string(),
+            "flush_latency" => self.flush_latency.to_string(),
+            "record_size" => self.record_size.to_string(),
+            "clog_buffers" => self
+                .clog_buffers
+                .map_or_else(|| "auto".to_string(), |n| n.to_string()),
+            "slru_banks" => on_off(self.slru_banks),
+            "slru_victim" => match self.slru_victim {
+                Victim::PlainLru => "plain",
+                Victim::AvoidIoBusy => "avoid-busy",
+            }
+            .to_string(),
+            "clog_group_update" => on_off(self.clog_group_update),
+            "shared_buffers" => self.shared_buffers_mb.to_string(),
+            "slru_latency" => micros(self.slru_latency),
+            "xid_window" => self.xid_window.to_string(),
+            "sinval_check" => match self.sinval_check {
+                SinvalCheck::Locked => "locked",
+                SinvalCheck::WaitFree => "free",
+            }
+            .to_string(),
+            "inval_rate" => self.inval_rate.to_string(),
+            "inval_batch" => self.inval_batch.to_string(),
+            "idle_backends" => self.idle_backends.to_string(),
+            "snapshot_layout" => match self.snapshot_layout {
+                SnapshotLayout::ProcScan => "proc",
+                SnapshotLayout::Pgxact => "pgxact",
+                SnapshotLayout::Dense => "dense",
+            }
+            .to_string(),
+            "group_clear" => on_off(self.group_clear),
+            "pgxact_padding" => padding(self.pgxact_padding),
+            "backends" => self.backends.to_string(),
+            "commit_ratio" => self.commit_ratio.to_string(),
+            "subxacts" => self.subxacts.to_string(),
+            "scale" => self.scale.to_string(),
+            "relations" => self.relations.to_string(),
+            "strong_every" => self.strong_every.to_string(),
+            "lwlock_padding" => padding(self.lwlock_padding),
+            "lwlock_stats" => on_off(self.lwlock_stats),
+            "read_ratio" => self.read_ratio.to_string(),
+            "cs_work" => self.cs_work.to_string(),
+            "think" => self.think.to_string(),
+            _ => return None,
+        })
+    }
+
     /// Applies one `knob=value` override.
     pub fn apply(&mut self, assignment: &str) -> Result<(), WorkloadError> {
         let (knob, value) = assignment
@@ -827,6 +932,27 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_knob_of_every_preset_reads_back_as_set_takes_it() {
+        for p in PRESETS {
+            let settings = p.settings();
+            for (knob, _) in KNOBS {
+                let value = settings
+                    .knob_value(knob)
+                    .unwrap_or_else(|| panic!("{} has no value for {knob}", p.name));
+                if value == "auto" {
+                    continue;
+                }
+                let mut again = settings.clone();
+                again
+                    .apply(&format!("{knob}={value}"))
+                    .unwrap_or_else(|e| panic!("{} {knob}={value}: {e}", p.name));
+                assert_eq!(again, settings, "{} {knob}={value}", p.name);
+            }
+        }
+        assert_eq!(PRESETS[0].settings().knob_value("no_such_knob"), None);
+    }
 
     #[test]
     fn the_wait_free_sinval_check_arrives_in_92() {
