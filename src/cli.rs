@@ -366,6 +366,61 @@ fn print_list() {
     for (k, what) in workloads::KNOBS {
         println!("  {k:<width$} {what}");
     }
+    print_preset_table(width);
+}
+
+/// What the preset table shows for knob `k`: its `--set` value, except where that hides the
+/// release's difference (the fast path's layout, the CLOG buffers the release sizes).
+fn preset_cell(s: &workloads::Settings, k: &str) -> String {
+    match k {
+        "fast_path" => match s.fast_path {
+            pglocks_lmgr::FastPathLayout::None => "off".into(),
+            pglocks_lmgr::FastPathLayout::Slots16 => "16".into(),
+            pglocks_lmgr::FastPathLayout::Groups(n) => format!("{n}x16"),
+            pglocks_lmgr::FastPathLayout::Custom(_) => "custom".into(),
+        },
+        "clog_buffers" => s.clog_buffers().to_string(),
+        _ => s.knob_value(k).unwrap_or_default(),
+    }
+}
+
+/// The knobs whose values differ between releases, one row each, one column per preset
+/// (DESIGN §5's table, from the presets themselves).
+fn print_preset_table(knob_width: usize) {
+    let settings: Vec<_> = workloads::PRESETS.iter().map(|p| p.settings()).collect();
+    let rows: Vec<(&str, Vec<String>)> = workloads::KNOBS
+        .iter()
+        .map(|(k, _)| {
+            let values = settings.iter().map(|s| preset_cell(s, k)).collect();
+            (*k, values)
+        })
+        .filter(|(_, v): &(&str, Vec<String>)| v.iter().any(|x| x != &v[0]))
+        .collect();
+    let widths: Vec<usize> = workloads::PRESETS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            rows.iter()
+                .map(|r| r.1[i].len())
+                .fold(p.name.len(), usize::max)
+        })
+        .collect();
+    println!(
+        "
+what the presets set differently (every other knob is the same in all):"
+    );
+    let mut line = format!("  {:<knob_width$}", "knob");
+    for (p, w) in workloads::PRESETS.iter().zip(&widths) {
+        line += &format!(" {:<w$}", p.name);
+    }
+    println!("{}", line.trim_end());
+    for (k, values) in &rows {
+        let mut line = format!("  {k:<knob_width$}");
+        for (v, w) in values.iter().zip(&widths) {
+            line += &format!(" {v:<w$}");
+        }
+        println!("{}", line.trim_end());
+    }
 }
 
 fn report(dir: &Path, format: &str) -> Result<(), CliError> {

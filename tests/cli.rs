@@ -195,6 +195,32 @@ fn list_and_topology_describe_the_choices() {
     for needle in ["spin", "parking_lot", "pg94", "tas_spin"] {
         assert!(text.contains(needle), "list lacks {needle}:\n{text}");
     }
+    // Each preset's knobs: the rows where releases differ, one column per preset.
+    let table = text
+        .split("what the presets set differently")
+        .nth(1)
+        .expect("the preset table");
+    let row = |knob: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(knob))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("no row {knob}:\n{table}"))
+    };
+    let presets = row("knob");
+    let column = |knob: &str, preset: &str| {
+        let i = presets.iter().position(|p| *p == preset).unwrap();
+        row(knob)[i].to_string()
+    };
+    assert_eq!(column("sinval_check", "pg91"), "locked");
+    assert_eq!(column("sinval_check", "pg92"), "free");
+    assert_eq!(column("snapshot_layout", "pg14"), "dense");
+    assert_eq!(column("partitions", "pg82uis"), "2048");
+    assert_eq!(column("clog_buffers", "pg96"), "128");
+    assert!(
+        !table.contains("\n  think"),
+        "a knob no preset changes is listed"
+    );
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/crates/harness/tests/fixtures/2s64c-smt"
