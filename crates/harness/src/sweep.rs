@@ -1,4 +1,6 @@
 //! A sweep: every series at every thread count, each point `repeat` times, with a progress bar.
+//! The runs go round-robin: each of the `repeat` rounds visits every thread count, and at each
+//! one every series in turn.
 //!
 //! The harness does not know what a series runs: a workload hands it one closure per series
 //! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
@@ -58,10 +60,15 @@ pub fn sweep(
     let repeat = cfg.repeat.max(1);
     let total = series.len() as u64 * cfg.threads.len() as u64 * u64::from(repeat);
     let bar = progress_bar(cfg.progress, total);
-    let mut out = Vec::with_capacity(series.len());
-    for s in series {
-        let mut points = Vec::with_capacity(cfg.threads.len());
-        for &threads in &cfg.threads {
+    // Round-robin: every round runs every point once, the series side by side at each thread
+    // count, so that a slow drift of the machine (frequency, a VM's vCPU placement, a noisy
+    // neighbour) reaches every series alike instead of favouring the one measured first.
+    let mut runs: Vec<Vec<Vec<TeamRun>>> = series
+        .iter()
+        .map(|_| vec![Vec::with_capacity(repeat as usize); cfg.threads.len()])
+        .collect();
+    for _ in 0..repeat {
+        for (t, &threads) in cfg.threads.iter().enumerate() {
             let spec = TeamSpec {
                 threads,
                 duration: cfg.duration,
@@ -69,19 +76,20 @@ pub fn sweep(
                 pin_order: pin_order.clone(),
                 sample_every: cfg.sample_every,
             };
-            bar.set_message(format!("{}/{} at {threads} threads", s.preset, s.impl_name));
-            let mut runs = Vec::with_capacity(repeat as usize);
-            for _ in 0..repeat {
-                runs.push((s.run)(&spec)?);
+            for (i, s) in series.iter().enumerate() {
+                bar.set_message(format!("{}/{} at {threads} threads", s.preset, s.impl_name));
+                runs[i][t].push((s.run)(&spec)?);
                 bar.inc(1);
             }
-            points.push(Point::from_runs(&runs));
         }
+    }
+    let mut out = Vec::with_capacity(series.len());
+    for (s, runs) in series.into_iter().zip(runs) {
         let mut series = Series {
             workload: s.workload,
             preset: s.preset,
             impl_name: s.impl_name,
-            points,
+            points: runs.iter().map(|r| Point::from_runs(r)).collect(),
         };
         series.fill_efficiency();
         out.push(series);
@@ -142,4 +150,55 @@ pub fn quick_table(workload: &str, series: Vec<SeriesSpec<'_>>) -> Result<String
     let topology = Topology::detect()?;
     let report = sweep(&SweepConfig::quick(workload), &topology, series)?;
     crate::render(&report, crate::Format::Table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn the_runs_go_round_robin_over_series_and_thread_counts() {
+        let log = RefCell::new(Vec::new());
+        let series: Vec<SeriesSpec<'_>> = ["a", "b"]
+            .into_iter()
+            .map(|name| SeriesSpec {
+                workload: "w".into(),
+                preset: name.into(),
+                impl_name: "pg".into(),
+                run: Box::new({
+                    let log = &log;
+                    move |spec: &TeamSpec| {
+                        log.borrow_mut().push(format!("{name}{}", spec.threads));
+                        Ok(TeamRun {
+                            threads: spec.threads,
+                            elapsed: Duration::from_millis(1),
+                            per_thread_ops: vec![1; spec.threads],
+                            latency: hdrhistogram::Histogram::new(3).unwrap(),
+                            stats: Default::default(),
+                            ideal_ops_per_sec: None,
+                        })
+                    }
+                }),
+            })
+            .collect();
+        let cfg = SweepConfig {
+            threads: vec![1, 2],
+            repeat: 2,
+            progress: false,
+            ..SweepConfig::quick("w")
+        };
+        let report = sweep(&cfg, &Topology::detect().unwrap(), series).unwrap();
+        assert_eq!(
+            *log.borrow(),
+            ["a1", "b1", "a2", "b2", "a1", "b1", "a2", "b2"],
+            "each round visits every point once, series side by side"
+        );
+        // Every point still gets its own runs.
+        for s in &report.series {
+            let threads: Vec<_> = s.points.iter().map(|p| p.threads).collect();
+            assert_eq!(threads, [1, 2]);
+            assert!(s.points.iter().all(|p| p.runs_ops_per_sec.len() == 2));
+        }
+    }
 }
