@@ -65,7 +65,7 @@ pub fn sweep(
     // neighbour) reaches every series alike instead of favouring the one measured first.
     let mut runs: Vec<Vec<Vec<TeamRun>>> = series
         .iter()
-        .map(|_| vec![Vec::with_capacity(repeat as usize); cfg.threads.len()])
+        .map(|_| vec![Vec::new(); cfg.threads.len()])
         .collect();
     for _ in 0..repeat {
         for (t, &threads) in cfg.threads.iter().enumerate() {

@@ -323,11 +323,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             .procs
             .assign_xid_extending(b, None, |b, xid| w.clog.extend(b, xid))?;
         self.lock(b, local, LockTag::transaction(xid), LockMode::Exclusive)?;
-        // The heap insert, on this backend's target page or a new one.
-        let block = match s.target {
+        // The heap insert, on this backend's target page, or on a new one read in (`P_NEW`)
+        // under the relation extension lock and kept for the insert, as PostgreSQL keeps it
+        // pinned: one read of the page per insert either way.
+        match s.target {
             Some((block, rows)) if rows < ROWS_PER_INSERT_PAGE => {
                 s.target = Some((block, rows + 1));
-                block
+                self.touch(b, s, INSERTS, block)?;
             }
             _ => {
                 let extend = LockTag::relation_extend(DATABASE, INSERTS);
@@ -342,10 +344,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                     LockOwner::Transaction,
                 )?;
                 s.target = Some((block, 1));
-                block
             }
-        };
-        self.touch(b, s, INSERTS, block)?;
+        }
         let heap = Record {
             xid,
             rmid: RM_HEAP_ID,
