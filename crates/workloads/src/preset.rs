@@ -556,6 +556,78 @@ impl Preset {
     }
 }
 
+/// The values of a knob that names one of several variants, as `--set` writes them: the first
+/// name of a variant is how it reads back, later ones are aliases.
+struct Names<T: 'static>(&'static [(&'static str, T)]);
+
+impl<T: Copy + PartialEq> Names<T> {
+    /// The variant `value` names, or the knob's error listing the names it takes.
+    fn read(&self, value: &str, bad: &dyn Fn(&str) -> WorkloadError) -> Result<T, WorkloadError> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == value)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| bad(&self.expected()))
+    }
+
+    /// How `variant` is written (`?` for one the table lacks, which a test rules out).
+    fn name(&self, variant: T) -> String {
+        self.0
+            .iter()
+            .find(|(_, v)| *v == variant)
+            .map_or("?", |(n, _)| n)
+            .to_string()
+    }
+
+    /// The names a user may write, aliases left out: "a, b or c".
+    fn expected(&self) -> String {
+        let names: Vec<&str> = self
+            .0
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, v))| !self.0[..*i].iter().any(|(_, w)| w == v))
+            .map(|(_, (n, _))| *n)
+            .collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.concat(),
+        }
+    }
+}
+
+const SPIN_DELAY_UNIT: Names<Duration> = Names(&[
+    ("us", Duration::from_micros(1)),
+    ("ms", Duration::from_millis(1)),
+]);
+const VICTIM_SEARCH: Names<VictimSearch> = Names(&[
+    ("lock", VictimSearch::FreelistLock),
+    ("atomic", VictimSearch::AtomicClockHand),
+]);
+const BUFFER_PIN: Names<PinMethod> =
+    Names(&[("lock", PinMethod::HeaderLock), ("cas", PinMethod::Cas)]);
+const FLUSH_WAIT: Names<FlushWait> = Names(&[
+    ("acquire", FlushWait::Acquire),
+    ("acquire_or_wait", FlushWait::AcquireOrWait),
+]);
+const WAL_VAR: Names<bool> = Names(&[("locked", false), ("atomic", true)]);
+const SLRU_VICTIM: Names<Victim> = Names(&[
+    ("plain", Victim::PlainLru),
+    ("avoid-busy", Victim::AvoidIoBusy),
+]);
+const SINVAL_CHECK: Names<SinvalCheck> = Names(&[
+    ("locked", SinvalCheck::Locked),
+    ("free", SinvalCheck::WaitFree),
+    ("wait-free", SinvalCheck::WaitFree),
+]);
+const SNAPSHOT_LAYOUT: Names<SnapshotLayout> = Names(&[
+    ("proc", SnapshotLayout::ProcScan),
+    ("pgxact", SnapshotLayout::Pgxact),
+    ("dense", SnapshotLayout::Dense),
+]);
+const PGXACT_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
+const LWLOCK_PADDING: Names<usize> =
+    Names(&[("none", 0), ("0", 0), ("32", 32), ("64", 64), ("128", 128)]);
+
 impl Settings {
     /// The lock manager of these settings for `max_backends` backends.
     pub fn lock_manager_config(&self, max_backends: usize) -> pglocks_lmgr::LockManagerConfig {
@@ -624,36 +696,16 @@ impl Settings {
     pub fn knob_value(&self, knob: &str) -> Option<String> {
         let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
         let micros = |d: Duration| format!("{}us", d.as_micros());
-        let padding = |n: usize| {
-            if n == 0 {
-                "none".to_string()
-            } else {
-                n.to_string()
-            }
-        };
         Some(match knob {
             "tas_spin" => on_off(self.tas_spin),
-            "spin_delay_unit" => if self.spin_delay_unit >= Duration::from_millis(1) {
-                "ms"
-            } else {
-                "us"
-            }
-            .to_string(),
+            "spin_delay_unit" => SPIN_DELAY_UNIT.name(self.spin_delay_unit),
             "num_delays" => self.num_delays.to_string(),
             "spins_per_delay" => self.spins_per_delay.to_string(),
             "lwlock" => self.lwlock.name().to_string(),
             "partitions" => self.buffer_partitions.to_string(),
             "nbuffers" => self.nbuffers.to_string(),
-            "victim_search" | "clock_sweep" => match self.victim_search {
-                VictimSearch::FreelistLock => "lock",
-                VictimSearch::AtomicClockHand => "atomic",
-            }
-            .to_string(),
-            "buffer_pin" => match self.buffer_pin {
-                PinMethod::HeaderLock => "lock",
-                PinMethod::Cas => "cas",
-            }
-            .to_string(),
+            "victim_search" | "clock_sweep" => VICTIM_SEARCH.name(self.victim_search),
+            "buffer_pin" => BUFFER_PIN.name(self.buffer_pin),
             "hit_ratio" => self.hit_ratio.to_string(),
             "read_latency" => micros(self.read_latency),
             "fast_path" => on_off(self.fast_path != FastPathLayout::None),
@@ -661,20 +713,11 @@ impl Settings {
                 Insertion::OneLock => "one".to_string(),
                 Insertion::Locks(n) => n.to_string(),
             },
-            "flush_wait" => match self.flush_wait {
-                FlushWait::Acquire => "acquire",
-                FlushWait::AcquireOrWait => "acquire_or_wait",
-            }
-            .to_string(),
+            "flush_wait" => FLUSH_WAIT.name(self.flush_wait),
             "commit_delay" => self.commit_delay.as_micros().to_string(),
             "commit_siblings" => self.commit_siblings.to_string(),
             "commit_delay_in_flush" => on_off(self.commit_delay_in_flush),
-            "wal_var" => if self.wal_var_atomic {
-                "atomic"
-            } else {
-                "locked"
-            }
-            .to_string(),
+            "wal_var" => WAL_VAR.name(self.wal_var_atomic),
             "wal_buffers" => self.wal_buffers.to_string(),
             "flush_device" => self.flush_device.name().to_string(),
             "flush_latency" => self.flush_latency.to_string(),
@@ -683,38 +726,25 @@ impl Settings {
                 .clog_buffers
                 .map_or_else(|| "auto".to_string(), |n| n.to_string()),
             "slru_banks" => on_off(self.slru_banks),
-            "slru_victim" => match self.slru_victim {
-                Victim::PlainLru => "plain",
-                Victim::AvoidIoBusy => "avoid-busy",
-            }
-            .to_string(),
+            "slru_victim" => SLRU_VICTIM.name(self.slru_victim),
             "clog_group_update" => on_off(self.clog_group_update),
             "shared_buffers" => self.shared_buffers_mb.to_string(),
             "slru_latency" => micros(self.slru_latency),
             "xid_window" => self.xid_window.to_string(),
-            "sinval_check" => match self.sinval_check {
-                SinvalCheck::Locked => "locked",
-                SinvalCheck::WaitFree => "free",
-            }
-            .to_string(),
+            "sinval_check" => SINVAL_CHECK.name(self.sinval_check),
             "inval_rate" => self.inval_rate.to_string(),
             "inval_batch" => self.inval_batch.to_string(),
             "idle_backends" => self.idle_backends.to_string(),
-            "snapshot_layout" => match self.snapshot_layout {
-                SnapshotLayout::ProcScan => "proc",
-                SnapshotLayout::Pgxact => "pgxact",
-                SnapshotLayout::Dense => "dense",
-            }
-            .to_string(),
+            "snapshot_layout" => SNAPSHOT_LAYOUT.name(self.snapshot_layout),
             "group_clear" => on_off(self.group_clear),
-            "pgxact_padding" => padding(self.pgxact_padding),
+            "pgxact_padding" => PGXACT_PADDING.name(self.pgxact_padding),
             "backends" => self.backends.to_string(),
             "commit_ratio" => self.commit_ratio.to_string(),
             "subxacts" => self.subxacts.to_string(),
             "scale" => self.scale.to_string(),
             "relations" => self.relations.to_string(),
             "strong_every" => self.strong_every.to_string(),
-            "lwlock_padding" => padding(self.lwlock_padding),
+            "lwlock_padding" => LWLOCK_PADDING.name(self.lwlock_padding),
             "lwlock_stats" => on_off(self.lwlock_stats),
             "read_ratio" => self.read_ratio.to_string(),
             "cs_work" => self.cs_work.to_string(),
@@ -780,13 +810,7 @@ impl Settings {
                     )
                 }
             }
-            "flush_wait" => {
-                self.flush_wait = match value {
-                    "acquire" => FlushWait::Acquire,
-                    "acquire_or_wait" => FlushWait::AcquireOrWait,
-                    _ => return Err(bad("acquire or acquire_or_wait")),
-                }
-            }
+            "flush_wait" => self.flush_wait = FLUSH_WAIT.read(value, &bad)?,
             "commit_delay" => {
                 self.commit_delay = match value.parse::<u32>() {
                     Ok(us) if us <= 100_000 => Duration::from_micros(u64::from(us)),
@@ -797,13 +821,7 @@ impl Settings {
             }
             "commit_siblings" => self.commit_siblings = number(0, 1000)?,
             "commit_delay_in_flush" => self.commit_delay_in_flush = on_off()?,
-            "wal_var" => {
-                self.wal_var_atomic = match value {
-                    "locked" => false,
-                    "atomic" => true,
-                    _ => return Err(bad("locked or atomic")),
-                }
-            }
+            "wal_var" => self.wal_var_atomic = WAL_VAR.read(value, &bad)?,
             "wal_buffers" => self.wal_buffers = number(4, 262_144)? as usize,
             "flush_device" => {
                 self.flush_device = [
@@ -823,13 +841,7 @@ impl Settings {
             "record_size" => self.record_size = number(1, 1_000_000)?,
             "clog_buffers" => self.clog_buffers = Some(number(2, 131_072)? as usize),
             "slru_banks" => self.slru_banks = on_off()?,
-            "slru_victim" => {
-                self.slru_victim = match value {
-                    "plain" => Victim::PlainLru,
-                    "avoid-busy" => Victim::AvoidIoBusy,
-                    _ => return Err(bad("plain or avoid-busy")),
-                }
-            }
+            "slru_victim" => self.slru_victim = SLRU_VICTIM.read(value, &bad)?,
             "clog_group_update" => self.clog_group_update = on_off()?,
             "shared_buffers" => self.shared_buffers_mb = number(16, 1_048_576)?,
             "slru_latency" => {
@@ -837,55 +849,21 @@ impl Settings {
                     .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
             }
             "xid_window" => self.xid_window = number(1, 2_000_000)?,
-            "sinval_check" => {
-                self.sinval_check = match value {
-                    "locked" => SinvalCheck::Locked,
-                    "free" | "wait-free" => SinvalCheck::WaitFree,
-                    _ => return Err(bad("locked or free")),
-                }
-            }
+            "sinval_check" => self.sinval_check = SINVAL_CHECK.read(value, &bad)?,
             "inval_rate" => self.inval_rate = fraction()?,
             "inval_batch" => self.inval_batch = number(1, 4096)?,
             "idle_backends" => self.idle_backends = number(0, 10_000)?,
-            "snapshot_layout" => {
-                self.snapshot_layout = match value {
-                    "proc" => SnapshotLayout::ProcScan,
-                    "pgxact" => SnapshotLayout::Pgxact,
-                    "dense" => SnapshotLayout::Dense,
-                    _ => return Err(bad("proc, pgxact or dense")),
-                }
-            }
+            "snapshot_layout" => self.snapshot_layout = SNAPSHOT_LAYOUT.read(value, &bad)?,
             "group_clear" => self.group_clear = on_off()?,
-            "pgxact_padding" => {
-                self.pgxact_padding = match value {
-                    "none" | "0" => 0,
-                    "64" => 64,
-                    "128" => 128,
-                    _ => return Err(bad("none, 64 or 128")),
-                }
-            }
+            "pgxact_padding" => self.pgxact_padding = PGXACT_PADDING.read(value, &bad)?,
             "backends" => self.backends = number(1, 100_000)? as usize,
             "commit_ratio" => self.commit_ratio = fraction()?,
             "subxacts" => self.subxacts = number(0, 1000)?,
             "scale" => self.scale = number(1, 100_000)?,
             "relations" => self.relations = number(1, 1000)?,
             "strong_every" => self.strong_every = number(1, 1_000_000)?,
-            "lwlock_padding" => {
-                self.lwlock_padding = match value {
-                    "none" | "0" => 0,
-                    "32" => 32,
-                    "64" => 64,
-                    "128" => 128,
-                    _ => return Err(bad("none, 32, 64 or 128")),
-                }
-            }
-            "spin_delay_unit" => {
-                self.spin_delay_unit = match value {
-                    "us" => Duration::from_micros(1),
-                    "ms" => Duration::from_millis(1),
-                    _ => return Err(bad("us or ms")),
-                }
-            }
+            "lwlock_padding" => self.lwlock_padding = LWLOCK_PADDING.read(value, &bad)?,
+            "spin_delay_unit" => self.spin_delay_unit = SPIN_DELAY_UNIT.read(value, &bad)?,
             "num_delays" => self.num_delays = number(1, u32::MAX)?,
             "lwlock" => {
                 self.lwlock = [SpinlockProtected, AtomicWithMutex, Atomic, Atomic18]
@@ -896,19 +874,9 @@ impl Settings {
             "partitions" => self.buffer_partitions = number(1, 65_536)? as usize,
             "nbuffers" => self.nbuffers = number(16, 1_048_576)? as usize,
             "victim_search" | "clock_sweep" => {
-                self.victim_search = match value {
-                    "lock" => VictimSearch::FreelistLock,
-                    "atomic" => VictimSearch::AtomicClockHand,
-                    _ => return Err(bad("lock or atomic")),
-                }
+                self.victim_search = VICTIM_SEARCH.read(value, &bad)?
             }
-            "buffer_pin" => {
-                self.buffer_pin = match value {
-                    "lock" => PinMethod::HeaderLock,
-                    "cas" => PinMethod::Cas,
-                    _ => return Err(bad("lock or cas")),
-                }
-            }
+            "buffer_pin" => self.buffer_pin = BUFFER_PIN.read(value, &bad)?,
             "hit_ratio" => self.hit_ratio = fraction()?,
             "read_latency" => {
                 self.read_latency = duration(Duration::from_secs(1))
