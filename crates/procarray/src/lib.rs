@@ -64,6 +64,7 @@
 //!   writer's (an xid is published under XidGenLock and read under ProcArrayLock; a backend
 //!   writes its own xmin under the shared lock) are the loom shim's atomics.
 
+mod inprogress;
 mod snapshot;
 mod status;
 mod xact;

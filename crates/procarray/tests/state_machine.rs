@@ -31,6 +31,8 @@ enum Op {
     Abort(usize),
     EndReadOnly(usize),
     Snapshot(usize),
+    /// `TransactionIdIsInProgress` of every xid in the window, asked by a backend.
+    InProgress(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,7 +45,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => p.clone().prop_map(Op::Commit),
         1 => p.clone().prop_map(Op::Abort),
         2 => p.clone().prop_map(Op::EndReadOnly),
-        5 => p.prop_map(Op::Snapshot),
+        5 => p.clone().prop_map(Op::Snapshot),
+        2 => p.prop_map(Op::InProgress),
     ]
 }
 
@@ -162,6 +165,7 @@ fn check(layout: SnapshotLayout, pgxact_padding: usize, ops: &[Op]) -> Result<()
                 r.unwrap();
                 check_snapshot(&pa, &mut m, p, &snaps[p], layout)?;
             }
+            Op::InProgress(p) => check_in_progress(&pa, &m, &mut bs[p], p)?,
         }
         for p in 0..MAX {
             if m.registered[p] {
@@ -240,6 +244,39 @@ fn check_snapshot(
             let visible = !running && m.committed.contains(&xid);
             prop_assert_eq!(pa.xid_visible_as_committed(xid, snap).unwrap(), visible);
         }
+    }
+    Ok(())
+}
+
+/// `TransactionIdIsInProgress` for every xid of the window, by backend `me` without the cheap
+/// answers (no `RecentXmin`, nothing known completed): running iff some registered backend has it
+/// as its xid or a subxid, or it is past `latestCompletedXid`.
+fn check_in_progress(
+    pa: &ProcArray<AtomicLwLock<Pg96Layout>>,
+    m: &Model,
+    b: &mut Backend,
+    me: usize,
+) -> Result<(), TestCaseError> {
+    let r = pa.transaction_id_is_in_progress(b, FIRST_NORMAL_TRANSACTION_ID, 0, 0);
+    if !m.registered[me] {
+        prop_assert!(r.is_err());
+        return Ok(());
+    }
+    let low = m
+        .next_xid
+        .saturating_sub(CHECKED)
+        .max(FIRST_NORMAL_TRANSACTION_ID);
+    for xid in low..m.next_xid + 2 {
+        let running = xid > m.latest_completed
+            || (0..MAX).any(|p| {
+                m.registered[p] && m.xid[p] != 0 && (m.xid[p] == xid || m.subxids[p].contains(&xid))
+            });
+        prop_assert_eq!(
+            pa.transaction_id_is_in_progress(b, xid, 0, 0).unwrap(),
+            running,
+            "xid {}",
+            xid
+        );
     }
     Ok(())
 }
