@@ -66,6 +66,16 @@ impl<K: RawLwLock> ProcArray<K> {
                 .any(|x| x.load(Relaxed) == xid)
     }
 
+    /// Models `TransactionIdIsCurrentTransactionId` (xact.c) from the backend's own entry: its
+    /// xid, a cached subxid, or — past the cache — an xid whose topmost parent is its xid
+    /// (PostgreSQL walks its private subtransaction stack instead).
+    fn is_current_transaction_id(&self, me: usize, mine: &EntryXids, xid: u32) -> bool {
+        self.entry_has(me, mine, xid)
+            || (mine.overflowed
+                && xid > mine.xid
+                && self.sub_trans_get_topmost(xid).is_ok_and(|top| top == mine.xid))
+    }
+
     /// Models `TransactionIdIsInProgress` (procarray.c): whether `xid` belongs to a transaction
     /// that has not ended. `recent_xmin` is the backend's `RecentXmin` (its last snapshot's
     /// xmin, or 0 before any) and `known_completed` the xid whose status it last fetched from the
@@ -88,7 +98,7 @@ impl<K: RawLwLock> ProcArray<K> {
         let me = b.procno();
         let my_off = self.pgxactoff(me)?;
         let mine = self.entry_xids(my_off, me, true);
-        if mine.xid != INVALID_TRANSACTION_ID && self.entry_has(me, &mine, xid) {
+        if mine.xid != INVALID_TRANSACTION_ID && self.is_current_transaction_id(me, &mine, xid) {
             return Ok(true);
         }
         self.proc_array_lock.acquire(b, LwLockMode::Shared)?;
