@@ -34,6 +34,7 @@ pub mod mode;
 pub mod proc;
 pub mod table;
 pub mod vxid;
+pub mod xactwait;
 
 pub use deadlock::DeadlockInfo;
 pub use fastpath::{FastPathGrouping, FastPathLayout};

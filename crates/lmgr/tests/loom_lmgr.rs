@@ -134,3 +134,39 @@ fn waiting_for_a_lazy_vxid_lock_never_hangs_or_leaks() {
         assert_eq!(lm.entries_in_use(), (0, 0));
     });
 }
+
+/// `XactLockTableWait`: a backend waits for a transaction that holds its xid lock and ends
+/// (clears its ProcArray entry, then releases its locks, as `CommitTransaction` orders them).
+/// Whatever the interleaving, the waiter returns (no lost wake-up) and only once the transaction
+/// no longer runs, and nothing is left in the table.
+#[test]
+fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(2));
+    builder.check(|| {
+        use pglocks_sync::atomic::{AtomicBool, Ordering::*};
+        let procs = ProcTable::new(2);
+        let mut cfg = LockManagerConfig::new(2);
+        cfg.partitions = 1;
+        let lm = Arc::new(LockManager::<pglocks_lwlock::AtomicLwLock>::new(cfg));
+        let running = Arc::new(AtomicBool::new(true));
+        let mut owner = procs.attach().unwrap();
+        let mut owner_local = lm.connect(&mut owner, 5).unwrap();
+        lm.xact_lock_table_insert(&mut owner, &mut owner_local, 700)
+            .unwrap();
+        let (lm2, p2, r2) = (Arc::clone(&lm), procs.clone(), Arc::clone(&running));
+        let t = loom::thread::spawn(move || {
+            let mut b = p2.attach().unwrap();
+            let mut local = lm2.connect(&mut b, 5).unwrap();
+            let timeouts = LockTimeouts::default();
+            let still = |_: &mut _, _| Ok::<_, pglocks_lmgr::LmgrError>(r2.load(Acquire));
+            lm2.xact_lock_table_wait(&mut b, &mut local, 700, &timeouts, still, Ok)
+                .unwrap();
+            assert!(!r2.load(Acquire), "returned while the transaction still ran");
+        });
+        running.store(false, Release);
+        lm.release_all(&mut owner, &mut owner_local, false).unwrap();
+        t.join().unwrap();
+        assert_eq!(lm.entries_in_use(), (0, 0));
+    });
+}
