@@ -239,9 +239,12 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     topology.pin_order(pin).map_err(HarnessError::from)?;
     let mut sets = a.sets.clone();
     if let Some(l) = &a.flush_latency {
-        if !(a.workload.starts_with("wal-") || a.workload == "insert-commit") {
+        if !(a.workload.starts_with("wal-")
+            || a.workload == "insert-commit"
+            || a.workload == "tpcb-like")
+        {
             return Err(CliError::Usage(format!(
-                "--flush-latency applies to the workloads that flush WAL (wal-insert, wal-commit, insert-commit), not {}",
+                "--flush-latency applies to the workloads that flush WAL (wal-insert, wal-commit, insert-commit, tpcb-like), not {}",
                 a.workload
             )));
         }
@@ -287,51 +290,76 @@ fn run(a: &RunArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The demonstration run of a bare `pglocks`: every spin implementation at 1, 2, 4 and 8
-/// threads, short runs, a table on stdout and a report directory under `target/pglocks/`.
+/// The presets the default run compares: before and after the 9.2 scalability work, and today.
+const DEFAULT_RUN_PRESETS: &str = "pg91,pg92,pg18";
+/// The macro workloads it runs.
+const DEFAULT_RUN_WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
+
+/// The default run of a bare `pglocks` (`cargo run --release`): PostgreSQL 9.1, 9.2 and 18 on
+/// `select-only` and `tpcb-like`, from 1 to 2 × the CPUs' threads (doubling), a table on stdout
+/// and a report directory under `target/pglocks/`.
+///
+/// pgbench's rule of thumb sizes the tables: a scale at least the number of clients (capped at
+/// 8, what the default shared buffers hold). `tpcb-like` commits on the `null` flush device, as
+/// with `synchronous_commit = off`, so that its curve is the locks' and not a simulated disk's.
 fn demo() -> Result<(), CliError> {
-    let impls: Vec<&str> = workloads::workload("spin")?
-        .impls
-        .iter()
-        .map(|i| i.0)
-        .collect();
-    let args = RunArgs {
-        workload: "spin".into(),
-        preset: workloads::DEFAULT_PRESET.into(),
-        impls: impls.join(","),
-        threads: "1,2,4,8".into(),
-        duration: "250ms".into(),
-        warmup: "100ms".into(),
-        repeat: 3,
-        pin: "compact".into(),
-        format: "table".into(),
-        out: None,
-        no_progress: false,
-        sets: vec![],
-        flush_latency: None,
-        sysfs_root: None,
-        sample_every: 1024,
-    };
-    let plan = plan(&args)?;
+    let topology = detect(None)?;
+    let max_threads = 2 * topology.logical_cpus().max(1);
+    let scale = max_threads.clamp(1, 8);
+    let mut plans = Vec::new();
+    for workload in DEFAULT_RUN_WORKLOADS {
+        let mut sets = vec![format!("scale={scale}")];
+        if workload == "tpcb-like" {
+            sets.push("flush_device=null".into());
+        }
+        plans.push(plan(&RunArgs {
+            workload: workload.into(),
+            preset: DEFAULT_RUN_PRESETS.into(),
+            impls: "pg".into(),
+            threads: format!("1..{max_threads}:x2"),
+            duration: "700ms".into(),
+            warmup: "200ms".into(),
+            repeat: 3,
+            pin: "compact".into(),
+            format: "table".into(),
+            out: None,
+            no_progress: false,
+            sets,
+            flush_latency: None,
+            sysfs_root: None,
+            sample_every: 1024,
+        })?);
+    }
+    let mut sweep = plans[0].sweep.clone();
+    sweep.workload = DEFAULT_RUN_WORKLOADS.join(",");
+    let series: Vec<_> = plans.into_iter().flat_map(|p| p.series).collect();
     eprintln!(
-        "pglocks: quick demonstration sweep of the spin workload ({} series x threads {:?} x {} runs of {} ms)",
-        plan.series.len(),
-        plan.sweep.threads,
-        plan.sweep.repeat,
-        plan.sweep.duration.as_millis()
+        "pglocks: default run, PostgreSQL {} on {} (scale {scale}; tpcb-like commits without a disk \
+         flush), {} series x threads {:?} x {} runs of {} ms; about {} s",
+        DEFAULT_RUN_PRESETS,
+        DEFAULT_RUN_WORKLOADS.join(" and "),
+        series.len(),
+        sweep.threads,
+        sweep.repeat,
+        sweep.duration.as_millis(),
+        ((series.len() * sweep.threads.len()) as u32 * sweep.repeat)
+            * (sweep.duration + sweep.warmup).as_millis() as u32
+            / 1_000
     );
-    let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
+    let started = std::time::Instant::now();
+    let report = harness::sweep(&sweep, &topology, series)?;
     print!("{}", harness::render(&report, Format::Table)?);
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let dir = PathBuf::from("target")
         .join("pglocks")
-        .join(format!("demo-{stamp}"));
+        .join(format!("default-{stamp}"));
     harness::save_report(&report, &dir)?;
     println!(
-        "\nreport: {} (report.json, throughput.svg, report.md)\n\
-         more: `pglocks list`, `pglocks topology`, `pglocks run spin --impl pg,floor --threads 1..8:x2`",
+        "\nwall time {:.1} s; report: {} (open index.html)\n\
+         more: `pglocks list`, `pglocks run tpcb-like --preset pg91,pg92,pg94,pg18 --threads 1..8:x2`",
+        started.elapsed().as_secs_f64(),
         dir.display()
     );
     Ok(())

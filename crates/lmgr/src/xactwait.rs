@@ -35,7 +35,14 @@ impl<K: RawLwLock> LockManager<K> {
     ) -> Result<(), LmgrError> {
         let tag = LockTag::transaction(xid);
         let none = LockTimeouts::default();
-        self.acquire(b, local, tag, LockMode::Exclusive, LockOwner::Transaction, &none)?;
+        self.acquire(
+            b,
+            local,
+            tag,
+            LockMode::Exclusive,
+            LockOwner::Transaction,
+            &none,
+        )?;
         Ok(())
     }
 

@@ -162,7 +162,10 @@ fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
             let still = |_: &mut _, _| Ok::<_, pglocks_lmgr::LmgrError>(r2.load(Acquire));
             lm2.xact_lock_table_wait(&mut b, &mut local, 700, &timeouts, still, Ok)
                 .unwrap();
-            assert!(!r2.load(Acquire), "returned while the transaction still ran");
+            assert!(
+                !r2.load(Acquire),
+                "returned while the transaction still ran"
+            );
         });
         running.store(false, Release);
         lm.release_all(&mut owner, &mut owner_local, false).unwrap();

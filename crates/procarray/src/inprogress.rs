@@ -32,11 +32,7 @@ impl<K: RawLwLock> ProcArray<K> {
         let (xid, count, overflowed) = match self.layout {
             SnapshotLayout::ProcScan => {
                 let p = &self.all_procs[procno];
-                (
-                    &p.xid,
-                    &p.subxid_status.count,
-                    &p.subxid_status.overflowed,
-                )
+                (&p.xid, &p.subxid_status.count, &p.subxid_status.overflowed)
             }
             SnapshotLayout::Pgxact => {
                 let x = self.pgxact(procno);
@@ -73,7 +69,9 @@ impl<K: RawLwLock> ProcArray<K> {
         self.entry_has(me, mine, xid)
             || (mine.overflowed
                 && xid > mine.xid
-                && self.sub_trans_get_topmost(xid).is_ok_and(|top| top == mine.xid))
+                && self
+                    .sub_trans_get_topmost(xid)
+                    .is_ok_and(|top| top == mine.xid))
     }
 
     /// Models `TransactionIdIsInProgress` (procarray.c): whether `xid` belongs to a transaction

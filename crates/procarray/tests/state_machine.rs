@@ -341,10 +341,22 @@ fn the_subxid_cache_holds_64_then_overflows() {
         assert_eq!(pa.sub_trans_get_topmost(extra).unwrap(), top);
         // TransactionIdIsInProgress finds the uncached subxid through its parent, and its
         // cached siblings in the cache; the cheap answers need no scan.
-        assert!(pa.transaction_id_is_in_progress(&mut b, extra, 0, 0).unwrap(), "{layout:?}");
-        assert!(pa.transaction_id_is_in_progress(&mut b, subs[7], 0, 0).unwrap());
-        assert!(!pa.transaction_id_is_in_progress(&mut b, mine, 0, 0).unwrap());
-        assert!(!pa.transaction_id_is_in_progress(&mut b, extra, extra + 1, 0).unwrap());
-        assert!(!pa.transaction_id_is_in_progress(&mut b, extra, 0, extra).unwrap());
+        assert!(
+            pa.transaction_id_is_in_progress(&mut b, extra, 0, 0)
+                .unwrap(),
+            "{layout:?}"
+        );
+        assert!(pa
+            .transaction_id_is_in_progress(&mut b, subs[7], 0, 0)
+            .unwrap());
+        assert!(!pa
+            .transaction_id_is_in_progress(&mut b, mine, 0, 0)
+            .unwrap());
+        assert!(!pa
+            .transaction_id_is_in_progress(&mut b, extra, extra + 1, 0)
+            .unwrap());
+        assert!(!pa
+            .transaction_id_is_in_progress(&mut b, extra, 0, extra)
+            .unwrap());
     }
 }

@@ -115,6 +115,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         impls: pgbench::IMPLS,
     },
     WorkloadInfo {
+        name: "tpcb-like",
+        summary: "pgbench's default transaction: three UPDATEs (waiting for a row's updater: tuple lock, XactLockTableWait), a SELECT and an INSERT, a snapshot each, xid, WAL records, commit flush, CLOG, ProcArray end",
+        impls: pgbench::IMPLS,
+    },
+    WorkloadInfo {
         name: "insert-commit",
         summary: "one INSERT per transaction: xid and its lock, heap and index pages, WAL records, commit flush (group commit), CLOG, ProcArray end",
         impls: pgbench::IMPLS,
@@ -352,6 +357,13 @@ pub fn series_with(
             &settings,
             pgbench::Kind::SelectOnly,
         )?,
+        "tpcb-like" => pg_only(
+            w.name,
+            impl_name,
+            pgbench::IMPLS,
+            &settings,
+            pgbench::Kind::TpcbLike,
+        )?,
         "insert-commit" => pg_only(
             w.name,
             impl_name,
@@ -578,7 +590,7 @@ mod tests {
     #[test]
     fn macro_workloads_run_on_every_preset() {
         for preset in PRESETS {
-            for w in ["select-only", "insert-commit"] {
+            for w in ["select-only", "tpcb-like", "insert-commit"] {
                 let sets = [
                     "backends=10".into(),
                     "scale=2".into(),
@@ -598,8 +610,15 @@ mod tests {
                     "{w} {} {counters:?}",
                     preset.name
                 );
-                if w == "insert-commit" {
+                if w != "select-only" {
                     assert!(count("wal.commits") >= run.total_ops(), "{counters:?}");
+                }
+                if w == "tpcb-like" {
+                    // Two branches: each update of one finds its last updater's xid, running
+                    // (a wait) or ended (a commit-log lookup, then the hint bit).
+                    let found = count("tpcb.row_waits") + count("tpcb.xmax_lookups");
+                    assert!(found >= run.total_ops() / 2, "{counters:?}");
+                    assert!(count("procarray.in_progress_scans") > 0, "{counters:?}");
                 }
             }
         }

@@ -31,9 +31,35 @@
 //!      `flush_device`), then `TransactionIdCommitTree` in the commit log (11's group update);
 //!   5. `ProcArrayEndTransaction` (9.6's group XID clear) and `LockReleaseAll`.
 //!
+//! - `tpcb-like` is pgbench's default transaction, five statements between `BEGIN` and `END`,
+//!   each with its own snapshot (READ COMMITTED):
+//!   1. `UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid`:
+//!      `RowExclusiveLock` on the table and its index, the snapshot, `AssignTransactionId` (the
+//!      first write: the xid, the commit log extended at a new page, the xid's lock), the index
+//!      descent and heap page, the row update (below) and its WAL record;
+//!   2. `SELECT abalance FROM pgbench_accounts WHERE aid = :aid`: `AccessShareLock` on both,
+//!      a snapshot, the descent and heap page again;
+//!   3. and 4. the same `UPDATE` of a random teller and of a random branch — at scale 1 every
+//!      transaction updates the *one* branch row, which is what serializes pgbench's default
+//!      transaction at small scales;
+//!   5. `INSERT INTO pgbench_history`: `RowExclusiveLock`, a snapshot, the heap insert at the
+//!      backend's target page (a new page under the relation extension lock every 107 rows)
+//!      and its WAL record;
+//!   6. `END`: the commit as in `insert-commit`.
+//!
+//!   A row update models `heap_update` and `EvalPlanQual` for a row whose newest version has
+//!   `xmax`: if that xmax carries no hint bit, `HeapTupleSatisfiesUpdate` asks
+//!   `TransactionIdIsInProgress` (the ProcArray under ProcArrayLock shared); a running updater
+//!   is waited for — the tuple lock (`LockTuple`, `ExclusiveLock`), then `XactLockTableWait` on
+//!   its xid — and an ended one's status is read from the commit log (`TransactionIdDidCommit`)
+//!   and the hint bit set, so the next backend does not ask again. Then the newest version is
+//!   updated: its xmax becomes this transaction's xid.
+//!
 //! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
-//! page, 367 keys per B-tree page); with the default 128 MB of buffers a scale up to about 100
-//! fits, as pgbench -S runs are usually sized.
+//! page, 367 keys per B-tree page: about 1 640 heap and 273 index pages per scale unit); the
+//! default 128 MB of buffers holds a scale up to about 8, and past that reads go through the
+//! buffer manager's victim search and `read_latency`, as a pgbench run larger than
+//! shared_buffers does.
 //!
 //! Shortcuts: the executor's own work (tuple deforming, expression evaluation, the protocol) is
 //! not modelled — only the shared-memory calls are, so the figure is the locking ceiling of the
@@ -41,6 +67,12 @@
 //! (no commit-log lookup), as they do in a warmed pgbench -S run. Buffer content locks, page
 //! splits, the free-space map and the row's own bytes are not modelled; the ProcArray's
 //! stand-in commit bits ([`ProcArray::commit_tree`]) are kept in step with the commit log.
+//! A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
+//! tag: HOT chains, page pruning and full-page images are not modelled, and the waiter keeps
+//! the tuple lock until the row is its own (PostgreSQL gives it back when `heap_update` reports
+//! the row updated and takes it again in `heap_lock_tuple` if `EvalPlanQual` must wait on the
+//! newer version). The writing workloads use 128-byte LWLock spacing (`lwlock_padding` is read
+//! by `select-only` only).
 
 use crate::preset::Settings;
 use crate::{proc_table, workload_error, RunResult};
@@ -63,7 +95,10 @@ use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
 use rand::RngExt;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32,
+    Ordering::{AcqRel, Acquire, Relaxed},
+};
 use std::sync::Arc;
 
 /// Implementations of the macro workloads.
@@ -86,6 +121,26 @@ const ROWS_PER_HEAP_PAGE: u64 = 61;
 /// leaf pages filled to 90 %).
 const KEYS_PER_INDEX_PAGE: u64 = 367;
 
+/// `pgbench_branches`, one row per scale unit, and its primary key.
+const BRANCHES: u32 = 16_394;
+const BRANCHES_PKEY: u32 = 16_399;
+/// `pgbench_tellers`, ten rows per scale unit, and its primary key.
+const TELLERS: u32 = 16_391;
+const TELLERS_PKEY: u32 = 16_401;
+const TELLERS_PER_SCALE: u64 = 10;
+/// `pgbench_history`, appended to by `tpcb-like`.
+const HISTORY: u32 = 16_388;
+/// Rows of `pgbench_history` per heap page (a 71-byte tuple, MAXALIGNed, and its line pointer).
+const ROWS_PER_HISTORY_PAGE: u32 = 107;
+/// WAL payload of a HOT update: `xl_heap_update`, `xl_heap_header` and the new row's changed
+/// bytes.
+const HEAP_UPDATE_PAYLOAD: [u8; 64] = [0x55; 64];
+/// heapam_xlog.h's `XLOG_HEAP_HOT_UPDATE`.
+const XLOG_HEAP_HOT_UPDATE: u8 = 0x40;
+/// htup_details.h's `HEAP_XMAX_COMMITTED`, kept here in the bit above the xid (xids stay below
+/// 2^31).
+const XMAX_COMMITTED: u32 = 1 << 31;
+
 /// `insert-commit`'s table.
 const INSERTS: u32 = 16_420;
 /// `insert-commit`'s table's serial primary key.
@@ -101,6 +156,7 @@ const BTREE_INSERT_PAYLOAD: [u8; 20] = [0x42; 20];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     SelectOnly,
+    TpcbLike,
     InsertCommit,
 }
 
@@ -132,13 +188,49 @@ struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     buffers: BufMgr<K, P>,
     /// WAL and the commit log, for the workloads that write.
     writes: Option<Writes<K, V, R>>,
-    /// Accounts in the table (`100000 * scale`).
-    accounts: u64,
-    /// The primary key's levels, leaves first, up to the root.
-    index: Vec<IndexLevel>,
+    accounts: Table,
+    tellers: Table,
+    branches: Table,
 }
 
-/// One level of `pgbench_accounts_pkey`.
+/// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
+/// that update them, each row's newest version's `xmax`.
+struct Table {
+    relid: u32,
+    pkey: u32,
+    rows: u64,
+    /// The primary key's levels, leaves first, up to the root.
+    index: Vec<IndexLevel>,
+    /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
+    /// nothing updates the table.
+    xmax: Box<[AtomicU32]>,
+}
+
+impl Table {
+    /// A table of `rows` rows (pgbench fills them with fillfactor 100: [`ROWS_PER_HEAP_PAGE`]
+    /// per page); `updated` gives each row its `xmax` word.
+    fn new(relid: u32, pkey: u32, rows: u64, updated: bool) -> Self {
+        Self {
+            relid,
+            pkey,
+            rows,
+            index: btree_levels(rows),
+            xmax: (0..if updated { rows } else { 0 })
+                .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
+                .collect(),
+        }
+    }
+
+    /// The row's heap block and line pointer (`ctid`).
+    fn tid(row: u64) -> (u32, u16) {
+        (
+            (row / ROWS_PER_HEAP_PAGE) as u32,
+            (row % ROWS_PER_HEAP_PAGE) as u16 + 1,
+        )
+    }
+}
+
+/// One level of a primary key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct IndexLevel {
     /// Its first block (block 0 is the metapage; a bottom-up build writes the leaves first).
@@ -170,8 +262,16 @@ fn btree_levels(keys: u64) -> Vec<IndexLevel> {
 struct Writes<K: RawLwLock, V: VarProtocol, R: RawSpinLock> {
     wal: Wal<K, V, R>,
     clog: Clog<K>,
-    /// The insert table's size in pages, changed under its relation extension lock.
-    table_pages: AtomicU32,
+    /// The table the workload appends to (`insert-commit`'s, or `pgbench_history`).
+    append: AppendTable,
+}
+
+/// A table that only grows: each backend fills its target page, then extends the relation.
+struct AppendTable {
+    relid: u32,
+    rows_per_page: u32,
+    /// Its size in pages, changed under its relation extension lock.
+    pages: AtomicU32,
 }
 
 /// One connection's private state.
@@ -182,8 +282,17 @@ struct Session {
     pins: PrivateRefCount,
     /// The WAL insertion state, for the workloads that write.
     wal: Option<WalBackend>,
-    /// `rd_targblock` and the rows this backend has put there.
+    /// `rd_targblock` of the append table and the rows this backend has put there.
     target: Option<(u32, u32)>,
+    /// transam.c's `cachedFetchXid`: the xid whose status this backend last read from the
+    /// commit log.
+    known_completed: u32,
+}
+
+/// A writing transaction's WAL state and the cluster's writes, for one transaction.
+struct Writer<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> {
+    w: &'a Writes<K, V, R>,
+    wal: &'a mut WalBackend,
 }
 
 impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, V> {
@@ -201,6 +310,23 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         if got != LockAcquireResult::AlreadyHeld {
             self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
         }
+        Ok(())
+    }
+
+    /// The start of a statement: the locks parse and plan take on its relations, then its
+    /// snapshot (`GetTransactionSnapshot`: a new one per statement in READ COMMITTED).
+    fn statement(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        relations: &[u32],
+        mode: LockMode,
+    ) -> Result<(), TxnError> {
+        for &relid in relations {
+            self.lock_relation(b, s, local, relid, mode)?;
+        }
+        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
         Ok(())
     }
 
@@ -233,6 +359,22 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(())
     }
 
+    /// An index scan for one key: the descent from the root to the leaf holding `row`, then
+    /// its heap page.
+    fn fetch_row(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        table: &Table,
+        row: u64,
+    ) -> Result<(), TxnError> {
+        for level in table.index.iter().rev() {
+            let block = level.first_block + row / level.keys_per_page;
+            self.touch(b, s, table.pkey, block as u32)?;
+        }
+        self.touch(b, s, table.relid, Table::tid(row).0)
+    }
+
     /// One transaction of `kind`, with the backend's local lock table (connected on first use).
     fn transaction(&self, b: &mut Backend, s: &mut Session, kind: Kind) -> Result<(), TxnError> {
         let mut local = match s.local.take() {
@@ -241,7 +383,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         };
         let done = match kind {
             Kind::SelectOnly => self.select_only_in(b, s, &mut local),
-            Kind::InsertCommit => self.insert_commit_in(b, s, &mut local),
+            Kind::TpcbLike | Kind::InsertCommit => self.writing(b, s, &mut local, kind),
         };
         s.local = Some(local);
         done
@@ -278,71 +420,126 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         local: &mut LocalLocks,
     ) -> Result<(), TxnError> {
         self.start(b, s, local)?;
-        self.lock_relation(b, s, local, ACCOUNTS, LockMode::AccessShare)?;
-        self.lock_relation(b, s, local, ACCOUNTS_PKEY, LockMode::AccessShare)?;
-        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
-        // The descent from the root to the leaf holding `aid`, then its heap page.
-        let aid = b.rng.random_range(0..self.accounts);
-        for level in self.index.iter().rev() {
-            let block = level.first_block + aid / level.keys_per_page;
-            self.touch(b, s, ACCOUNTS_PKEY, block as u32)?;
-        }
-        self.touch(b, s, ACCOUNTS, (aid / ROWS_PER_HEAP_PAGE) as u32)?;
+        let rels = [self.accounts.relid, self.accounts.pkey];
+        self.statement(b, s, local, &rels, LockMode::AccessShare)?;
+        let aid = b.rng.random_range(0..self.accounts.rows);
+        self.fetch_row(b, s, &self.accounts, aid)?;
         self.end(b, local, INVALID_TRANSACTION_ID)
     }
 
-    /// One `INSERT` and its commit.
-    fn insert_commit_in(
+    /// A transaction that writes: the WAL state taken out of the session for its duration.
+    fn writing(
         &self,
         b: &mut Backend,
         s: &mut Session,
         local: &mut LocalLocks,
+        kind: Kind,
     ) -> Result<(), TxnError> {
         let (Some(w), Some(mut wal)) = (self.writes.as_ref(), s.wal.take()) else {
             return Err(TxnError::NotWriting);
         };
-        let done = self.insert_commit_with(b, s, local, w, &mut wal);
+        let mut writer = Writer { w, wal: &mut wal };
+        let done = match kind {
+            Kind::TpcbLike => self.tpcb_like_with(b, s, local, &mut writer),
+            _ => self.insert_commit_with(b, s, local, &mut writer),
+        };
         s.wal = Some(wal);
         done
     }
 
+    /// `AssignTransactionId`: the xid (extending the commit log at a new page), then its lock.
+    fn assign_xid(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        w: &Writes<K, V, R>,
+    ) -> Result<u32, TxnError> {
+        let xid = self
+            .procs
+            .assign_xid_extending(b, None, |b, xid| w.clog.extend(b, xid))?;
+        self.locks.xact_lock_table_insert(b, local, xid)?;
+        Ok(xid)
+    }
+
+    /// One `INSERT` and its commit.
     fn insert_commit_with(
         &self,
         b: &mut Backend,
         s: &mut Session,
         local: &mut LocalLocks,
-        w: &Writes<K, V, R>,
-        wal: &mut WalBackend,
+        wr: &mut Writer<'_, K, V, R>,
     ) -> Result<(), TxnError> {
         self.start(b, s, local)?;
-        self.lock_relation(b, s, local, INSERTS, LockMode::RowExclusive)?;
-        self.lock_relation(b, s, local, INSERTS_PKEY, LockMode::RowExclusive)?;
-        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
-        // AssignTransactionId: the xid (extending the commit log), then its lock.
-        let xid = self
-            .procs
-            .assign_xid_extending(b, None, |b, xid| w.clog.extend(b, xid))?;
-        self.lock(b, local, LockTag::transaction(xid), LockMode::Exclusive)?;
-        // The heap insert, on this backend's target page, or on a new one read in (`P_NEW`)
-        // under the relation extension lock and kept for the insert, as PostgreSQL keeps it
-        // pinned: one read of the page per insert either way.
+        let rels = [INSERTS, INSERTS_PKEY];
+        self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
+        let xid = self.assign_xid(b, local, wr.w)?;
+        self.heap_insert(b, s, local, wr, xid)?;
+        // The index insert on the rightmost leaf (block 1 under the metapage).
+        self.touch(b, s, INSERTS_PKEY, 1)?;
+        let index = Record {
+            xid,
+            rmid: RM_BTREE_ID,
+            info: 0,
+            payload: &BTREE_INSERT_PAYLOAD,
+        };
+        wr.w.wal.insert(b, wr.wal, &index)?;
+        self.commit(b, local, wr, xid)
+    }
+
+    /// pgbench's default transaction.
+    fn tpcb_like_with(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+    ) -> Result<(), TxnError> {
+        let aid = b.rng.random_range(0..self.accounts.rows);
+        let tid = b.rng.random_range(0..self.tellers.rows);
+        let bid = b.rng.random_range(0..self.branches.rows);
+        self.start(b, s, local)?;
+        let accounts = [self.accounts.relid, self.accounts.pkey];
+        self.statement(b, s, local, &accounts, LockMode::RowExclusive)?;
+        let xid = self.assign_xid(b, local, wr.w)?;
+        self.update_row(b, s, local, wr, &self.accounts, aid, xid)?;
+        self.statement(b, s, local, &accounts, LockMode::AccessShare)?;
+        self.fetch_row(b, s, &self.accounts, aid)?;
+        let tellers = [self.tellers.relid, self.tellers.pkey];
+        self.statement(b, s, local, &tellers, LockMode::RowExclusive)?;
+        self.update_row(b, s, local, wr, &self.tellers, tid, xid)?;
+        let branches = [self.branches.relid, self.branches.pkey];
+        self.statement(b, s, local, &branches, LockMode::RowExclusive)?;
+        self.update_row(b, s, local, wr, &self.branches, bid, xid)?;
+        self.statement(b, s, local, &[HISTORY], LockMode::RowExclusive)?;
+        self.heap_insert(b, s, local, wr, xid)?;
+        self.commit(b, local, wr, xid)
+    }
+
+    /// The heap insert into the append table and its WAL record: the backend's target page,
+    /// or a new one read in (`P_NEW`) under the relation extension lock and kept for the
+    /// insert, as PostgreSQL keeps it pinned: one read of the page per insert either way.
+    fn heap_insert(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+        xid: u32,
+    ) -> Result<(), TxnError> {
+        let table = &wr.w.append;
         match s.target {
-            Some((block, rows)) if rows < ROWS_PER_INSERT_PAGE => {
+            Some((block, rows)) if rows < table.rows_per_page => {
                 s.target = Some((block, rows + 1));
-                self.touch(b, s, INSERTS, block)?;
+                self.touch(b, s, table.relid, block)?;
             }
             _ => {
-                let extend = LockTag::relation_extend(DATABASE, INSERTS);
+                let extend = LockTag::relation_extend(DATABASE, table.relid);
                 self.lock(b, local, extend, LockMode::Exclusive)?;
-                let block = w.table_pages.fetch_add(1, Relaxed);
-                self.touch(b, s, INSERTS, block)?;
-                self.locks.release(
-                    b,
-                    local,
-                    extend,
-                    LockMode::Exclusive,
-                    LockOwner::Transaction,
-                )?;
+                let block = table.pages.fetch_add(1, Relaxed);
+                self.touch(b, s, table.relid, block)?;
+                let owner = LockOwner::Transaction;
+                self.locks
+                    .release(b, local, extend, LockMode::Exclusive, owner)?;
                 s.target = Some((block, 1));
             }
         }
@@ -352,19 +549,107 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             info: 0,
             payload: &HEAP_INSERT_PAYLOAD,
         };
-        w.wal.insert(b, wal, &heap)?;
-        // The index insert on the rightmost leaf (block 1 under the metapage).
-        self.touch(b, s, INSERTS_PKEY, 1)?;
-        let index = Record {
+        wr.w.wal.insert(b, wr.wal, &heap)?;
+        Ok(())
+    }
+
+    /// An `UPDATE` of `row` by transaction `xid`: the index scan, then `heap_update` on the
+    /// row's newest version — waiting for a running updater (`LockTuple`, then
+    /// `XactLockTableWait`), hinting an ended one — and the HOT update's WAL record. Counts
+    /// `tpcb.row_waits` (waits for an updater) and `tpcb.xmax_lookups` (commit-log lookups of
+    /// an unhinted xmax).
+    #[allow(clippy::too_many_arguments)]
+    fn update_row(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+        table: &Table,
+        row: u64,
+        xid: u32,
+    ) -> Result<(), TxnError> {
+        self.fetch_row(b, s, table, row)?;
+        let rel = (DATABASE, table.relid);
+        let tid = Table::tid(row);
+        let xmax_word = &table.xmax[row as usize];
+        let mut tuple_locked = false;
+        loop {
+            let word = xmax_word.load(Acquire);
+            let xmax = word & !XMAX_COMMITTED;
+            if xmax == INVALID_TRANSACTION_ID || word & XMAX_COMMITTED != 0 {
+                // The newest version is free: it becomes this transaction's.
+                if xmax_word
+                    .compare_exchange(word, xid, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    break;
+                }
+                pglocks_sync::hint::spin_loop();
+                continue;
+            }
+            let recent_xmin = s.snapshot.xmin;
+            if self
+                .procs
+                .transaction_id_is_in_progress(b, xmax, recent_xmin, s.known_completed)?
+            {
+                b.stats.events.count("tpcb.row_waits", 1);
+                if !tuple_locked {
+                    let none = LockTimeouts::default();
+                    let mode = LockMode::Exclusive;
+                    self.locks.lock_tuple(b, local, rel, tid, mode, &none)?;
+                    tuple_locked = true;
+                }
+                self.locks.xact_lock_table_wait(
+                    b,
+                    local,
+                    xmax,
+                    &LockTimeouts::default(),
+                    |b, x| {
+                        Ok::<_, TxnError>(self.procs.transaction_id_is_in_progress(
+                            b,
+                            x,
+                            recent_xmin,
+                            0,
+                        )?)
+                    },
+                    |x| Ok(self.procs.sub_trans_get_topmost(x)?),
+                )?;
+            } else {
+                // TransactionIdDidCommit, then SetHintBits: the next reader need not ask.
+                b.stats.events.count("tpcb.xmax_lookups", 1);
+                wr.w.clog.get_status(b, xmax)?;
+                s.known_completed = xmax;
+                let hinted = xmax | XMAX_COMMITTED;
+                let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
+            }
+        }
+        if tuple_locked {
+            self.locks
+                .unlock_tuple(b, local, rel, tid, LockMode::Exclusive)?;
+        }
+        let update = Record {
             xid,
-            rmid: RM_BTREE_ID,
-            info: 0,
-            payload: &BTREE_INSERT_PAYLOAD,
+            rmid: RM_HEAP_ID,
+            info: XLOG_HEAP_HOT_UPDATE,
+            payload: &HEAP_UPDATE_PAYLOAD,
         };
-        w.wal.insert(b, wal, &index)?;
-        // RecordTransactionCommit: the commit record flushed, then the commit log.
-        let lsn = w.wal.commit(b, wal, xid)?;
-        w.clog
+        wr.w.wal.insert(b, wr.wal, &update)?;
+        Ok(())
+    }
+
+    /// `RecordTransactionCommit`: the commit record flushed (group commit, on the
+    /// `flush_device`), then `TransactionIdCommitTree` in the commit log (11's group update);
+    /// then the transaction's end.
+    fn commit(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+        xid: u32,
+    ) -> Result<(), TxnError> {
+        let lsn = wr.w.wal.commit(b, wr.wal, xid)?;
+        wr.w.clog
             .set_tree_status(b, xid, &[], XidStatus::Committed, lsn)?;
         self.procs.commit_tree(xid, &[])?;
         self.end(b, local, xid)
@@ -378,18 +663,27 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
 ) -> RunResult {
     let backends = crate::procarray::registered_backends(settings, spec.threads)?;
     let procs = proc_table(settings, backends);
-    let accounts = ACCOUNTS_PER_SCALE * u64::from(settings.scale);
+    let scale = u64::from(settings.scale);
+    let updates = kind == Kind::TpcbLike;
     let writes = match kind {
         Kind::SelectOnly => None,
-        Kind::InsertCommit => {
+        Kind::TpcbLike | Kind::InsertCommit => {
             let cfg = settings.wal_config(backends);
             let device = crate::wal::device(settings, cfg.segment_size)?;
             let store = MemoryStore::new(settings.slru_latency);
+            let (relid, rows_per_page) = match kind {
+                Kind::TpcbLike => (HISTORY, ROWS_PER_HISTORY_PAGE),
+                _ => (INSERTS, ROWS_PER_INSERT_PAGE),
+            };
             Some(Writes {
                 wal: Wal::new(cfg, device).map_err(workload_error)?,
                 clog: Clog::new(&settings.clog_config(backends), Box::new(store))
                     .map_err(workload_error)?,
-                table_pages: AtomicU32::new(0),
+                append: AppendTable {
+                    relid,
+                    rows_per_page,
+                    pages: AtomicU32::new(0),
+                },
             })
         }
     };
@@ -400,8 +694,9 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         procs: ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?,
         buffers: BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?,
         writes,
-        accounts,
-        index: btree_levels(accounts),
+        accounts: Table::new(ACCOUNTS, ACCOUNTS_PKEY, ACCOUNTS_PER_SCALE * scale, updates),
+        tellers: Table::new(TELLERS, TELLERS_PKEY, TELLERS_PER_SCALE * scale, updates),
+        branches: Table::new(BRANCHES, BRANCHES_PKEY, scale, updates),
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.
@@ -422,6 +717,7 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     pins: PrivateRefCount::new(),
                     wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
                     target: None,
+                    known_completed: INVALID_TRANSACTION_ID,
                 }));
             }
         }
@@ -462,12 +758,13 @@ impl Kind {
                 64 => run::<K, R, Pad64, LockedVar>(settings, self, spec),
                 _ => run::<K, R, Pad128, LockedVar>(settings, self, spec),
             },
-            // insert-commit reads two hot pages, so the spacing of the partitions does not
-            // matter; the WAL's insertingAt protocol does (17's lock-free read).
-            Kind::InsertCommit if settings.wal_var_atomic => {
+            // The writing workloads: the WAL's insertingAt protocol (17's lock-free read).
+            Kind::TpcbLike | Kind::InsertCommit if settings.wal_var_atomic => {
                 run::<K, R, Pad128, AtomicVar>(settings, self, spec)
             }
-            Kind::InsertCommit => run::<K, R, Pad128, LockedVar>(settings, self, spec),
+            Kind::TpcbLike | Kind::InsertCommit => {
+                run::<K, R, Pad128, LockedVar>(settings, self, spec)
+            }
         }
     }
 }

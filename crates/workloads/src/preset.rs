@@ -401,7 +401,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "scale",
-        "N in 1..=100000: pgbench's scale factor, 100000 accounts each (select-only; default 1)",
+        "N in 1..=100000: pgbench's scale factor: 100000 accounts, 10 tellers and 1 branch each (select-only, tpcb-like; default 1)",
     ),
     (
         "relations",
