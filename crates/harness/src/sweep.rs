@@ -177,6 +177,7 @@ mod tests {
                             latency: hdrhistogram::Histogram::new(3).unwrap(),
                             stats: Default::default(),
                             ideal_ops_per_sec: None,
+                            timeline_ops_per_sec: vec![],
                         })
                     }
                 }),
