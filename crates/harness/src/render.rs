@@ -1,7 +1,7 @@
 //! Rendering a [`Report`]: a terminal table, Markdown, CSV and JSON. Every format is computed
 //! from the report alone, so `pglocks report DIR` renders a saved run exactly as it was printed.
 
-use crate::report::{Point, Report};
+use crate::report::{Point, Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
 
@@ -53,22 +53,22 @@ pub fn si(v: f64) -> String {
     format!("{:.3}{suffix}", v / div)
 }
 
-fn efficiency(p: &Point) -> String {
+pub(crate) fn efficiency(p: &Point) -> String {
     p.efficiency
         .map_or_else(|| "-".into(), |e| format!("{e:.2}"))
 }
 
-fn ideal(p: &Point) -> String {
+pub(crate) fn ideal(p: &Point) -> String {
     p.ideal_ops_per_sec.map_or_else(|| "-".into(), si)
 }
 
-fn of_ideal(p: &Point) -> String {
+pub(crate) fn of_ideal(p: &Point) -> String {
     p.ideal_fraction()
         .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0))
 }
 
 /// A metric's value: an integer without decimals, anything else with two.
-fn metric_value(v: f64) -> String {
+pub(crate) fn metric_value(v: f64) -> String {
     if v.is_finite() && v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -78,6 +78,15 @@ fn metric_value(v: f64) -> String {
 
 fn tables(report: &Report, preset: &str) -> String {
     let points = || report.series.iter().flat_map(|s| &s.points);
+    // A report of several workloads names each series with its workload.
+    let several = crate::plot::workloads(report).len() > 1;
+    let name = |s: &Series| {
+        if several {
+            format!("{} {}", s.workload, s.label())
+        } else {
+            s.label()
+        }
+    };
     // The ideal columns appear only when some point has an ideal.
     let with_ideal = points().any(|p| p.ideal_ops_per_sec.is_some());
     let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
@@ -107,7 +116,7 @@ fn tables(report: &Report, preset: &str) -> String {
         for p in &s.points {
             let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
             let mut row = vec![
-                s.label(),
+                name(s),
                 p.threads.to_string(),
                 si(p.ops_per_sec),
                 format!("{:.2}", p.ns_per_op()),
@@ -126,7 +135,7 @@ fn tables(report: &Report, preset: &str) -> String {
             for w in &p.waits {
                 any_waits = true;
                 waits.add_row(vec![
-                    s.label(),
+                    name(s),
                     p.threads.to_string(),
                     w.lock.clone(),
                     w.mode.clone(),
@@ -137,7 +146,7 @@ fn tables(report: &Report, preset: &str) -> String {
             for m in &p.metrics {
                 any_metrics = true;
                 metrics.add_row(vec![
-                    s.label(),
+                    name(s),
                     p.threads.to_string(),
                     m.name.clone(),
                     metric_value(m.value),
