@@ -150,6 +150,16 @@ fn save_writes_every_file_and_charts_per_workload() {
         "a header and one row per point"
     );
     assert!(csv.contains("\ntpcb-like,pg18,floor,4,"), "{csv}");
+    // The tables name each series with its workload when there are several.
+    let md = std::fs::read_to_string(dir.join(files::MARKDOWN)).unwrap();
+    for s in &report.series {
+        let name = format!("| {} {} ", s.workload, s.label());
+        assert_eq!(
+            md.matches(&name).count(),
+            3 + 9 + 1,
+            "{name}: 3 points, 3 waits at each, 1 metric\n{md}"
+        );
+    }
 }
 
 #[test]
