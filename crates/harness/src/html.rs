@@ -10,7 +10,7 @@
 //! path), so `pglocks report DIR` re-renders it byte for byte.
 
 use crate::plot::{series_of, workloads, ChartKind};
-use crate::render::{efficiency, ideal, metric_value, of_ideal, si};
+use crate::render::{metric_value, point_cells};
 use crate::report::{Point, Report, Series, Wait};
 use std::fmt::Write;
 
@@ -30,7 +30,7 @@ fn esc(s: &str) -> String {
     out
 }
 
-/// An HTML table: a header row and body rows, every cell escaped; the cells of columns from
+/// An HTML table: a header row (none if `header` is empty) and body rows, every cell escaped; the cells of columns from
 /// `numeric_from` on are right-aligned.
 fn table(out: &mut String, header: &[&str], rows: &[Vec<String>], numeric_from: usize) {
     let cell = |tag: &str, i: usize, text: &str| {
@@ -41,11 +41,14 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>], numeric_from: 
         };
         format!("<{tag}{class}>{}</{tag}>", esc(text))
     };
-    out.push_str("<table>\n<tr>");
-    for (i, h) in header.iter().enumerate() {
-        out.push_str(&cell("th", i, h));
+    out.push_str("<table>\n");
+    if !header.is_empty() {
+        out.push_str("<tr>");
+        for (i, h) in header.iter().enumerate() {
+            out.push_str(&cell("th", i, h));
+        }
+        out.push_str("</tr>\n");
     }
-    out.push_str("</tr>\n");
     for row in rows {
         out.push_str("<tr>");
         for (i, c) in row.iter().enumerate() {
@@ -75,7 +78,7 @@ pub fn index_html(report: &Report) -> String {
     );
     table(
         &mut out,
-        &["", ""],
+        &[],
         &[
             vec!["pglocks".into(), report.pglocks_version.clone()],
             vec![
@@ -152,28 +155,12 @@ fn main_table(out: &mut String, series: &[&Series]) {
     let mut rows = Vec::new();
     for s in series {
         for p in &s.points {
-            rows.push(point_row(s, p, with_ideal));
+            let l = &p.latency_ns;
+            let latencies = [l.p50, l.p90, l.p99, l.p999, l.max];
+            rows.push(point_cells(s.label(), p, with_ideal, &latencies));
         }
     }
     table(out, &header, &rows, 1);
-}
-
-fn point_row(s: &Series, p: &Point, with_ideal: bool) -> Vec<String> {
-    let mut row = vec![
-        s.label(),
-        p.threads.to_string(),
-        si(p.ops_per_sec),
-        format!("{:.2}", p.ns_per_op()),
-        efficiency(p),
-    ];
-    if with_ideal {
-        row.extend([ideal(p), of_ideal(p)]);
-    }
-    let l = &p.latency_ns;
-    row.extend([l.p50, l.p90, l.p99, l.p999, l.max].map(|v| v.to_string()));
-    let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
-    row.push(runs.join(" "));
-    row
 }
 
 /// The waits of a point, longest total wait first (then most waits, then by name).

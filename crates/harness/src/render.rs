@@ -53,18 +53,42 @@ pub fn si(v: f64) -> String {
     format!("{:.3}{suffix}", v / div)
 }
 
-pub(crate) fn efficiency(p: &Point) -> String {
+fn efficiency(p: &Point) -> String {
     p.efficiency
         .map_or_else(|| "-".into(), |e| format!("{e:.2}"))
 }
 
-pub(crate) fn ideal(p: &Point) -> String {
+fn ideal(p: &Point) -> String {
     p.ideal_ops_per_sec.map_or_else(|| "-".into(), si)
 }
 
-pub(crate) fn of_ideal(p: &Point) -> String {
+fn of_ideal(p: &Point) -> String {
     p.ideal_fraction()
         .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0))
+}
+
+/// One point's row of a main table: `name`, threads, ops/s, ns/op/thread, efficiency, the ideal
+/// and the fraction of it if `with_ideal`, the `latencies` given, and every run's ops/s.
+pub(crate) fn point_cells(
+    name: String,
+    p: &Point,
+    with_ideal: bool,
+    latencies: &[u64],
+) -> Vec<String> {
+    let mut row = vec![
+        name,
+        p.threads.to_string(),
+        si(p.ops_per_sec),
+        format!("{:.2}", p.ns_per_op()),
+        efficiency(p),
+    ];
+    if with_ideal {
+        row.extend([ideal(p), of_ideal(p)]);
+    }
+    row.extend(latencies.iter().map(u64::to_string));
+    let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
+    row.push(runs.join(" "));
+    row
 }
 
 /// A metric's value: an integer without decimals, anything else with two.
@@ -114,24 +138,8 @@ fn tables(report: &Report, preset: &str) -> String {
     let mut any_metrics = false;
     for s in &report.series {
         for p in &s.points {
-            let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
-            let mut row = vec![
-                name(s),
-                p.threads.to_string(),
-                si(p.ops_per_sec),
-                format!("{:.2}", p.ns_per_op()),
-                efficiency(p),
-            ];
-            if with_ideal {
-                row.extend([ideal(p), of_ideal(p)]);
-            }
-            row.extend([
-                p.latency_ns.p50.to_string(),
-                p.latency_ns.p99.to_string(),
-                p.latency_ns.p999.to_string(),
-                runs.join(" "),
-            ]);
-            t.add_row(row);
+            let l = &p.latency_ns;
+            t.add_row(point_cells(name(s), p, with_ideal, &[l.p50, l.p99, l.p999]));
             for w in &p.waits {
                 any_waits = true;
                 waits.add_row(vec![

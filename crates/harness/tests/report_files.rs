@@ -92,10 +92,14 @@ fn two_workload_report() -> Report {
     }
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
+/// The two-workload report saved in a fresh directory `name`: the report, the directory, and the
+/// names of the files `save_report` says it wrote.
+fn saved(name: &str) -> (Report, PathBuf, Vec<String>) {
+    let report = two_workload_report();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    let written = save_report(&report, &dir).unwrap();
+    (report, dir, written)
 }
 
 fn read_all(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -126,9 +130,7 @@ fn svg_text(name: &str, bytes: &[u8]) -> String {
 
 #[test]
 fn save_writes_every_file_and_charts_per_workload() {
-    let report = two_workload_report();
-    let dir = fresh_dir("report-files-save");
-    let written = save_report(&report, &dir).unwrap();
+    let (report, dir, written) = saved("report-files-save");
     let mut expected = vec![files::JSON, files::CSV, files::MARKDOWN, files::HTML]
         .into_iter()
         .map(String::from)
@@ -164,9 +166,7 @@ fn save_writes_every_file_and_charts_per_workload() {
 
 #[test]
 fn every_chart_is_xml_naming_its_series_and_no_other_workloads() {
-    let report = two_workload_report();
-    let dir = fresh_dir("report-files-svg");
-    save_report(&report, &dir).unwrap();
+    let (report, dir, _) = saved("report-files-svg");
     let all = read_all(&dir);
     let mut checked = 0;
     for w in workloads(&report) {
@@ -198,15 +198,13 @@ fn every_chart_is_xml_naming_its_series_and_no_other_workloads() {
         }
     }
     assert_eq!(checked, 8);
-    // The machine model's `<` and `&` do not break the XML of the charts that show the machine.
+    // The throughput chart's title names the machine's size.
     assert!(svg_text("t", &all["throughput-tpcb-like.svg"]).contains("2 cpus"));
 }
 
 #[test]
 fn rerender_rewrites_every_file_byte_for_byte() {
-    let report = two_workload_report();
-    let dir = fresh_dir("report-files-rerender");
-    save_report(&report, &dir).unwrap();
+    let (report, dir, _) = saved("report-files-rerender");
     let before = read_all(&dir);
     for name in before.keys().filter(|n| *n != files::JSON) {
         std::fs::remove_file(dir.join(name)).unwrap();
@@ -226,9 +224,7 @@ fn rerender_rewrites_every_file_byte_for_byte() {
 
 #[test]
 fn index_html_names_every_series_and_chart_and_sorts_waits() {
-    let report = two_workload_report();
-    let dir = fresh_dir("report-files-html");
-    let written = save_report(&report, &dir).unwrap();
+    let (report, dir, written) = saved("report-files-html");
     let html = std::fs::read_to_string(dir.join(files::HTML)).unwrap();
     for s in &report.series {
         assert!(html.contains(&s.label()), "{}", s.label());
