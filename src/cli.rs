@@ -51,7 +51,7 @@ enum Command {
         #[arg(long, default_value = "pg14")]
         preset: String,
     },
-    /// Re-render the chart and Markdown of a saved run directory from its report.json.
+    /// Re-render a saved run directory (CSV, Markdown, SVG charts, index.html) from its report.json.
     Report {
         /// The run directory.
         dir: PathBuf,
@@ -89,7 +89,7 @@ struct RunArgs {
     /// Output format: table, json, csv or markdown.
     #[arg(long, default_value = "table")]
     format: String,
-    /// Also save the report (JSON, SVG chart, Markdown) in this directory.
+    /// Also save the report (JSON, CSV, Markdown, SVG charts, index.html) in this directory.
     #[arg(long)]
     out: Option<PathBuf>,
     /// No progress bar.
@@ -284,8 +284,8 @@ fn run(a: &RunArgs) -> Result<(), CliError> {
     let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
     print!("{}", harness::render(&report, format)?);
     if let Some(dir) = &a.out {
-        harness::save_report(&report, dir)?;
-        eprintln!("report saved in {}", dir.display());
+        let files = harness::save_report(&report, dir)?;
+        eprintln!("report saved in {}: {}", dir.display(), files.join(", "));
     }
     Ok(())
 }
@@ -357,7 +357,8 @@ fn demo() -> Result<(), CliError> {
         .join(format!("default-{stamp}"));
     harness::save_report(&report, &dir)?;
     println!(
-        "\nwall time {:.1} s; report: {} (open index.html)\n\
+        "\nwall time {:.1} s; report: {}/index.html (with report.json, report.csv, report.md and \
+         the charts throughput-, efficiency-, latency- and timeline-<workload>.svg)\n\
          more: `pglocks list`, `pglocks run tpcb-like --preset pg91,pg92,pg94,pg18 --threads 1..8:x2`",
         started.elapsed().as_secs_f64(),
         dir.display()
@@ -453,9 +454,9 @@ what the presets set differently (every other knob is the same in all):"
 
 fn report(dir: &Path, format: &str) -> Result<(), CliError> {
     let format: Format = format.parse()?;
-    let r: Report = harness::rerender(dir)?;
+    let (r, files): (Report, _) = harness::rerender(dir)?;
     print!("{}", harness::render(&r, format)?);
-    eprintln!("re-rendered {}", dir.display());
+    eprintln!("re-rendered {}: {}", dir.display(), files.join(", "));
     Ok(())
 }
 

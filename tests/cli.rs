@@ -164,28 +164,65 @@ fn saved_report_rerenders() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-report");
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
-    let out = pglocks(&run_args(&["--threads", "1,2", "--out", d]));
+    let args = [
+        "run",
+        "spin",
+        "--impl",
+        "pg,floor",
+        "--threads",
+        "1,2",
+        "--duration",
+        "250ms",
+        "--warmup",
+        "5ms",
+        "--repeat",
+        "1",
+        "--no-progress",
+        "--out",
+        d,
+    ];
+    let out = pglocks(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let files = [
+        "report.json",
+        "report.csv",
+        "report.md",
+        "index.html",
+        "throughput-spin.svg",
+        "efficiency-spin.svg",
+        "latency-spin.svg",
+        "timeline-spin.svg",
+    ];
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains(&files.join(", ")),
+        "the saved files listed: {err}"
     );
-    for f in ["report.json", "throughput.svg", "report.md"] {
-        assert!(dir.join(f).is_file(), "{f} missing");
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let saved: Vec<Vec<u8>> = files.iter().map(|f| read(f)).collect();
+    // A 250 ms run has two full 100 ms intervals in its timeline.
+    let json: serde_json::Value = serde_json::from_slice(&saved[0]).unwrap();
+    let timeline = json["series"][1]["points"][1]["timeline_ops_per_sec"]
+        .as_array()
+        .unwrap();
+    assert_eq!(timeline.len(), 2, "{timeline:?}");
+    for f in &files[1..] {
+        std::fs::remove_file(dir.join(f)).unwrap();
     }
-    std::fs::remove_file(dir.join("throughput.svg")).unwrap();
     let out = pglocks(&["report", d, "--format", "csv"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&saved[1])
     );
-    let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
-    assert!(
-        svg.starts_with("<svg") && svg.contains("pg18/pg"),
-        "{}",
-        &svg[..200.min(svg.len())]
-    );
+    for (f, bytes) in files.iter().zip(&saved) {
+        assert!(read(f) == *bytes, "{f} re-rendered differently");
+    }
+    let html = String::from_utf8_lossy(&saved[3]);
+    for needle in ["pg18/pg", "pg18/floor", "timeline-spin.svg"] {
+        assert!(html.contains(needle), "{needle} missing in index.html");
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The JSON document is a contract (DESIGN §4): the example from DESIGN parses into the report
 //! types (which reject unknown fields), serialises back to the same value, and a real run has
-//! exactly the documented keys at every level.
+//! exactly the documented keys at every level (a run shorter than one 100 ms timeline interval
+//! has no `timeline_ops_per_sec`; the optional keys are tested on their own).
 
 use pglocks::harness::Report;
 use serde_json::{json, Value};
@@ -33,13 +34,15 @@ fn design_example_round_trips() {
 }
 
 #[test]
-fn optional_ideal_and_metrics_extend_a_point() {
+fn optional_ideal_metrics_and_timeline_extend_a_point() {
     let mut v = design_example();
     let p = &mut v["series"][0]["points"][0];
     p["ideal_ops_per_sec"] = json!(1.25e7);
     p["metrics"] = json!([{"name": "wal.flushes", "value": 42.0}]);
+    p["timeline_ops_per_sec"] = json!([0.98e7, 1.02e7]);
     let r: Report = serde_json::from_value(v.clone()).expect("the extension keys parse");
     assert_eq!(r.series[0].points[0].ideal_fraction(), Some(0.8));
+    assert_eq!(r.series[0].points[0].timeline_ops_per_sec, [0.98e7, 1.02e7]);
     assert_eq!(serde_json::to_value(&r).unwrap(), v);
     v["series"][0]["points"][0]["metrics"][0]["unit"] = json!("flushes");
     assert!(serde_json::from_value::<Report>(v).is_err());

@@ -1,11 +1,12 @@
 //! The measuring half of pglocks: machine topology and thread pinning, thread teams that run one
 //! operation for a fixed time, per-thread counts and sampled latencies merged after the run,
 //! sweeps over thread counts with repeats and medians, and the outputs (table, JSON, CSV,
-//! Markdown, an SVG chart, a report directory).
+//! Markdown, SVG charts, an HTML page, a report directory).
 //!
 //! It depends on nothing of pglocks but `pglocks-sync` (for [`Backend`](pglocks_sync::Backend)
 //! and its statistics): what is measured is the workloads' business.
 
+pub mod html;
 pub mod plot;
 pub mod render;
 pub mod report;
@@ -65,14 +66,17 @@ pub enum HarnessError {
     },
 }
 
-/// Names of the files a report directory holds.
+/// Names of the files a report directory holds besides the charts (whose names
+/// [`plot::ChartKind::file_name`] gives: `<kind>-<workload>.svg`).
 pub mod files {
-    /// The JSON document.
+    /// The JSON document (DESIGN §4), from which every other file is rendered.
     pub const JSON: &str = "report.json";
-    /// The chart.
-    pub const SVG: &str = "throughput.svg";
-    /// The Markdown tables.
+    /// One row per point, as `--format csv` prints.
+    pub const CSV: &str = "report.csv";
+    /// The tables, as `--format markdown` prints.
     pub const MARKDOWN: &str = "report.md";
+    /// The page that ties the report together.
+    pub const HTML: &str = "index.html";
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HarnessError + '_ {
@@ -82,26 +86,43 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HarnessError + '_ {
     }
 }
 
-/// Writes `report` into `dir` (created if needed): the JSON, the SVG chart and the Markdown.
-pub fn save_report(report: &Report, dir: &Path) -> Result<(), HarnessError> {
-    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let json = dir.join(files::JSON);
-    std::fs::write(&json, render(report, Format::Json)?).map_err(io_err(&json))?;
-    render_saved(report, dir)
+fn write_file(path: &Path, text: &str) -> Result<(), HarnessError> {
+    std::fs::write(path, text).map_err(io_err(path))
 }
 
-/// Re-renders the chart and Markdown of a report directory from its JSON (`pglocks report DIR`).
-pub fn rerender(dir: &Path) -> Result<Report, HarnessError> {
+/// Writes `report` into `dir` (created if needed) and returns the names of the files written:
+/// `report.json`, then everything rendered from it (see [`rerender`]).
+///
+/// The other files are rendered from the JSON as written, not from `report` in memory, so that
+/// `pglocks report DIR` reproduces them byte for byte (a float that did not survive the trip
+/// through JSON exactly would otherwise be rendered from two different values).
+pub fn save_report(report: &Report, dir: &Path) -> Result<Vec<String>, HarnessError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    write_file(&dir.join(files::JSON), &render(report, Format::Json)?)?;
+    let (_, rendered) = rerender(dir)?;
+    Ok([files::JSON.to_string()]
+        .into_iter()
+        .chain(rendered)
+        .collect())
+}
+
+/// Re-renders a report directory from its `report.json` (`pglocks report DIR`): `report.csv`,
+/// `report.md`, `index.html` and the charts, four per workload. Returns the report and the names
+/// of the files written. Every file is a function of the JSON alone: the same JSON renders the
+/// same bytes.
+pub fn rerender(dir: &Path) -> Result<(Report, Vec<String>), HarnessError> {
     let json = dir.join(files::JSON);
     let text = std::fs::read_to_string(&json).map_err(io_err(&json))?;
     let report: Report = serde_json::from_str(&text)?;
-    render_saved(&report, dir)?;
-    Ok(report)
-}
-
-fn render_saved(report: &Report, dir: &Path) -> Result<(), HarnessError> {
-    plot::write_svg(report, &dir.join(files::SVG))?;
-    let md = dir.join(files::MARKDOWN);
-    std::fs::write(&md, render(report, Format::Markdown)?).map_err(io_err(&md))?;
-    Ok(())
+    let mut written = Vec::new();
+    for (name, text) in [
+        (files::CSV, render(&report, Format::Csv)?),
+        (files::MARKDOWN, render(&report, Format::Markdown)?),
+        (files::HTML, html::index_html(&report)),
+    ] {
+        write_file(&dir.join(name), &text)?;
+        written.push(name.to_string());
+    }
+    written.extend(plot::write_charts(&report, dir)?);
+    Ok((report, written))
 }

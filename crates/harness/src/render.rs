@@ -1,7 +1,7 @@
 //! Rendering a [`Report`]: a terminal table, Markdown, CSV and JSON. Every format is computed
 //! from the report alone, so `pglocks report DIR` renders a saved run exactly as it was printed.
 
-use crate::report::{Point, Report};
+use crate::report::{Point, Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
 
@@ -67,8 +67,32 @@ fn of_ideal(p: &Point) -> String {
         .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0))
 }
 
+/// One point's row of a main table: `name`, threads, ops/s, ns/op/thread, efficiency, the ideal
+/// and the fraction of it if `with_ideal`, the `latencies` given, and every run's ops/s.
+pub(crate) fn point_cells(
+    name: String,
+    p: &Point,
+    with_ideal: bool,
+    latencies: &[u64],
+) -> Vec<String> {
+    let mut row = vec![
+        name,
+        p.threads.to_string(),
+        si(p.ops_per_sec),
+        format!("{:.2}", p.ns_per_op()),
+        efficiency(p),
+    ];
+    if with_ideal {
+        row.extend([ideal(p), of_ideal(p)]);
+    }
+    row.extend(latencies.iter().map(u64::to_string));
+    let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
+    row.push(runs.join(" "));
+    row
+}
+
 /// A metric's value: an integer without decimals, anything else with two.
-fn metric_value(v: f64) -> String {
+pub(crate) fn metric_value(v: f64) -> String {
     if v.is_finite() && v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -78,6 +102,15 @@ fn metric_value(v: f64) -> String {
 
 fn tables(report: &Report, preset: &str) -> String {
     let points = || report.series.iter().flat_map(|s| &s.points);
+    // A report of several workloads names each series with its workload.
+    let several = crate::plot::workloads(report).len() > 1;
+    let name = |s: &Series| {
+        if several {
+            format!("{} {}", s.workload, s.label())
+        } else {
+            s.label()
+        }
+    };
     // The ideal columns appear only when some point has an ideal.
     let with_ideal = points().any(|p| p.ideal_ops_per_sec.is_some());
     let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
@@ -105,28 +138,12 @@ fn tables(report: &Report, preset: &str) -> String {
     let mut any_metrics = false;
     for s in &report.series {
         for p in &s.points {
-            let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
-            let mut row = vec![
-                s.label(),
-                p.threads.to_string(),
-                si(p.ops_per_sec),
-                format!("{:.2}", p.ns_per_op()),
-                efficiency(p),
-            ];
-            if with_ideal {
-                row.extend([ideal(p), of_ideal(p)]);
-            }
-            row.extend([
-                p.latency_ns.p50.to_string(),
-                p.latency_ns.p99.to_string(),
-                p.latency_ns.p999.to_string(),
-                runs.join(" "),
-            ]);
-            t.add_row(row);
+            let l = &p.latency_ns;
+            t.add_row(point_cells(name(s), p, with_ideal, &[l.p50, l.p99, l.p999]));
             for w in &p.waits {
                 any_waits = true;
                 waits.add_row(vec![
-                    s.label(),
+                    name(s),
                     p.threads.to_string(),
                     w.lock.clone(),
                     w.mode.clone(),
@@ -137,7 +154,7 @@ fn tables(report: &Report, preset: &str) -> String {
             for m in &p.metrics {
                 any_metrics = true;
                 metrics.add_row(vec![
-                    s.label(),
+                    name(s),
                     p.threads.to_string(),
                     m.name.clone(),
                     metric_value(m.value),

@@ -2,10 +2,11 @@
 //! how runs become points: the median of `--repeat` runs, all runs kept, efficiency against the
 //! 1-thread point.
 //!
-//! Two keys of a point extend DESIGN §4's document and are optional: `ideal_ops_per_sec` and
-//! `metrics` (see [`Point`]). They are present only for workloads that have an ideal throughput
-//! or count their own events, and absent otherwise, so the documents of every other workload are
-//! exactly DESIGN §4's (and older documents still parse).
+//! Three keys of a point extend DESIGN §4's document and are optional: `ideal_ops_per_sec`,
+//! `metrics` and `timeline_ops_per_sec` (see [`Point`]). They are present only for workloads that
+//! have an ideal throughput or count their own events, and for runs of at least one timeline
+//! interval (100 ms), and absent otherwise, so the documents of every other run are exactly
+//! DESIGN §4's (and older documents still parse).
 
 use crate::team::TeamRun;
 use pglocks_sync::stats::EventStats;
@@ -68,9 +69,10 @@ pub struct Series {
 
 /// One thread count's result.
 ///
-/// The last two fields, `ideal_ops_per_sec` and `metrics`, are optional extensions of DESIGN §4's
-/// document: omitted from the JSON when absent (no ideal, no metrics), and absent keys parse as
-/// such. Every other key is required.
+/// The last three fields, `ideal_ops_per_sec`, `metrics` and `timeline_ops_per_sec`, are optional
+/// extensions of DESIGN §4's document: omitted from the JSON when absent (no ideal, no metrics, a
+/// run shorter than one timeline interval), and absent keys parse as such. Every other key is
+/// required.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Point {
@@ -99,6 +101,11 @@ pub struct Point {
     /// when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<Metric>,
+    /// Optional extension: the median run's throughput in each full 100 ms interval of its
+    /// measured time, in order (like pgbench's `-P 0.1` progress lines); the key is absent when
+    /// the run was shorter than one interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline_ops_per_sec: Vec<f64>,
 }
 
 /// One named metric of a point (an optional extension of DESIGN §4's document).
@@ -187,6 +194,7 @@ impl Point {
             per_thread_ops: median.per_thread_ops.clone(),
             ideal_ops_per_sec: median.ideal_ops_per_sec,
             metrics: metrics(&median.stats.events),
+            timeline_ops_per_sec: median.timeline_ops_per_sec.clone(),
         }
     }
 
@@ -305,6 +313,7 @@ pub(crate) mod tests {
             per_thread_ops: vec![],
             ideal_ops_per_sec: None,
             metrics: vec![],
+            timeline_ops_per_sec: vec![],
         }
     }
 
@@ -344,6 +353,7 @@ pub(crate) mod tests {
         let o = json.as_object().unwrap();
         assert!(!o.contains_key("ideal_ops_per_sec"), "{json}");
         assert!(!o.contains_key("metrics"), "{json}");
+        assert!(!o.contains_key("timeline_ops_per_sec"), "{json}");
         assert_eq!(plain.ideal_fraction(), None);
         assert_eq!(serde_json::from_value::<Point>(json).unwrap(), plain);
 
@@ -359,10 +369,12 @@ pub(crate) mod tests {
                 value: 3.25,
             },
         ];
+        p.timeline_ops_per_sec = vec![1400.0, 1600.5];
         assert_eq!(p.ideal_fraction(), Some(0.75));
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["ideal_ops_per_sec"], 2000.0);
         assert_eq!(json["metrics"][1]["name"], "wal.commits_per_flush.mean");
+        assert_eq!(json["timeline_ops_per_sec"][1], 1600.5);
         assert_eq!(serde_json::from_value::<Point>(json.clone()).unwrap(), p);
         // A metric is as strict as the rest of the document.
         let mut bad = json;
@@ -385,6 +397,7 @@ pub(crate) mod tests {
                 latency: hdrhistogram::Histogram::new(3).unwrap(),
                 stats,
                 ideal_ops_per_sec: ideal,
+                timeline_ops_per_sec: vec![ops as f64],
             }
         };
         let runs = [
@@ -396,6 +409,7 @@ pub(crate) mod tests {
         assert_eq!(p.ops_per_sec, 40.0);
         assert_eq!(p.ideal_ops_per_sec, Some(50.0));
         assert_eq!(p.ideal_fraction(), Some(0.8));
+        assert_eq!(p.timeline_ops_per_sec, [20.0], "the median run's timeline");
         let m: Vec<(&str, f64)> = p.metrics.iter().map(|m| (&*m.name, m.value)).collect();
         assert_eq!(
             m,

@@ -2,6 +2,9 @@
 //! The runs go round-robin: each of the `repeat` rounds visits every thread count, and at each
 //! one every series in turn.
 //!
+//! A sweep may mix workloads: each series names its own, and [`SweepConfig::workload`] names
+//! the report's (such as `select-only,tpcb-like`); every series runs at the same thread counts.
+//!
 //! The harness does not know what a series runs: a workload hands it one closure per series
 //! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
 //! apart (STYLE.md): workloads never print, and the harness never knows what a lock is.
@@ -32,7 +35,8 @@ pub struct SeriesSpec<'a> {
 /// Settings of a sweep.
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
-    /// Workload name (for the report).
+    /// Workload name for the report's config; for series of several workloads, all their names
+    /// (`select-only,tpcb-like`).
     pub workload: String,
     /// Thread counts, in order.
     pub threads: Vec<usize>,
@@ -77,7 +81,10 @@ pub fn sweep(
                 sample_every: cfg.sample_every,
             };
             for (i, s) in series.iter().enumerate() {
-                bar.set_message(format!("{}/{} at {threads} threads", s.preset, s.impl_name));
+                bar.set_message(format!(
+                    "{} {}/{} at {threads} threads",
+                    s.workload, s.preset, s.impl_name
+                ));
                 runs[i][t].push((s.run)(&spec)?);
                 bar.inc(1);
             }
@@ -163,7 +170,8 @@ mod tests {
         let series: Vec<SeriesSpec<'_>> = ["a", "b"]
             .into_iter()
             .map(|name| SeriesSpec {
-                workload: "w".into(),
+                // Two workloads in one sweep: each series keeps its own.
+                workload: format!("w{name}"),
                 preset: name.into(),
                 impl_name: "pg".into(),
                 run: Box::new({
@@ -177,6 +185,7 @@ mod tests {
                             latency: hdrhistogram::Histogram::new(3).unwrap(),
                             stats: Default::default(),
                             ideal_ops_per_sec: None,
+                            timeline_ops_per_sec: vec![],
                         })
                     }
                 }),
@@ -194,6 +203,8 @@ mod tests {
             ["a1", "b1", "a2", "b2", "a1", "b1", "a2", "b2"],
             "each round visits every point once, series side by side"
         );
+        let workloads: Vec<&str> = report.series.iter().map(|s| &*s.workload).collect();
+        assert_eq!(workloads, ["wa", "wb"]);
         // Every point still gets its own runs.
         for s in &report.series {
             let threads: Vec<_> = s.points.iter().map(|p| p.threads).collect();

@@ -7,12 +7,21 @@
 //! histogram), *stop*. Elapsed time is taken by the main thread between the two phase changes, so
 //! a thread that is descheduled at the boundary shifts at most one operation across it.
 //!
-//! Nothing is shared on the hot path but the read-mostly phase word: each thread counts into its
-//! own variables and its backend's statistics, and the main thread merges them after `join`.
+//! Nothing is shared on the hot path but the read-mostly phase word and one counter per thread:
+//! each thread counts into its own variables and its backend's statistics, and the main thread
+//! merges them after `join`.
+//!
+//! Throughput against time (like pgbench's `-P` progress lines): each thread also publishes its
+//! running count of measured operations in a cache-padded counter of its own (one relaxed store per
+//! operation, on a line no other thread writes), and the main thread, which sleeps through the
+//! measure phase anyway, reads all the counters every [`TIMELINE_INTERVAL`]. The differences of
+//! consecutive readings over their actual spacing are the run's per-interval throughput. Only full
+//! intervals are kept: a run shorter than one interval has an empty timeline, and the tail after
+//! the last full interval is left out, as pgbench's last progress line only covers a full period.
 
 use crate::HarnessError;
 use hdrhistogram::Histogram;
-use pglocks_sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use pglocks_sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use pglocks_sync::stats::BackendStats;
 use pglocks_sync::{Backend, CachePadded, ProcTable};
 use std::time::{Duration, Instant};
@@ -21,6 +30,9 @@ const STARTING: u8 = 0;
 const WARMUP: u8 = 1;
 const MEASURE: u8 = 2;
 const STOP: u8 = 3;
+
+/// How often the main thread samples the team's running operation count for the timeline.
+pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Longest latency the histograms track (longer samples are clamped to it).
 const MAX_LATENCY_NS: u64 = 60_000_000_000;
@@ -57,6 +69,9 @@ pub struct TeamRun {
     /// committers over one flush's latency); [`run_team`] leaves it `None` and a workload sets it
     /// on the run it returns.
     pub ideal_ops_per_sec: Option<f64>,
+    /// Throughput of all threads in each full [`TIMELINE_INTERVAL`] of the measured time, in
+    /// order (empty for a run shorter than one interval).
+    pub timeline_ops_per_sec: Vec<f64>,
 }
 
 impl TeamRun {
@@ -99,6 +114,10 @@ where
     }
     let phase = CachePadded::new(AtomicU8::new(STARTING));
     let ready = AtomicUsize::new(0);
+    let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let mut timeline = Vec::new();
     let mut results = Vec::with_capacity(spec.threads);
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|scope| {
@@ -106,7 +125,7 @@ where
             .map(|i| {
                 let op = make_op(i);
                 let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i);
-                let (phase, ready) = (&phase, &ready);
+                let (phase, ready, count) = (&phase, &ready, &*published[i]);
                 let sample_every = spec.sample_every;
                 std::thread::Builder::new()
                     .name(format!("backend-{i}"))
@@ -121,7 +140,7 @@ where
                             std::thread::park();
                         }
                         let mut backend = backend.map_err(|e| -> OpError { Box::new(e) })?;
-                        run_thread(op, &mut backend, phase, sample_every).inspect_err(|_| {
+                        run_thread(op, &mut backend, phase, count, sample_every).inspect_err(|_| {
                             phase.store(STOP, Ordering::Relaxed);
                         })
                     })
@@ -152,7 +171,8 @@ where
         sleep_unless_stopped(&phase, spec.warmup);
         let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
         let start = Instant::now();
-        sleep_unless_stopped(&phase, spec.duration);
+        timeline = sample_timeline(&phase, &published, start, spec.duration);
+        sleep_unless_stopped(&phase, spec.duration.saturating_sub(start.elapsed()));
         phase.store(STOP, Ordering::Relaxed);
         elapsed = start.elapsed();
         for h in handles {
@@ -180,7 +200,41 @@ where
         latency,
         stats,
         ideal_ops_per_sec: None,
+        timeline_ops_per_sec: timeline,
     })
+}
+
+/// Sleeps through the measured phase from `start`, reading the threads' published counts at every
+/// full [`TIMELINE_INTERVAL`] that ends within `duration`, and returns each interval's throughput.
+/// Stops early (with the intervals so far) if a thread failed and stopped the team.
+fn sample_timeline(
+    phase: &AtomicU8,
+    published: &[CachePadded<AtomicU64>],
+    start: Instant,
+    duration: Duration,
+) -> Vec<f64> {
+    let total = || -> u64 { published.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
+    let intervals = (duration.as_nanos() / TIMELINE_INTERVAL.as_nanos()) as u32;
+    let mut out = Vec::with_capacity(intervals as usize);
+    let (mut last_at, mut last_ops) = (start, 0);
+    for k in 1..=intervals {
+        sleep_unless_stopped(
+            phase,
+            (start + TIMELINE_INTERVAL * k).saturating_duration_since(Instant::now()),
+        );
+        if phase.load(Ordering::Relaxed) == STOP {
+            break;
+        }
+        let (at, ops) = (Instant::now(), total());
+        let secs = (at - last_at).as_secs_f64();
+        out.push(if secs > 0.0 {
+            ops.saturating_sub(last_ops) as f64 / secs
+        } else {
+            0.0
+        });
+        (last_at, last_ops) = (at, ops);
+    }
+    out
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -204,6 +258,7 @@ fn run_thread<F, E>(
     mut op: F,
     backend: &mut Backend,
     phase: &AtomicU8,
+    published: &AtomicU64,
     sample_every: u32,
 ) -> Result<ThreadResult, OpError>
 where
@@ -230,6 +285,7 @@ where
             until_sample = until_sample.wrapping_sub(1);
         }
         ops += 1;
+        published.store(ops, Ordering::Relaxed);
     }
     Ok(ThreadResult {
         ops,
@@ -265,6 +321,33 @@ mod tests {
         // Each thread times its first operation and every fourth after it: ceil(ops / 4).
         let samples = run.latency.len();
         assert!(samples * 4 >= run.total_ops() && samples * 4 <= run.total_ops() + 9);
+    }
+
+    #[test]
+    fn the_timeline_has_one_throughput_per_full_interval() {
+        let procs = ProcTable::new(2);
+        let op = |_| |_b: &mut Backend| -> Result<(), std::io::Error> { Ok(()) };
+        // Shorter than one interval: no timeline.
+        let run = run_team(&spec(2), &procs, op).unwrap();
+        assert!(run.timeline_ops_per_sec.is_empty());
+        let mut s = spec(2);
+        s.duration = Duration::from_millis(500);
+        let run = run_team(&s, &procs, op).unwrap();
+        let timeline = &run.timeline_ops_per_sec;
+        assert_eq!(timeline.len(), 5, "{timeline:?}");
+        assert!(timeline.iter().all(|&r| r > 0.0), "{timeline:?}");
+        // The intervals together account for (nearly) all the run's operations: this checks what
+        // is counted, not how fast (the machine may be shared; the bounds are wide).
+        let counted: f64 = timeline.iter().map(|r| r * 0.1).sum();
+        let total = run.total_ops() as f64;
+        assert!(
+            counted > 0.5 * total && counted < 1.5 * total,
+            "{counted} of {total}: {timeline:?}"
+        );
+        // The tail after the last full interval is left out.
+        s.duration = Duration::from_millis(250);
+        let run = run_team(&s, &procs, op).unwrap();
+        assert_eq!(run.timeline_ops_per_sec.len(), 2);
     }
 
     #[test]
