@@ -65,7 +65,8 @@ enum Command {
 struct RunArgs {
     /// Workload (see `pglocks list`).
     workload: String,
-    /// PostgreSQL release presets, comma-separated.
+    /// PostgreSQL release presets, comma-separated; `P+knob=value` gives one preset a knob of its
+    /// own, so that a change runs beside its release (`pg92,pg92+fast_path=off`).
     #[arg(long, default_value = workloads::DEFAULT_PRESET)]
     preset: String,
     /// Implementations, comma-separated (default: PostgreSQL's, `pg`).
@@ -252,9 +253,16 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     }
     let mut series = Vec::new();
     for p in list(&a.preset) {
-        let preset = Preset::by_name(&p)?;
+        // `pg92+fast_path=off`: a preset with knobs of its own, after the run's `--set`s, so
+        // that one change runs beside its release in the same round-robin sweep.
+        let mut parts = p.split('+');
+        let preset = Preset::by_name(parts.next().unwrap_or_default())?;
+        let mut own_sets = sets.clone();
+        own_sets.extend(parts.map(str::to_string));
         for i in list(&a.impls) {
-            series.push(workloads::series(&a.workload, preset, &i, &sets)?);
+            let mut s = workloads::series(&a.workload, preset, &i, &own_sets)?;
+            s.preset = p.clone();
+            series.push(s);
         }
     }
     if series.is_empty() {

@@ -54,6 +54,11 @@ fn unknown_names_exit_2_and_list_choices() {
         &run_args(&["--set", "tas_spin=maybe"]),
         "expected on or off",
     );
+    fails_with(
+        &run_args(&["--preset", "pg92+nosuch=1"]),
+        "unknown knob 'nosuch'",
+    );
+    fails_with(&run_args(&["--preset", "pg99+tas_spin=on"]), "valid: pg81");
     fails_with(&run_args(&["--pin", "diagonal"]), "compact");
     fails_with(
         &run_args(&["--format", "yaml"]),
@@ -139,6 +144,32 @@ fn run_prints_json_of_the_documented_shape() {
     assert_eq!(points[0]["efficiency"], 1.0);
     assert_eq!(points[1]["per_thread_ops"].as_array().unwrap().len(), 2);
     assert!(points[1]["ops_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+/// `P+knob=value` runs a preset with a knob of its own beside the others, under its own name.
+#[test]
+fn a_preset_can_carry_its_own_knob() {
+    let out = pglocks(&run_args(&[
+        "--preset",
+        "pg94,pg94+tas_spin=off",
+        "--format",
+        "json",
+        "--set",
+        "lwlock_stats=on",
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let presets: Vec<&str> = v["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["preset"].as_str().unwrap())
+        .collect();
+    assert_eq!(presets, ["pg94", "pg94+tas_spin=off"]);
 }
 
 #[test]
