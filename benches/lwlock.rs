@@ -42,7 +42,6 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use pglocks_harness::{PinPolicy, Topology};
 use pglocks_lwlock::{
     AtomicLwLock, HandoffLwLock, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock, Pg18Layout,
     Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
@@ -53,7 +52,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 mod common;
-use common::{config, thread_counts, Pool};
+use common::{config, placements, thread_counts, Placement, Pool};
 
 /// The two modes both groups measure.
 const MODES: [LwLockMode; 2] = [LwLockMode::Exclusive, LwLockMode::Shared];
@@ -210,19 +209,10 @@ fn uncontended(c: &mut Criterion) {
 }
 
 fn scaling(c: &mut Criterion) {
-    // Read once, on this (never pinned) thread, before any worker pins itself.
-    let (pin_order, cpus) = match Topology::detect() {
-        Ok(topo) => (
-            topo.pin_order(PinPolicy::Compact)
-                .expect("compact order always exists"),
-            topo.logical_cpus(),
-        ),
-        Err(e) => {
-            eprintln!("lwlock: cannot read the topology ({e}); threads will not be pinned");
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (Vec::new(), cpus)
-        }
-    };
+    // The compact placement: every cpu, read before any worker pins itself.
+    let Placement {
+        pin_order, cpus, ..
+    } = placements("lwlock").swap_remove(0);
     let counts = thread_counts(cpus);
     let mut group = c.benchmark_group("lwlock_scaling");
     for mode in MODES {

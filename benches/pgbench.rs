@@ -18,12 +18,12 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use pglocks_harness::{PinPolicy, TeamSpec, Topology};
+use pglocks_harness::TeamSpec;
 use pglocks_workloads::{series, Preset};
 use std::time::Duration;
 
 mod common;
-use common::{config, thread_counts};
+use common::{config, placements, thread_counts};
 
 const PRESETS: [&str; 3] = ["pg91", "pg92", "pg18"];
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
@@ -83,26 +83,8 @@ fn placement(c: &mut Criterion, group_name: &str, pin_order: &[usize], cpus: usi
 }
 
 fn pgbench(c: &mut Criterion) {
-    match Topology::detect() {
-        Ok(topo) => {
-            let compact = topo
-                .pin_order(PinPolicy::Compact)
-                .expect("compact order always exists");
-            placement(c, "pgbench/compact", &compact, topo.logical_cpus());
-            if topo.nodes.len() > 1 {
-                for node in &topo.nodes {
-                    let order = topo
-                        .pin_order(PinPolicy::Node(node.id))
-                        .expect("a detected node has cpus");
-                    placement(c, &format!("pgbench/node:{}", node.id), &order, order.len());
-                }
-            }
-        }
-        Err(e) => {
-            eprintln!("pgbench: cannot read the topology ({e}); threads will not be pinned");
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            placement(c, "pgbench/compact", &[], cpus);
-        }
+    for p in placements("pgbench") {
+        placement(c, &format!("pgbench/{}", p.name), &p.pin_order, p.cpus);
     }
 }
 

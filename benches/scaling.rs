@@ -23,7 +23,6 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use pglocks_harness::{PinPolicy, Topology};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
@@ -31,7 +30,7 @@ use pglocks_sync::{Backend, CachePadded, ProcTable};
 use std::sync::Arc;
 
 mod common;
-use common::{config, thread_counts, Pool};
+use common::{config, placements, thread_counts, Pool};
 
 /// A lock around a counter, as the benchmark needs it.
 trait Contended: Send + Sync + 'static {
@@ -131,27 +130,8 @@ fn placement(c: &mut Criterion, group_name: &str, pin_order: &[usize], cpus: usi
 }
 
 fn scaling(c: &mut Criterion) {
-    // Read once, on this (never pinned) thread, before any worker pins itself.
-    match Topology::detect() {
-        Ok(topo) => {
-            let compact = topo
-                .pin_order(PinPolicy::Compact)
-                .expect("compact order always exists");
-            placement(c, "scaling/compact", &compact, topo.logical_cpus());
-            if topo.nodes.len() > 1 {
-                for node in &topo.nodes {
-                    let order = topo
-                        .pin_order(PinPolicy::Node(node.id))
-                        .expect("a detected node has cpus");
-                    placement(c, &format!("scaling/node:{}", node.id), &order, order.len());
-                }
-            }
-        }
-        Err(e) => {
-            eprintln!("scaling: cannot read the topology ({e}); threads will not be pinned");
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            placement(c, "scaling/compact", &[], cpus);
-        }
+    for p in placements("scaling") {
+        placement(c, &format!("scaling/{}", p.name), &p.pin_order, p.cpus);
     }
 }
 

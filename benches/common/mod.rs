@@ -207,3 +207,51 @@ pub fn thread_counts(cpus: usize) -> Vec<usize> {
     counts.push(max);
     counts
 }
+
+/// One placement of a bench's threads: a name for its criterion group (`compact`, `node:N`),
+/// the cpus in pinning order (empty: unpinned) and how many there are.
+pub struct Placement {
+    pub name: String,
+    pub pin_order: Vec<usize>,
+    pub cpus: usize,
+}
+
+/// The placements a scaling bench runs: every cpu in the harness's compact order (a node at a
+/// time, physical cores before SMT siblings), then each node alone on a machine with several.
+/// The topology is read here, on the (never pinned) main thread; if it cannot be read, one
+/// unpinned placement over the available parallelism.
+pub fn placements(bench: &str) -> Vec<Placement> {
+    use pglocks_harness::{PinPolicy, Topology};
+    match Topology::detect() {
+        Ok(topo) => {
+            let mut out = vec![Placement {
+                name: "compact".into(),
+                pin_order: topo
+                    .pin_order(PinPolicy::Compact)
+                    .expect("compact order always exists"),
+                cpus: topo.logical_cpus(),
+            }];
+            if topo.nodes.len() > 1 {
+                for node in &topo.nodes {
+                    let order = topo
+                        .pin_order(PinPolicy::Node(node.id))
+                        .expect("a detected node has cpus");
+                    out.push(Placement {
+                        name: format!("node:{}", node.id),
+                        cpus: order.len(),
+                        pin_order: order,
+                    });
+                }
+            }
+            out
+        }
+        Err(e) => {
+            eprintln!("{bench}: cannot read the topology ({e}); threads will not be pinned");
+            vec![Placement {
+                name: "compact".into(),
+                pin_order: vec![],
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            }]
+        }
+    }
+}
