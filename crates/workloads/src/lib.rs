@@ -587,6 +587,30 @@ mod tests {
         }
     }
 
+    /// Every workload on every preset (its first implementation, PostgreSQL's model), and every
+    /// implementation on the default preset, for a short run: none fails and each does work.
+    #[test]
+    fn every_preset_runs_every_workload() {
+        let sets = [
+            "backends=10".into(),
+            "flush_latency=50us".into(),
+            "xid_window=5000".into(),
+        ];
+        for w in WORKLOADS {
+            for preset in PRESETS {
+                let s = series(w.name, preset, w.impls[0].0, &sets).unwrap();
+                let run = (s.run)(&quick_spec(2)).unwrap();
+                assert!(run.total_ops() > 0, "{} on {}", w.name, preset.name);
+            }
+            let default = Preset::by_name(DEFAULT_PRESET).unwrap();
+            for (impl_name, _) in w.impls {
+                let s = series(w.name, default, impl_name, &sets).unwrap();
+                let run = (s.run)(&quick_spec(2)).unwrap();
+                assert!(run.total_ops() > 0, "{} {impl_name}", w.name);
+            }
+        }
+    }
+
     #[test]
     fn macro_workloads_run_on_every_preset() {
         for preset in PRESETS {
