@@ -51,6 +51,28 @@ enum Command {
         #[arg(long, default_value = "pg14")]
         preset: String,
     },
+    /// Run every primitive and macro workload at once with invariant checks; exit 1 on the first
+    /// violation or a hang, with the seed that repeats the run.
+    Stress {
+        /// How long to run.
+        #[arg(long, default_value = "60s")]
+        duration: String,
+        /// Threads in all, dealt out to the parts (at least one per part).
+        #[arg(long, default_value_t = 64)]
+        threads: usize,
+        /// The release whose models run.
+        #[arg(long, default_value = workloads::DEFAULT_PRESET)]
+        preset: String,
+        /// Seed of every thread's random choices (default: from the clock, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override one knob of the preset, `knob=value` (repeatable).
+        #[arg(long = "set", value_name = "KNOB=VALUE")]
+        sets: Vec<String>,
+        /// Report a thread that makes no progress for this long as hung.
+        #[arg(long, default_value = "30s")]
+        hang_after: String,
+    },
     /// Re-render a saved run directory (CSV, Markdown, SVG charts, index.html) from its report.json.
     Report {
         /// The run directory.
@@ -123,6 +145,9 @@ pub enum CliError {
     /// The harness failed (topology, files, a workload's own error).
     #[error(transparent)]
     Harness(#[from] HarnessError),
+    /// `pglocks stress` found a violation or a hang (exit status 1).
+    #[error("{0}")]
+    StressFailed(String),
     /// An isolation spec could not be read, parsed or run.
     #[error("{file}: {error}")]
     Isolation {
@@ -504,7 +529,97 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
         Some(Command::Report { dir, format }) => report(&dir, &format),
+        Some(Command::Stress {
+            duration,
+            threads,
+            preset,
+            seed,
+            sets,
+            hang_after,
+        }) => {
+            let mut settings = Preset::by_name(&preset)?.settings();
+            for set in &sets {
+                settings.apply(set)?;
+            }
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+            let cfg = workloads::stress::StressConfig {
+                duration: parse_duration("--duration", &duration)?,
+                threads,
+                settings,
+                seed,
+                hang_after: parse_duration("--hang-after", &hang_after)?,
+            };
+            stress(&cfg, &preset, &sets)
+        }
     }
+}
+
+/// `pglocks stress`: runs, prints the summary table, and fails with the seed on a violation.
+fn stress(
+    cfg: &workloads::stress::StressConfig,
+    preset: &str,
+    sets: &[String],
+) -> Result<(), CliError> {
+    eprintln!(
+        "pglocks stress: {} threads over {} parts, {} on {preset}, seed {}",
+        cfg.threads,
+        workloads::stress::PARTS.len(),
+        humantime::format_duration(cfg.duration),
+        cfg.seed
+    );
+    let report = workloads::stress::stress(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    println!(
+        "{:<12} {:>7} {:>14} {:>14} {:>10}  {:<12} {:>10}",
+        "part", "threads", "operations", "checks", "events", "(what)", "violations"
+    );
+    let mut totals = (0, 0);
+    for p in &report.parts {
+        let failed = report
+            .violation
+            .as_deref()
+            .is_some_and(|v| v.starts_with(&format!("{}:", p.name)));
+        println!(
+            "{:<12} {:>7} {:>14} {:>14} {:>10}  {:<12} {:>10}",
+            p.name,
+            p.threads,
+            p.ops,
+            p.checks,
+            p.events,
+            p.events_name,
+            u8::from(failed)
+        );
+        totals = (totals.0 + p.ops, totals.1 + p.checks);
+    }
+    println!(
+        "{:<12} {:>7} {:>14} {:>14}  in {:.1} s; violations {}, hangs {}",
+        "all",
+        cfg.threads,
+        totals.0,
+        totals.1,
+        report.elapsed.as_secs_f64(),
+        u8::from(report.violation.is_some()),
+        report.hangs.len()
+    );
+    if report.passed() {
+        return Ok(());
+    }
+    let mut why = Vec::new();
+    if let Some(v) = &report.violation {
+        why.push(format!("VIOLATION {v}"));
+    }
+    why.extend(report.hangs.iter().map(|h| format!("HANG {h}")));
+    let sets: String = sets.iter().map(|s| format!(" --set {s}")).collect();
+    Err(CliError::StressFailed(format!(
+        "{}\nrepeat with: pglocks stress --duration {} --threads {} --preset {preset}{sets} --seed {}",
+        why.join("\n"),
+        humantime::format_duration(cfg.duration),
+        cfg.threads,
+        report.seed
+    )))
 }
 
 #[cfg(test)]

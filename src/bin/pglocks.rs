@@ -1,4 +1,5 @@
-//! The `pglocks` command; all logic is in `pglocks::cli`.
+//! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
+//! a violation or a hang, 2 for a usage or input error.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -7,6 +8,10 @@ fn main() -> ExitCode {
     let cli = pglocks::cli::Cli::parse();
     match pglocks::cli::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ pglocks::cli::CliError::StressFailed(_)) => {
+            eprintln!("pglocks: stress failed:\n{e}");
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("pglocks: error: {e}");
             ExitCode::from(2)

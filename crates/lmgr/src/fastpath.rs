@@ -158,6 +158,20 @@ pub fn group_of(rel: u32, groups: usize) -> usize {
 /// The slot methods take the relation's group `g` (`FastPathLayout::group_of`), which the
 /// caller has computed once for the whole operation.
 impl Slots {
+    /// Relation slots holding any mode, plus the VXID lock if held here.
+    pub fn in_use(&self) -> usize {
+        let slots: usize = self
+            .lock_bits
+            .iter()
+            .map(|&bits| {
+                (0..FP_LOCK_SLOTS_PER_GROUP)
+                    .filter(|&s| slot_bits(bits, s) != 0)
+                    .count()
+            })
+            .sum();
+        slots + usize::from(self.vxid_lock)
+    }
+
     /// Models `FastPathGrantRelationLock`: records `mode` on `rel` in an existing slot for it
     /// or a free one of its group `g`; `false` if the group is full. The second value says
     /// whether a new slot was taken.
@@ -289,6 +303,12 @@ impl<K: RawLwLock> FastPath<K> {
         let r = area.slots.with_mut(|s| f(unsafe { &mut *s }, b));
         area.fp_info_lock.release(b)?;
         Ok(r)
+    }
+
+    /// Strong relation locks counted over every partition of `FastPathStrongRelationLocks`
+    /// (an audit: read without the mutex).
+    pub fn strong_total(&self) -> u64 {
+        self.strong.iter().map(|c| u64::from(c.load(Relaxed))).sum()
     }
 
     /// `FastPathStrongLockHashPartition`.

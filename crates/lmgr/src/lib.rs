@@ -294,6 +294,17 @@ impl<K: RawLwLock> LockManager<K> {
         self.table.entries_in_use()
     }
 
+    /// An audit of the fast-path areas (as `pg_locks` reads them, each under its
+    /// `fpInfoLock`): slots in use over every backend (relation locks and lazy VXID locks) and
+    /// the strong-lock counters' total. Both are 0 once every backend has released everything.
+    pub fn fast_path_in_use(&self, b: &mut Backend) -> Result<(usize, u64), LmgrError> {
+        let mut slots = 0;
+        for procno in 0..self.fast_path.backends() {
+            slots += self.fast_path.with_slots(b, procno, |s, _| s.in_use())?;
+        }
+        Ok((slots, self.fast_path.strong_total()))
+    }
+
     /// `EligibleForRelationFastPath` for a backend of `database`.
     fn eligible(&self, database: u32, tag: &LockTag, mode: LockMode) -> bool {
         self.fast_path.layout() != FastPathLayout::None

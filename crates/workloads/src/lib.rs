@@ -13,6 +13,7 @@ mod pgbench;
 pub mod preset;
 mod procarray;
 mod sinval;
+pub mod stress;
 mod spin;
 mod wal;
 
@@ -243,6 +244,7 @@ pub(crate) type RunResult = Result<pglocks_harness::TeamRun, pglocks_harness::Ha
 struct PgRun<W>(Settings, W);
 
 impl<W: PgWorkload> lwlock::MakeWithLwLock for PgRun<W> {
+    type Output = pglocks_harness::sweep::RunFn<'static>;
     fn make<K: pglocks_lwlock::RawLwLock>(self) -> pglocks_harness::sweep::RunFn<'static> {
         let PgRun(settings, workload) = self;
         Box::new(move |spec| workload.run::<K>(&settings, spec))

@@ -218,11 +218,13 @@ trait MakeRunner {
 /// LWLocks (the LWLock ones, the lock manager, …) implements so that one `match` on the preset
 /// picks the type for all of them.
 pub(crate) trait MakeWithLwLock {
-    fn make<K: RawLwLock>(self) -> RunFn<'static>;
+    /// What `make` builds (a runner, or the stress test's parts).
+    type Output;
+    fn make<K: RawLwLock>(self) -> Self::Output;
 }
 
-/// The runner of `make` for the preset's LWLock implementation.
-pub(crate) fn with_lwlock_type(settings: &Settings, make: impl MakeWithLwLock) -> RunFn<'static> {
+/// What `make` builds for the preset's LWLock implementation.
+pub(crate) fn with_lwlock_type<M: MakeWithLwLock>(settings: &Settings, make: M) -> M::Output {
     match (settings.lwlock, settings.tas_spin) {
         (LwLockVariant::Atomic, _) => make.make::<AtomicLwLock<Pg96Layout>>(),
         (LwLockVariant::Atomic18, _) => make.make::<AtomicLwLock<Pg18Layout>>(),
@@ -240,6 +242,7 @@ pub(crate) fn with_lwlock_type(settings: &Settings, make: impl MakeWithLwLock) -
 struct AsLwLock<R>(R);
 
 impl<R: MakeRunner> MakeWithLwLock for AsLwLock<R> {
+    type Output = RunFn<'static>;
     fn make<K: RawLwLock>(self) -> RunFn<'static> {
         self.0.make::<Lw<K>>()
     }

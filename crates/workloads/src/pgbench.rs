@@ -77,7 +77,8 @@
 use crate::preset::Settings;
 use crate::{proc_table, workload_error, RunResult};
 use pglocks_bufmgr::{BufMgr, BufMgrError, BufferTag, PrivateRefCount};
-use pglocks_harness::{run_team, TeamSpec};
+use crate::stress::{check, setup, Failure, Part, Step, StressError, Tally};
+use pglocks_harness::{run_team, HarnessError, TeamSpec};
 use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
     LockTimeouts,
@@ -90,7 +91,7 @@ use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::{MemoryStore, SlruError};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
-use pglocks_sync::Backend;
+use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
 use rand::RngExt;
@@ -99,7 +100,7 @@ use std::sync::atomic::{
     AtomicU32,
     Ordering::{AcqRel, Acquire, Relaxed},
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Implementations of the macro workloads.
 pub const IMPLS: &[(&str, &str)] = &[(
@@ -656,12 +657,16 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 }
 
-fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
+/// The cluster of a run for `threads` running backends, every connection registered in the
+/// ProcArray and the sinval queue, and one session per running thread (the threads attach to
+/// the first slots of the returned table and take the first sinval entries).
+#[allow(clippy::type_complexity)]
+fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     settings: &Settings,
     kind: Kind,
-    spec: &TeamSpec,
-) -> RunResult {
-    let backends = crate::procarray::registered_backends(settings, spec.threads)?;
+    threads: usize,
+) -> Result<(Arc<Cluster<K, R, P, V>>, Vec<Session>, ProcTable), HarnessError> {
+    let backends = crate::procarray::registered_backends(settings, threads)?;
     let procs = proc_table(settings, backends);
     let scale = u64::from(settings.scale);
     let updates = kind == Kind::TpcbLike;
@@ -702,15 +707,15 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     // attach to the first slots and take the first sinval entries.
     let sessions = {
         let mut b = procs.attach().map_err(workload_error)?;
-        let mut sessions = Vec::with_capacity(spec.threads);
+        let mut sessions = Vec::with_capacity(threads);
         for procno in 0..backends {
             cluster.procs.add(&mut b, procno).map_err(workload_error)?;
             let entry = cluster
                 .sinval
                 .backend_init(&mut b, false)
                 .map_err(workload_error)?;
-            if procno < spec.threads {
-                sessions.push(Some(Session {
+            if procno < threads {
+                sessions.push(Session {
                     local: None,
                     sinval: entry,
                     snapshot: Snapshot::new(),
@@ -718,11 +723,21 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
                     target: None,
                     known_completed: INVALID_TRANSACTION_ID,
-                }));
+                });
             }
         }
-        RefCell::new(sessions)
+        sessions
     };
+    Ok((cluster, sessions, procs))
+}
+
+fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
+    settings: &Settings,
+    kind: Kind,
+    spec: &TeamSpec,
+) -> RunResult {
+    let (cluster, sessions, procs) = build::<K, R, P, V>(settings, kind, spec.threads)?;
+    let sessions = RefCell::new(sessions.into_iter().map(Some).collect::<Vec<_>>());
     run_team(spec, &procs, |i| {
         let cluster = Arc::clone(&cluster);
         let mut s = sessions.borrow_mut()[i]
@@ -730,6 +745,78 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
             .expect("one session per thread");
         move |b: &mut Backend| cluster.transaction(b, &mut s, kind)
     })
+}
+
+/// A macro workload under `pglocks stress`: its transactions must not fail, and at the end the
+/// lock tables are empty, no buffer is pinned, and every row's last updater committed.
+struct MacroPart<K: RawLwLock, R: RawSpinLock> {
+    cluster: Arc<Cluster<K, R, Pad128, LockedVar>>,
+    sessions: Mutex<Vec<Option<Session>>>,
+    procs: ProcTable,
+    kind: Kind,
+}
+
+/// The stress part of macro workload `kind` on `threads` threads.
+pub(crate) fn stress_part<K: RawLwLock, R: RawSpinLock + 'static>(
+    settings: &Settings,
+    kind: Kind,
+    threads: usize,
+) -> Result<Arc<dyn Part>, StressError> {
+    let (cluster, sessions, procs) =
+        build::<K, R, Pad128, LockedVar>(settings, kind, threads).map_err(setup)?;
+    Ok(Arc::new(MacroPart {
+        cluster,
+        sessions: Mutex::new(sessions.into_iter().map(Some).collect()),
+        procs,
+        kind,
+    }))
+}
+
+impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            Kind::SelectOnly => "select-only",
+            Kind::TpcbLike => "tpcb-like",
+            Kind::InsertCommit => "insert-commit",
+        }
+    }
+    fn procs(&self) -> &ProcTable {
+        &self.procs
+    }
+    fn step(self: Arc<Self>, i: usize, _: usize, _: rand::rngs::SmallRng) -> Step {
+        let mut session = self.sessions.lock().map(|mut s| s[i].take()).ok().flatten();
+        Box::new(move |b, t| {
+            let Some(s) = session.as_mut() else {
+                return Err(Failure("no session for this thread".into()));
+            };
+            self.cluster.transaction(b, s, self.kind)?;
+            t.ops += 1;
+            Ok(())
+        })
+    }
+    fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
+        crate::stress::lock_tables_empty(&self.cluster.locks, b, t)?;
+        for id in 0..self.cluster.buffers.nbuffers() as u32 {
+            let pins = self.cluster.buffers.buffer_info(b, id)?.refcount;
+            check(t, pins == 0, || format!("buffer {id} still pinned {pins} times at the end"))?;
+        }
+        let Some(w) = &self.cluster.writes else {
+            return Ok(());
+        };
+        for table in [&self.cluster.accounts, &self.cluster.tellers, &self.cluster.branches] {
+            for (row, word) in table.xmax.iter().enumerate() {
+                let xmax = word.load(Acquire) & !XMAX_COMMITTED;
+                if xmax == INVALID_TRANSACTION_ID {
+                    continue;
+                }
+                let (status, _) = w.clog.get_status(b, xmax)?;
+                check(t, status == XidStatus::Committed, || {
+                    format!("row {row} of relation {} last updated by xid {xmax}, which is {}", table.relid, status.name())
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl crate::PgWorkload for Kind {
