@@ -13,8 +13,8 @@ mod pgbench;
 pub mod preset;
 mod procarray;
 mod sinval;
-pub mod stress;
 mod spin;
+pub mod stress;
 mod wal;
 
 pub use preset::{FlushDeviceKind, Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};

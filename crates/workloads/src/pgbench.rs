@@ -75,9 +75,9 @@
 //! by `select-only` only).
 
 use crate::preset::Settings;
+use crate::stress::{check, setup, Failure, Part, Step, StressError, Tally};
 use crate::{proc_table, workload_error, RunResult};
 use pglocks_bufmgr::{BufMgr, BufMgrError, BufferTag, PrivateRefCount};
-use crate::stress::{check, setup, Failure, Part, Step, StressError, Tally};
 use pglocks_harness::{run_team, HarnessError, TeamSpec};
 use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
@@ -798,12 +798,18 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
         crate::stress::lock_tables_empty(&self.cluster.locks, b, t)?;
         for id in 0..self.cluster.buffers.nbuffers() as u32 {
             let pins = self.cluster.buffers.buffer_info(b, id)?.refcount;
-            check(t, pins == 0, || format!("buffer {id} still pinned {pins} times at the end"))?;
+            check(t, pins == 0, || {
+                format!("buffer {id} still pinned {pins} times at the end")
+            })?;
         }
         let Some(w) = &self.cluster.writes else {
             return Ok(());
         };
-        for table in [&self.cluster.accounts, &self.cluster.tellers, &self.cluster.branches] {
+        for table in [
+            &self.cluster.accounts,
+            &self.cluster.tellers,
+            &self.cluster.branches,
+        ] {
             for (row, word) in table.xmax.iter().enumerate() {
                 let xmax = word.load(Acquire) & !XMAX_COMMITTED;
                 if xmax == INVALID_TRANSACTION_ID {
@@ -811,7 +817,11 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
                 }
                 let (status, _) = w.clog.get_status(b, xmax)?;
                 check(t, status == XidStatus::Committed, || {
-                    format!("row {row} of relation {} last updated by xid {xmax}, which is {}", table.relid, status.name())
+                    format!(
+                        "row {row} of relation {} last updated by xid {xmax}, which is {}",
+                        table.relid,
+                        status.name()
+                    )
                 })?;
             }
         }

@@ -143,7 +143,11 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 /// Fails with `msg` unless `ok`.
-pub(crate) fn check(tally: &mut Tally, ok: bool, msg: impl FnOnce() -> String) -> Result<(), Failure> {
+pub(crate) fn check(
+    tally: &mut Tally,
+    ok: bool,
+    msg: impl FnOnce() -> String,
+) -> Result<(), Failure> {
     tally.checks += 1;
     if ok {
         Ok(())
@@ -240,7 +244,10 @@ impl<R: RawSpinLock + 'static> Part for Spin<R> {
     fn finish(&self, _: &mut Backend, total: &Tally, t: &mut Tally) -> Result<(), Failure> {
         let n = self.counter.get();
         check(t, n == total.ops, || {
-            format!("spinlock-guarded counter {n} after {} increments", total.ops)
+            format!(
+                "spinlock-guarded counter {n} after {} increments",
+                total.ops
+            )
         })
     }
 }
@@ -261,7 +268,13 @@ struct Lw<K: RawLwLock> {
 
 impl<K: RawLwLock> Lw<K> {
     /// Takes lock `l` in `mode` and checks who else holds it.
-    fn enter(&self, b: &mut Backend, t: &mut Tally, l: usize, mode: LwLockMode) -> Result<(), Failure> {
+    fn enter(
+        &self,
+        b: &mut Backend,
+        t: &mut Tally,
+        l: usize,
+        mode: LwLockMode,
+    ) -> Result<(), Failure> {
         self.locks[l].acquire(b, mode)?;
         let (sh, ex) = match mode {
             LwLockMode::Exclusive => (self.shared[l].load(SeqCst), {
@@ -568,7 +581,9 @@ impl<K: RawLwLock> Part for Deadlock<K> {
             let result = if i % 2 == 0 {
                 let errors = pair.errors.swap(0, SeqCst);
                 check(t, errors == 1, || {
-                    format!("pair {p}: a deadlock between two backends reported to {errors} of them")
+                    format!(
+                        "pair {p}: a deadlock between two backends reported to {errors} of them"
+                    )
                 })
             } else {
                 Ok(())
@@ -631,7 +646,9 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for WalPart<K, R> {
             t.ops += 1;
             let durable = self.durable.load(SeqCst);
             check(t, durable >= lsn, || {
-                format!("commit at {lsn:#x} returned but the device is durable only to {durable:#x}")
+                format!(
+                    "commit at {lsn:#x} returned but the device is durable only to {durable:#x}"
+                )
             })?;
             check(t, lsn > last_commit, || {
                 format!("a backend's commit LSN went back from {last_commit:#x} to {lsn:#x}")
@@ -652,7 +669,10 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for WalPart<K, R> {
         let r = self.wal.write_result(b)?;
         let durable = self.durable.load(SeqCst);
         check(t, r.flush <= durable && r.flush <= r.write, || {
-            format!("at the end: flushed {:#x}, written {:#x}, durable {durable:#x}", r.flush, r.write)
+            format!(
+                "at the end: flushed {:#x}, written {:#x}, durable {durable:#x}",
+                r.flush, r.write
+            )
         })
     }
 }
@@ -734,12 +754,21 @@ impl<K: RawLwLock> Part for Xact<K> {
                 let (xid, want) = ((word >> 2) as u32, XidStatus::from_bits((word & 3) as u8));
                 let (got, _) = self.clog.get_status(b, xid)?;
                 check(t, got == want, || {
-                    format!("xid {xid} decided {} but the commit log says {}", want.name(), got.name())
+                    format!(
+                        "xid {xid} decided {} but the commit log says {}",
+                        want.name(),
+                        got.name()
+                    )
                 })?;
             }
             // A snapshot: nothing that had ended before it may be listed as running.
             before.clear();
-            before.extend(self.ended.iter().map(|e| e.load(SeqCst)).filter(|&x| x != 0));
+            before.extend(
+                self.ended
+                    .iter()
+                    .map(|e| e.load(SeqCst))
+                    .filter(|&x| x != 0),
+            );
             self.pa.get_snapshot_data(b, &mut snap)?;
             let running = |x: &u32| snap.xip.contains(x) || snap.subxip.contains(x);
             let wrong = before.iter().find(|&&x| x >= snap.xmax || running(&x));
@@ -749,9 +778,11 @@ impl<K: RawLwLock> Part for Xact<K> {
                     snap.xmin, snap.xmax, wrong
                 )
             })?;
-            check(t, snap.xip.iter().all(|&x| x >= snap.xmin && x < snap.xmax), || {
-                format!("snapshot xip outside [{}, {})", snap.xmin, snap.xmax)
-            })?;
+            check(
+                t,
+                snap.xip.iter().all(|&x| x >= snap.xmin && x < snap.xmax),
+                || format!("snapshot xip outside [{}, {})", snap.xmin, snap.xmax),
+            )?;
             self.pa.end_transaction(b, 0)?;
             Ok(())
         })
@@ -765,7 +796,11 @@ impl<K: RawLwLock> Part for Xact<K> {
             let (xid, want) = ((word >> 2) as u32, XidStatus::from_bits((word & 3) as u8));
             let (got, _) = self.clog.get_status(b, xid)?;
             check(t, got == want, || {
-                format!("at the end: xid {xid} decided {} but the commit log says {}", want.name(), got.name())
+                format!(
+                    "at the end: xid {xid} decided {} but the commit log says {}",
+                    want.name(),
+                    got.name()
+                )
             })?;
         }
         Ok(())
@@ -801,7 +836,12 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for Sinval<K, R> {
     }
     fn step(self: Arc<Self>, i: usize, _: usize, mut rng: SmallRng) -> Step {
         let mut me = None;
-        let mut seen = vec![Seen::default(); self.threads];
+        // A backend joins at the end of the queue: a sender's first message it sees may be any.
+        let fresh = Seen {
+            last: 0,
+            reset_since: true,
+        };
+        let mut seen = vec![fresh; self.threads];
         let mut seq = 0u32;
         Box::new(move |b, t| {
             let me = match &mut me {
@@ -880,9 +920,19 @@ impl<K: RawLwLock> Part for Buffers<K> {
             let info = self.bm.buffer_info(b, buffer.id())?;
             self.bm.release_buffer(b, &mut pins, buffer)?;
             t.ops += 1;
-            check(t, info.tag == Some(tag) && info.valid && info.refcount > 0, || {
-                format!("pinned buffer {} holds {:?} (valid {}, pins {}), not {tag:?}", buffer.id(), info.tag, info.valid, info.refcount)
-            })
+            check(
+                t,
+                info.tag == Some(tag) && info.valid && info.refcount > 0,
+                || {
+                    format!(
+                        "pinned buffer {} holds {:?} (valid {}, pins {}), not {tag:?}",
+                        buffer.id(),
+                        info.tag,
+                        info.valid,
+                        info.refcount
+                    )
+                },
+            )
         })
     }
     fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
@@ -907,7 +957,15 @@ struct Build<'a> {
 
 /// The parts, in the order threads are dealt out.
 pub const PARTS: &[&str] = &[
-    "spin", "lwlock", "lmgr", "deadlock", "wal", "xact", "sinval", "bufmgr", "select-only",
+    "spin",
+    "lwlock",
+    "lmgr",
+    "deadlock",
+    "wal",
+    "xact",
+    "sinval",
+    "bufmgr",
+    "select-only",
     "tpcb-like",
 ];
 
@@ -931,8 +989,8 @@ impl Build<'_> {
         let n = |part: usize| self.shares[part];
         let procs = |part: usize| ProcTable::new(n(part) + 1);
         let durable = Arc::new(AtomicU64::new(0));
-        let wal_device = crate::wal::device(s, s.wal_config(n(4) + 1).segment_size)
-            .map_err(setup)?;
+        let wal_device =
+            crate::wal::device(s, s.wal_config(n(4) + 1).segment_size).map_err(setup)?;
         let clog_store = MemoryStore::new(s.slru_latency);
         let mut bufmgr_cfg = s.bufmgr_config();
         bufmgr_cfg.nbuffers = 128;
@@ -945,7 +1003,9 @@ impl Build<'_> {
             }),
             Arc::new(Lw::<K> {
                 procs: procs(1),
-                locks: (0..LWLOCKS).map(|_| CachePadded::new(K::new("stress"))).collect(),
+                locks: (0..LWLOCKS)
+                    .map(|_| CachePadded::new(K::new("stress")))
+                    .collect(),
                 shared: (0..LWLOCKS).map(|_| AtomicU32::new(0)).collect(),
                 exclusive: (0..LWLOCKS).map(|_| AtomicU32::new(0)).collect(),
                 counter: RacyCounter::default(),
@@ -998,10 +1058,11 @@ impl Build<'_> {
 
 // ----- the run ------------------------------------------------------------------------------
 
-/// One thread's progress, read by the watchdog.
+/// One thread's progress, read by the watchdog: steps completed (an idle step counts: the
+/// watchdog looks for threads stuck inside a step), and its backend.
 #[derive(Default)]
 struct Beat {
-    ops: AtomicU64,
+    steps: AtomicU64,
     procno: AtomicUsize,
 }
 
@@ -1047,8 +1108,14 @@ fn run_parts(
         for i in 0..shares[p] {
             let global = threads.len();
             let beat = Arc::new(Beat::default());
-            let (part, stop, first) = (Arc::clone(part), Arc::clone(stop), Arc::clone(&first_failure));
-            let rng = SmallRng::seed_from_u64(cfg.seed ^ (global as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let (part, stop, first) = (
+                Arc::clone(part),
+                Arc::clone(stop),
+                Arc::clone(&first_failure),
+            );
+            let rng = SmallRng::seed_from_u64(
+                cfg.seed ^ (global as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
             let step = Arc::clone(&part).step(i, shares[p], rng);
             let b2 = Arc::clone(&beat);
             let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
@@ -1080,9 +1147,9 @@ fn run_parts(
             } else {
                 continue;
             }
-            let ops = beat.ops.load(Relaxed);
-            if ops != last[t].0 {
-                last[t] = (ops, Instant::now());
+            let steps = beat.steps.load(Relaxed);
+            if steps != last[t].0 {
+                last[t] = (steps, Instant::now());
             } else if last[t].1.elapsed() >= cfg.hang_after {
                 let part = &parts[*p];
                 let procno = beat.procno.load(Relaxed);
@@ -1097,7 +1164,9 @@ fn run_parts(
             }
         }
         let back = outcomes.iter().filter(|o| o.is_some()).count();
-        if back == threads.len() || (!hangs.is_empty() && started.elapsed() > cfg.duration + cfg.hang_after) {
+        if back == threads.len()
+            || (!hangs.is_empty() && started.elapsed() > cfg.duration + cfg.hang_after)
+        {
             break;
         }
     }
@@ -1165,6 +1234,7 @@ fn run_thread(
         Err(e) => return (tally, Some(e.to_string())),
     };
     beat.procno.store(b.procno(), Relaxed);
+    let mut steps = 0;
     while !stop.load(Relaxed) {
         if let Err(Failure(msg)) = step(&mut b, &mut tally) {
             let msg = format!("{}: {msg}", part.name());
@@ -1172,7 +1242,8 @@ fn run_thread(
             stop.store(true, SeqCst);
             return (tally, Some(msg));
         }
-        beat.ops.store(tally.ops, Relaxed);
+        steps += 1;
+        beat.steps.store(steps, Relaxed);
     }
     (tally, None)
 }
@@ -1205,7 +1276,10 @@ mod tests {
             let deadlocks = report.parts.iter().find(|p| p.name == "deadlock").unwrap();
             // One victim per round (the last round may be cut short after its deadlock).
             let rounds = deadlocks.ops / 2;
-            assert!((rounds..=rounds + 1).contains(&deadlocks.events), "{deadlocks:?}");
+            assert!(
+                (rounds..=rounds + 1).contains(&deadlocks.events),
+                "{deadlocks:?}"
+            );
         }
     }
 
@@ -1278,7 +1352,11 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let report = run_parts(&cfg, &[part], &[1], &stop).unwrap();
         assert_eq!(report.hangs.len(), 1, "{report:?}");
-        assert!(report.hangs[0].contains("stuck thread 0"), "{:?}", report.hangs);
+        assert!(
+            report.hangs[0].contains("stuck thread 0"),
+            "{:?}",
+            report.hangs
+        );
         assert!(!report.passed());
     }
 }
