@@ -46,7 +46,7 @@ pub use vxid::VirtualXid;
 use fastpath::{strong, weak, FastPath};
 use locktag::TagMap;
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
-use pglocks_sync::Backend;
+use pglocks_sync::{Backend, MAX_BACKENDS};
 use proc::{Joined, WaitSlots};
 use table::LockTable;
 
@@ -82,6 +82,11 @@ pub enum LmgrError {
     /// An LWLock underneath failed.
     #[error(transparent)]
     LwLock(#[from] LwLockError),
+    /// A configuration PostgreSQL would refuse at start-up: more than `MAX_BACKENDS` backends
+    /// (`InitializeMaxBackends`), or tables whose size overflows (`mul_size`'s "requested
+    /// shared memory size overflows size_t").
+    #[error("invalid lock manager setting: {0}")]
+    Config(String),
 }
 
 impl LmgrError {
@@ -155,6 +160,30 @@ pub struct LockManagerConfig {
 }
 
 impl LockManagerConfig {
+    /// Checks the shape: 1 to `MAX_BACKENDS` backends, and a lock table of
+    /// `max_locks_per_transaction × max_backends` entries (`NLOCKENTS`, twice that many
+    /// proclocks) whose size can be computed.
+    pub fn validate(&self) -> Result<(), LmgrError> {
+        if self.max_backends == 0 || self.max_backends > MAX_BACKENDS {
+            return Err(LmgrError::Config(format!(
+                "max_backends must be 1 to {MAX_BACKENDS}, not {}",
+                self.max_backends
+            )));
+        }
+        let proclocks = self
+            .max_locks_per_transaction
+            .checked_mul(self.max_backends)
+            .and_then(|locks| locks.checked_mul(2));
+        if proclocks.is_none() {
+            return Err(LmgrError::Config(format!(
+                "requested shared memory size overflows size_t \
+                 (max_locks_per_transaction {} × max_backends {})",
+                self.max_locks_per_transaction, self.max_backends
+            )));
+        }
+        Ok(())
+    }
+
     /// 9.2–17's defaults for `max_backends` backends.
     pub fn new(max_backends: usize) -> Self {
         Self {
@@ -263,8 +292,21 @@ impl<K: RawLwLock> std::fmt::Debug for LockManager<K> {
 
 impl<K: RawLwLock> LockManager<K> {
     /// Models `InitLocks`: tables sized `max_locks_per_transaction × max_backends`.
+    ///
+    /// # Panics
+    /// If the configuration is invalid ([`LockManagerConfig::validate`]);
+    /// [`LockManager::try_new`] returns the error.
     pub fn new(config: LockManagerConfig) -> Self {
-        Self {
+        match Self::try_new(config) {
+            Ok(lm) => lm,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`LockManager::new`], refusing an invalid configuration with [`LmgrError::Config`].
+    pub fn try_new(config: LockManagerConfig) -> Result<Self, LmgrError> {
+        config.validate()?;
+        Ok(Self {
             table: LockTable::new(
                 config.partitions,
                 config.max_locks_per_transaction * config.max_backends,
@@ -272,7 +314,7 @@ impl<K: RawLwLock> LockManager<K> {
             fast_path: FastPath::new(config.fast_path, config.max_backends),
             waits: WaitSlots::new(config.max_backends),
             nowait_checks_queue: config.nowait_checks_queue,
-        }
+        })
     }
 
     /// A backend's start in database `database` (what `InitPostgres` sets up: `MyDatabaseId`

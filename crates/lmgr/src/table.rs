@@ -12,7 +12,10 @@
 //! Differences from PostgreSQL: each partition is a `HashMap` of lock objects, and a lock's
 //! proclocks are a small vector inside it rather than a second shared hash table (the same
 //! counting limits apply, kept in two atomic counters standing in for the shared hash tables'
-//! free lists).
+//! free lists). The limits are exact: PostgreSQL's tables (through 18) start at half of
+//! `NLOCKENTS` and take further entries from the shared segment as they grow, so a full table
+//! there may borrow some spare memory before "out of shared memory"; here the `NLOCKENTS`-th
+//! entry is the last.
 
 use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};

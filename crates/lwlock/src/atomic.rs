@@ -218,6 +218,10 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
 
     /// Models `LWLockAttemptLock`: takes the lock in `mode` (exclusive or shared) if it is free;
     /// returns whether the caller must wait.
+    ///
+    /// As in PostgreSQL the shared count is not checked for overflow: it fits below
+    /// `LW_VAL_EXCLUSIVE` because there are at most `MAX_BACKENDS` backends (a [`ProcTable`]
+    /// refuses more), each holding a lock shared once.
     #[inline(always)]
     pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
         let exclusive = mode == LwLockMode::Exclusive;
@@ -740,13 +744,77 @@ mod tests {
             assert_eq!(flags & L::LOCK_MASK, 0);
             assert_eq!(L::LOCK_MASK, L::VAL_EXCLUSIVE | L::SHARED_MASK);
             assert!(
-                L::SHARED_MASK >= (1 << 18) - 1,
+                L::SHARED_MASK as usize >= MAX_BACKENDS,
                 "room for MAX_BACKENDS shared holders"
             );
         }
+        check::<Pg95Layout>();
         check::<Pg96Layout>();
         check::<Pg18Layout>();
         assert_eq!(Pg18Layout::VAL_EXCLUSIVE, 0x40000);
         assert_eq!(Pg96Layout::VAL_EXCLUSIVE, 0x0100_0000);
+    }
+
+    use pglocks_sync::{SyncError, MAX_BACKENDS};
+
+    /// The shared-holder count at `MAX_BACKENDS` (2^18 − 1) holders, through the state word
+    /// itself rather than 262 143 backends: from one holder short of it, one more shared
+    /// acquisition is granted and leaves the exclusive bit and the flags alone; an exclusive
+    /// request must wait; the release counts back down without waking anyone.
+    fn max_backends_shared_holders<L: StateLayout, W: WaitListLock>() {
+        let procs = ProcTable::new(2);
+        let (mut a, mut x) = (procs.attach().unwrap(), procs.attach().unwrap());
+        let lock: AtomicLwLock<L, W> = AtomicLwLock::new("limits");
+        let below = (MAX_BACKENDS as u32 - 1) * L::VAL_SHARED;
+        lock.state.store(L::RELEASE_OK | below, Relaxed);
+        // Just below → at: granted at once.
+        assert!(lock.acquire(&mut a, LwLockMode::Shared).unwrap());
+        let at = lock.state();
+        assert_eq!(at & L::SHARED_MASK, MAX_BACKENDS as u32, "{at:#x}");
+        assert_eq!(
+            at & L::VAL_EXCLUSIVE,
+            0,
+            "the count stays below the exclusive value"
+        );
+        assert_eq!(at & !L::LOCK_MASK, L::RELEASE_OK, "flags untouched");
+        // At: an exclusive request must wait, and changes nothing.
+        assert!(lock.attempt_lock(LwLockMode::Exclusive));
+        assert!(!lock
+            .conditional_acquire(&mut x, LwLockMode::Exclusive)
+            .unwrap());
+        assert_eq!(lock.state(), at);
+        // Back down: the lock is still held shared, so nobody is woken.
+        lock.release(&mut a).unwrap();
+        assert_eq!(lock.state(), L::RELEASE_OK | below);
+    }
+
+    #[test]
+    fn max_backends_shared_holders_fit_below_the_exclusive_value() {
+        max_backends_shared_holders::<Pg95Layout, SeparateMutex>();
+        max_backends_shared_holders::<Pg96Layout, LockedBit>();
+        max_backends_shared_holders::<Pg18Layout, LockedBit>();
+    }
+
+    #[test]
+    fn one_holder_more_than_max_backends_would_be_the_exclusive_value() {
+        // 18 packs the count into exactly MAX_BACKENDS's bits: holder 2^18 would read as an
+        // exclusive hold with no shared holders (lwlock.c's static assertions rely on
+        // MAX_BACKENDS + 1 being that power of two). The model, like PostgreSQL, does not test
+        // for it on the hot path; it cannot happen with one shared hold per backend, since no
+        // ProcTable has more than MAX_BACKENDS backends.
+        assert_eq!(
+            (MAX_BACKENDS as u32 + 1) * Pg18Layout::VAL_SHARED,
+            Pg18Layout::VAL_EXCLUSIVE
+        );
+        assert_eq!(Pg18Layout::SHARED_MASK, MAX_BACKENDS as u32);
+        // 9.5–17 leave 2^24 − 1: 64 holds per backend at MAX_BACKENDS backends.
+        assert!(Pg96Layout::SHARED_MASK as usize >= 64 * MAX_BACKENDS);
+        assert_eq!(
+            ProcTable::try_new(MAX_BACKENDS + 1).unwrap_err(),
+            SyncError::TooManyBackends {
+                requested: MAX_BACKENDS + 1,
+                max: MAX_BACKENDS
+            }
+        );
     }
 }

@@ -90,8 +90,9 @@ pub const PROC_IN_VACUUM: u8 = 0x02;
 /// proc.h's `PROC_VACUUM_STATE_MASK` (9.x spelling; 14's `PROC_VACUUM_STATE_MASK` is the same
 /// idea over `statusFlags`).
 pub const PROC_VACUUM_STATE_MASK: u8 = 0x0E;
-/// postmaster.h's `MAX_BACKENDS`.
-pub const MAX_BACKENDS: usize = 0x3FFFF;
+/// postmaster.h's `MAX_BACKENDS` (2^18 − 1; the same as [`pglocks_sync::MAX_BACKENDS`], which
+/// bounds every [`ProcTable`](pglocks_sync::ProcTable)).
+pub const MAX_BACKENDS: usize = pglocks_sync::MAX_BACKENDS;
 /// The first xid that is not assigned (this model's `xidStopLimit`: no wraparound).
 pub const XID_STOP_LIMIT: u32 = 1 << 31;
 /// `INVALID_PGPROCNO`.

@@ -83,7 +83,7 @@ use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError};
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::{Backend, CachePadded, MAX_BACKENDS};
 
 /// `MAXNUMMESSAGES`: slots in the ring (a power of two).
 pub const MAXNUMMESSAGES: usize = 4096;
@@ -197,9 +197,9 @@ impl SinvalConfig {
     /// Checks the shape.
     pub fn validate(&self) -> Result<(), SinvalError> {
         let bad = |m: String| Err(SinvalError::Config(m));
-        if self.max_backends == 0 || self.max_backends > 262_143 {
+        if self.max_backends == 0 || self.max_backends > MAX_BACKENDS {
             return bad(format!(
-                "max_backends must be 1 to 262143, not {}",
+                "max_backends must be 1 to {MAX_BACKENDS}, not {}",
                 self.max_backends
             ));
         }

@@ -58,6 +58,12 @@ struct ProcGlobal {
     lwlock_stats: AtomicBool,
 }
 
+/// `MAX_BACKENDS` (postmaster.h from 9.5, procnumber.h's `(1 << MAX_BACKENDS_BITS) - 1` in 18):
+/// the most backends PostgreSQL can be configured for, 2^18 − 1 (guc.c's 2^23 − 1 before 9.5).
+/// The 9.5+ LWLock state word keeps its shared-holder count in the bits below
+/// `LW_VAL_EXCLUSIVE` and relies on this bound, so a [`ProcTable`] is never larger.
+pub const MAX_BACKENDS: usize = (1 << 18) - 1;
+
 /// Errors of this crate, in PostgreSQL's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -68,16 +74,55 @@ pub enum SyncError {
         /// The table's size.
         max: usize,
     },
+    /// A table of more than [`MAX_BACKENDS`] slots: `InitializeMaxBackends` in postinit.c, in
+    /// 18's words (commit 0b1fe1413e; 9.3–17 said "too many backends configured").
+    #[error("too many server processes configured ({requested} backends, at most {max})")]
+    TooManyBackends {
+        /// The size asked for.
+        requested: usize,
+        /// [`MAX_BACKENDS`].
+        max: usize,
+    },
 }
 
 impl ProcTable {
     /// A table of `max_backends` slots with PostgreSQL's spin-delay constants.
+    ///
+    /// # Panics
+    /// If `max_backends` exceeds [`MAX_BACKENDS`]; [`ProcTable::try_new`] returns the error.
     pub fn new(max_backends: usize) -> Self {
         Self::with_spin_config(max_backends, SpinDelayConfig::default())
     }
 
     /// A table whose backends use `config` for s_lock's delay loop (tests shorten it).
+    ///
+    /// # Panics
+    /// If `max_backends` exceeds [`MAX_BACKENDS`]; [`ProcTable::try_with_spin_config`] returns
+    /// the error.
     pub fn with_spin_config(max_backends: usize, config: SpinDelayConfig) -> Self {
+        match Self::try_with_spin_config(max_backends, config) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`ProcTable::new`], refusing more than [`MAX_BACKENDS`] slots with
+    /// [`SyncError::TooManyBackends`] (models the check of `InitializeMaxBackends`).
+    pub fn try_new(max_backends: usize) -> Result<Self, SyncError> {
+        Self::try_with_spin_config(max_backends, SpinDelayConfig::default())
+    }
+
+    /// [`ProcTable::with_spin_config`], refusing more than [`MAX_BACKENDS`] slots.
+    pub fn try_with_spin_config(
+        max_backends: usize,
+        config: SpinDelayConfig,
+    ) -> Result<Self, SyncError> {
+        if max_backends > MAX_BACKENDS {
+            return Err(SyncError::TooManyBackends {
+                requested: max_backends,
+                max: MAX_BACKENDS,
+            });
+        }
         let slots = (0..max_backends)
             .map(|_| {
                 CachePadded::new(ProcSlot {
@@ -89,14 +134,14 @@ impl ProcTable {
                 })
             })
             .collect();
-        Self {
+        Ok(Self {
             inner: Arc::new(ProcGlobal {
                 slots,
                 shared_spins_per_delay: AtomicU32::new(config.default_spins_per_delay),
                 spin_config: config,
                 lwlock_stats: AtomicBool::new(false),
             }),
-        }
+        })
     }
 
     /// Number of slots (`MaxBackends`).

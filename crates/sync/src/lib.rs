@@ -21,7 +21,9 @@ pub mod spin_delay;
 pub mod stats;
 pub mod tranche;
 
-pub use backend::{Backend, HeldLwLocks, ProcSlot, ProcTable, HELD_LWLOCKS_CAPACITY};
+pub use backend::{
+    Backend, HeldLwLocks, ProcSlot, ProcTable, SyncError, HELD_LWLOCKS_CAPACITY, MAX_BACKENDS,
+};
 pub use crossbeam_utils::CachePadded;
 pub use semaphore::Semaphore;
 
