@@ -298,3 +298,45 @@ fn list_and_topology_describe_the_choices() {
     assert!(out.status.success());
     assert!(text.contains("0-31,64-95"), "{text}");
 }
+
+/// `pglocks stress`: a short run passes with a table of every part; too few threads is a usage
+/// error that says how many are needed.
+#[test]
+fn stress_runs_every_part_and_checks_its_arguments() {
+    let out = pglocks(&[
+        "stress",
+        "--duration",
+        "300ms",
+        "--threads",
+        "10",
+        "--seed",
+        "3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for part in [
+        "spin",
+        "lwlock",
+        "lmgr",
+        "deadlock",
+        "wal",
+        "xact",
+        "sinval",
+        "bufmgr",
+        "select-only",
+        "tpcb-like",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(part)),
+            "{part} missing:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("violations 0, hangs 0"), "{stdout}");
+    fails_with(&["stress", "--threads", "3"], "at least 10 threads");
+    fails_with(&["stress", "--duration", "soon"], "bad --duration");
+    fails_with(&["stress", "--preset", "pg99"], "valid: pg81");
+}
