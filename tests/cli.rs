@@ -318,18 +318,7 @@ fn stress_runs_every_part_and_checks_its_arguments() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for part in [
-        "spin",
-        "lwlock",
-        "lmgr",
-        "deadlock",
-        "wal",
-        "xact",
-        "sinval",
-        "bufmgr",
-        "select-only",
-        "tpcb-like",
-    ] {
+    for part in pglocks::workloads::stress::PARTS {
         assert!(
             stdout.lines().any(|l| l.starts_with(part)),
             "{part} missing:\n{stdout}"

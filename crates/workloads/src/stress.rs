@@ -198,6 +198,15 @@ fn lwlock_wait(procs: &ProcTable, procno: usize) -> String {
     }
 }
 
+/// What backend `procno` waits for in a lock manager: an LWLock queue, or a lock's queue.
+fn lmgr_wait<K: RawLwLock>(procs: &ProcTable, lm: &LockManager<K>, procno: usize) -> String {
+    format!(
+        "{}; in the lock manager's queue: {}",
+        lwlock_wait(procs, procno),
+        lm.is_waiting(procno)
+    )
+}
+
 /// A counter bumped by a plain load and store, not an atomic add: two holders at once of the
 /// lock that guards it lose increments (without undefined behaviour, so a broken lock shows as a
 /// wrong count, not as a crash).
@@ -395,11 +404,7 @@ impl<K: RawLwLock> Part for Lmgr<K> {
         &self.procs
     }
     fn waiting_for(&self, procno: usize) -> String {
-        format!(
-            "{}; in the lock manager's queue: {}",
-            lwlock_wait(&self.procs, procno),
-            self.lm.is_waiting(procno)
-        )
+        lmgr_wait(&self.procs, &self.lm, procno)
     }
     fn step(self: Arc<Self>, _: usize, _: usize, mut rng: SmallRng) -> Step {
         let mut local: Option<LocalLocks> = None;
@@ -527,11 +532,7 @@ impl<K: RawLwLock> Part for Deadlock<K> {
         &self.procs
     }
     fn waiting_for(&self, procno: usize) -> String {
-        format!(
-            "{}; in the lock manager's queue: {}",
-            lwlock_wait(&self.procs, procno),
-            self.lm.is_waiting(procno)
-        )
+        lmgr_wait(&self.procs, &self.lm, procno)
     }
     fn step(self: Arc<Self>, i: usize, n: usize, _: SmallRng) -> Step {
         let mut local: Option<LocalLocks> = None;
