@@ -7,6 +7,7 @@
 
 pub mod cli;
 
+pub use pglocks_apply as apply;
 pub use pglocks_bufmgr as bufmgr;
 pub use pglocks_harness as harness;
 pub use pglocks_lmgr as lmgr;
