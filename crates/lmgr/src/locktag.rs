@@ -164,6 +164,17 @@ impl LockTag {
         )
     }
 
+    /// `SET_LOCKTAG_APPLY_TRANSACTION` (16+): object `objid` (applyparallelworker.c's
+    /// `PARALLEL_APPLY_LOCK_STREAM` 0 or `PARALLEL_APPLY_LOCK_XACT` 1) of remote transaction
+    /// `xid` being applied for subscription `suboid` in database `db`.
+    pub const fn apply_transaction(db: u32, suboid: u32, xid: u32, objid: u16) -> Self {
+        Self::new(
+            LockTagType::ApplyTransaction,
+            LockMethodId::Default,
+            (db, suboid, xid, objid),
+        )
+    }
+
     /// `SET_LOCKTAG_ADVISORY`: `kind` 1 for a 64-bit key split in two, 2 for two 32-bit keys.
     pub const fn advisory(db: u32, key1: u32, key2: u32, kind: u16) -> Self {
         Self::new(

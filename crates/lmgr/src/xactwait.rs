@@ -1,5 +1,6 @@
 //! Waiting for another transaction and for a row (lmgr.c's `XactLockTableInsert`,
-//! `XactLockTableWait`, `LockTuple` and `UnlockTuple`).
+//! `XactLockTableWait`, `LockTuple` and `UnlockTuple`), and the session locks logical
+//! replication's parallel apply takes on a remote transaction (`LockApplyTransactionForSession`).
 //!
 //! A transaction that gets an xid takes an `ExclusiveLock` on it in the main lock table (never in
 //! the fast path), held until it ends. Whoever must wait for that transaction — an `UPDATE` that
@@ -110,5 +111,39 @@ impl<K: RawLwLock> LockManager<K> {
     ) -> Result<(), LmgrError> {
         let tag = LockTag::tuple(rel.0, rel.1, tid.0, tid.1);
         self.release(b, local, tag, mode, LockOwner::Transaction)
+    }
+
+    /// Models `LockApplyTransactionForSession` (lmgr.c, 16+): a session lock in `mode` on
+    /// object `objid` of remote transaction `xid` of subscription `suboid` — the stream lock
+    /// and the transaction lock by which the leader and a parallel apply worker wait for each
+    /// other where the deadlock detector can see it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn lock_apply_transaction_for_session(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        suboid: u32,
+        xid: u32,
+        objid: u16,
+        mode: LockMode,
+        timeouts: &LockTimeouts,
+    ) -> Result<(), LmgrError> {
+        let tag = LockTag::apply_transaction(local.database(), suboid, xid, objid);
+        self.acquire(b, local, tag, mode, LockOwner::Session, timeouts)?;
+        Ok(())
+    }
+
+    /// Models `UnlockApplyTransactionForSession` (lmgr.c, 16+).
+    pub fn unlock_apply_transaction_for_session(
+        &self,
+        b: &mut Backend,
+        local: &mut LocalLocks,
+        suboid: u32,
+        xid: u32,
+        objid: u16,
+        mode: LockMode,
+    ) -> Result<(), LmgrError> {
+        let tag = LockTag::apply_transaction(local.database(), suboid, xid, objid);
+        self.release(b, local, tag, mode, LockOwner::Session)
     }
 }
