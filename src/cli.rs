@@ -173,6 +173,9 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, CliError> {
     };
     let mut out = Vec::new();
     for item in s.split(',') {
+        if out.len() > MAX_POINTS {
+            return Err(bad(TOO_MANY));
+        }
         let item = item.trim();
         let Some((a, rest)) = item.split_once("..") else {
             out.push(num(item)?);
@@ -182,6 +185,10 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, CliError> {
         let (a, b) = (num(a)?, num(b)?);
         if a > b {
             return Err(bad(&format!("range {a}..{b} runs backwards")));
+        }
+        // Checked before expanding, so that no range can make a huge list (or overflow).
+        if b > MAX_THREADS {
+            return Err(bad(TOO_MANY));
         }
         let mut t = a;
         if let Some(f) = step.strip_prefix('x') {
@@ -193,16 +200,16 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, CliError> {
             }
             while t <= b {
                 out.push(t);
-                t *= f;
+                t = t.saturating_mul(f);
             }
         } else if let Some(d) = step.strip_prefix('+') {
             let d = num(d)?;
             if d == 0 {
                 return Err(bad("a step of 0"));
             }
-            while t <= b {
+            while t <= b && out.len() <= MAX_POINTS {
                 out.push(t);
-                t += d;
+                t = t.saturating_add(d);
             }
         } else {
             return Err(bad(&format!("step '{step}' must be xF or +S")));
@@ -211,11 +218,17 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, CliError> {
     if out.contains(&0) {
         return Err(bad("zero threads"));
     }
-    if out.len() > 4096 || out.iter().any(|&t| t > 65_536) {
-        return Err(bad("more than 65536 threads or 4096 points"));
+    if out.len() > MAX_POINTS || out.iter().any(|&t| t > MAX_THREADS) {
+        return Err(bad(TOO_MANY));
     }
     Ok(out)
 }
+
+/// The most threads one point of `--threads` may have.
+const MAX_THREADS: usize = 65_536;
+/// The most points `--threads` may list.
+const MAX_POINTS: usize = 4096;
+const TOO_MANY: &str = "more than 65536 threads or 4096 points";
 
 /// Parses a duration such as `2s`, `500ms` or `1m`.
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, CliError> {

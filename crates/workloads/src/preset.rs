@@ -695,7 +695,12 @@ impl Settings {
     /// `clog_buffers` reads `auto` while the release's sizing is in force.
     pub fn knob_value(&self, knob: &str) -> Option<String> {
         let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
-        let micros = |d: Duration| format!("{}us", d.as_micros());
+        // Whole microseconds as `Nus`; a finer duration (the parser takes nanoseconds) exactly.
+        let exact = |d: Duration| FlushLatency::Fixed(d).to_string();
+        let micros = |d: Duration| match d.subsec_nanos() % 1000 {
+            0 => format!("{}us", d.as_micros()),
+            _ => exact(d),
+        };
         Some(match knob {
             "tas_spin" => on_off(self.tas_spin),
             "spin_delay_unit" => SPIN_DELAY_UNIT.name(self.spin_delay_unit),
@@ -714,7 +719,10 @@ impl Settings {
                 Insertion::Locks(n) => n.to_string(),
             },
             "flush_wait" => FLUSH_WAIT.name(self.flush_wait),
-            "commit_delay" => self.commit_delay.as_micros().to_string(),
+            "commit_delay" => match self.commit_delay.subsec_nanos() % 1000 {
+                0 => self.commit_delay.as_micros().to_string(),
+                _ => exact(self.commit_delay),
+            },
             "commit_siblings" => self.commit_siblings.to_string(),
             "commit_delay_in_flush" => on_off(self.commit_delay_in_flush),
             "wal_var" => WAL_VAR.name(self.wal_var_atomic),
