@@ -407,7 +407,14 @@ mod tests {
         s: &SeriesSpec<'_>,
         threads: usize,
     ) -> Result<pglocks_harness::TeamRun, pglocks_harness::HarnessError> {
-        let mut spec = quick_spec(threads);
+        run_until_work(s, quick_spec(threads))
+    }
+
+    /// `spec`'s run of `s`, repeated 10 and 100 times longer while it did no work.
+    fn run_until_work(
+        s: &SeriesSpec<'_>,
+        mut spec: TeamSpec,
+    ) -> Result<pglocks_harness::TeamRun, pglocks_harness::HarnessError> {
         loop {
             let run = (s.run)(&spec)?;
             if run.total_ops() > 0 || spec.duration >= Duration::from_secs(2) {
@@ -584,7 +591,13 @@ mod tests {
                 ],
             ] {
                 let s = series("sinval-check", preset, "pg", &sets).unwrap();
-                let run = quick_run(&s, 2).unwrap();
+                // No warm-up: the idle backends' first reset must fall in the measured run
+                // (a backend already reset is not counted again).
+                let spec = TeamSpec {
+                    warmup: Duration::ZERO,
+                    ..quick_spec(2)
+                };
+                let run = run_until_work(&s, spec).unwrap();
                 assert!(run.total_ops() > 0, "{} {sets:?}", preset.name);
                 let counters = run.stats.events.counters();
                 let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
