@@ -185,6 +185,7 @@ fn a_failed_write_of_a_dirty_victim_fails_the_read_that_needed_the_slot() {
     assert!(e.to_string().starts_with("could not write to file"), "{e}");
     let mut b = procs.attach().unwrap();
     assert_locks_free(&s, &mut b);
+    assert_no_io_in_progress(&s);
     assert_eq!(slot_of(&s, 3), Some(three));
     assert!(s.is_dirty(three), "the victim is still dirty");
     faults.clear();
