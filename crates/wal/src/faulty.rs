@@ -6,9 +6,11 @@
 //! - a failed `pg_pwrite` in `XLogWrite` is `ereport(PANIC, "could not write to log file
 //!   ...")`, and a failed fsync in `issue_xlog_fsync` is `ereport(PANIC, "could not fdatasync
 //!   file ...")` — never retried, since a retried fsync may report success after the kernel
-//!   dropped the dirty pages (the 2018 "fsyncgate" discussion; WAL fsync failures were already
-//!   PANICs, and 12 made data-file fsync failures PANIC too, `data_sync_retry = off`). The
-//!   model returns [`crate::WalError::Device`] with that message, releases every lock, and
+//!   dropped the dirty pages. WAL write and fsync failures were PANICs in every modelled
+//!   release (9.1 words them "could not write to log file %u, segment %u ..." / "could not
+//!   fsync log file ..."; the model uses today's wording); the 2018 "fsyncgate" fix
+//!   (`data_sync_retry = off`, back-patched to 9.4) made data-file fsync failures PANIC too.
+//!   The model returns [`crate::WalError::Device`] with that message, releases every lock, and
 //!   marks the WAL unusable: every later call returns [`crate::WalError::Unusable`];
 //! - a short write is not an error: `XLogWrite`'s loop writes the rest ([`crate::Wal`] does
 //!   the same through [`FlushDevice::write_some`]);
