@@ -89,24 +89,35 @@ fn assert_unusable<T: std::fmt::Debug>(r: Result<T, WalError>, cause: &str) {
     }
 }
 
+/// Runs `op(xid)` for xids 1, 2, … in a new backend (within a time limit) until it fails, and
+/// returns the error.
+fn first_error(
+    wal: &Arc<TestWal>,
+    procs: &Arc<ProcTable>,
+    op: impl Fn(&TestWal, &mut Backend, &mut WalBackend, u32) -> Result<(), WalError> + Send + 'static,
+) -> WalError {
+    let (wal, procs) = (Arc::clone(wal), Arc::clone(procs));
+    within(20, move || {
+        let mut b = procs.attach().unwrap();
+        let mut w = wal.backend();
+        for xid in 1..1000 {
+            if let Err(e) = op(&wal, &mut b, &mut w, xid) {
+                return e;
+            }
+        }
+        panic!("the planned fault never fired");
+    })
+}
+
 /// One backend commits until the planned failure, then another backend checks the locks and
 /// that everything is refused.
 fn panic_then_refuse(cfg: WalConfig, plan: &str, expected: &str) {
     let (wal, faults, flushed) = faulty_wal(cfg, plan);
     let procs = Arc::new(ProcTable::new(2));
-    let failure = within(20, {
-        let (wal, procs) = (Arc::clone(&wal), Arc::clone(&procs));
-        move || {
-            let mut b = procs.attach().unwrap();
-            let mut w = wal.backend();
-            for xid in 1..1000 {
-                match wal.commit(&mut b, &mut w, xid) {
-                    Ok(end) => assert!(flushed.load(SeqCst) >= end, "commit before durable"),
-                    Err(e) => return e,
-                }
-            }
-            panic!("the planned fault never fired");
-        }
+    let failure = first_error(&wal, &procs, move |wal, b, w, xid| {
+        let end = wal.commit(b, w, xid)?;
+        assert!(flushed.load(SeqCst) >= end, "commit before durable");
+        Ok(())
     });
     let m = failure.to_string();
     assert!(
@@ -173,18 +184,8 @@ fn a_failed_write_of_an_old_buffer_by_an_inserter_frees_the_insertion_locks() {
     let (wal, faults, _) = faulty_wal(config(2), "write:2");
     let procs = Arc::new(ProcTable::new(2));
     let payload = vec![0x42u8; 3000];
-    let failure = within(20, {
-        let (wal, procs) = (Arc::clone(&wal), Arc::clone(&procs));
-        move || {
-            let mut b = procs.attach().unwrap();
-            let mut w = wal.backend();
-            for xid in 1..1000 {
-                if let Err(e) = wal.insert(&mut b, &mut w, &heap(xid, &payload)) {
-                    return e;
-                }
-            }
-            panic!("the buffers never wrapped");
-        }
+    let failure = first_error(&wal, &procs, move |wal, b, w, xid| {
+        wal.insert(b, w, &heap(xid, &payload)).map(drop)
     });
     assert!(
         failure.to_string().contains("could not write to log file"),
