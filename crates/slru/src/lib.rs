@@ -32,10 +32,14 @@
 //!   PostgreSQL's callers do.
 //! - Page bytes are relaxed atomics (ordered by the bank and I/O locks), so the buffers need no
 //!   `unsafe`.
-//! - An I/O error leaves the slot in a clean state at once (empty after a failed read, dirty
-//!   after a failed write), so `SimpleLruWaitIO`'s repair of a slot abandoned mid-I/O is not
-//!   needed. A function that returns an error holds no bank lock (PostgreSQL's `ERROR`
-//!   releases every LWLock).
+//! - An I/O error leaves the slot in a clean state at once (empty after a failed read, valid
+//!   and dirty after a failed write), releases the slot's I/O lock, and is then raised, as
+//!   `SimpleLruReadPage` and `SlruInternalWritePage` do before `SlruReportIOError`; so
+//!   `SimpleLruWaitIO`'s repair of a slot abandoned mid-I/O is not needed. A function that
+//!   returns an error holds no bank lock (PostgreSQL's `ERROR` releases every LWLock). Page
+//!   I/O faults can be injected with [`FaultyStore`]. The commit log's updates at commit run
+//!   in PostgreSQL inside `RecordTransactionCommit`'s critical section, where this `ERROR`
+//!   would become a `PANIC`; the model returns the error to the caller.
 //! - Writing a page does not first flush WAL up to the page's group LSNs
 //!   (`SlruPhysicalWritePage`'s `XLogFlush`): the commit log here has no WAL.
 //! - No truncation, no `SimpleLruDoesPhysicalPageExist`, no sync requests.
@@ -43,8 +47,11 @@
 //!   states): the pg81/pg82 presets use 9.1's SLRU.
 
 pub mod clog;
+pub mod faulty;
 pub mod store;
 
+pub use faulty::FaultyStore;
+pub use pglocks_sync::fault::{Fault, FaultPlan, Faults, IoOp};
 pub use store::{FileStore, MemoryStore, PageStore, BLCKSZ, SLRU_PAGES_PER_SEGMENT};
 
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
@@ -123,8 +130,9 @@ impl SlruConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SlruError {
-    /// Page I/O failed (`SlruReportIOError`).
-    #[error("could not {what} file \"{}\" for page {pageno}: {source}", path.display())]
+    /// Page I/O failed (`SlruReportIOError`, whose `ERROR` this is): worded as PostgreSQL's,
+    /// `could not read from file "pg_xact/0000" at offset 8192: ...`.
+    #[error("{}", io_message(what, path, *pageno, source))]
     Io {
         /// `open`, `read from`, `write to`.
         what: &'static str,
@@ -154,6 +162,18 @@ pub enum SlruError {
         /// The status asked for.
         to: &'static str,
     },
+}
+
+/// The message of [`SlruError::Io`], as `SlruReportIOError` words it: the file, and for a read
+/// or write the page's offset in it (an open names no offset).
+fn io_message(what: &str, path: &std::path::Path, pageno: u64, source: &std::io::Error) -> String {
+    let path = path.display();
+    if what == "open" {
+        format!("could not open file \"{path}\": {source}")
+    } else {
+        let offset = (pageno % SLRU_PAGES_PER_SEGMENT) * BLCKSZ as u64;
+        format!("could not {what} file \"{path}\" at offset {offset}: {source}")
+    }
 }
 
 struct Bank<K> {
@@ -276,6 +296,30 @@ impl<K: RawLwLock> Slru<K> {
     /// The slot's [`page_status`].
     pub fn status(&self, slotno: usize) -> u8 {
         self.slots[slotno].status.load(Relaxed)
+    }
+
+    /// Are all of this SLRU's locks free right now? Takes every bank (control) lock and every
+    /// slot's I/O lock with a conditional acquire and releases it at once. For tests and
+    /// end-of-run checks, when no other backend is using the SLRU.
+    pub fn locks_free(&self, b: &mut Backend) -> Result<bool, SlruError> {
+        let locks = self
+            .banks
+            .iter()
+            .map(|bank| &bank.lock)
+            .chain(self.slots.iter().map(|slot| &slot.io_lock));
+        for lock in locks {
+            if !lock.conditional_acquire(b, LwLockMode::Exclusive)? {
+                return Ok(false);
+            }
+            lock.release(b)?;
+        }
+        Ok(true)
+    }
+
+    /// Is the page in `slotno` dirty (for tests; meaningful under the bank lock or when
+    /// nobody else uses the SLRU)?
+    pub fn is_dirty(&self, slotno: usize) -> bool {
+        self.slots[slotno].dirty.load(Relaxed)
     }
 
     /// Byte `i` of the page in `slotno` (bank lock held, any mode).

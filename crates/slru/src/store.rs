@@ -100,8 +100,13 @@ impl FileStore {
 
     /// Models `SlruFileName` (short names): the file of segment `segno`.
     pub fn segment_path(&self, segno: u64) -> PathBuf {
-        self.dir.join(format!("{segno:04X}"))
+        slru_file_name(&self.dir, segno)
     }
+}
+
+/// Models `SlruFileName` with short names: segment `segno`'s file in `dir` (`%04X`).
+pub fn slru_file_name(dir: &Path, segno: u64) -> PathBuf {
+    dir.join(format!("{segno:04X}"))
 }
 
 fn io_error<'a>(

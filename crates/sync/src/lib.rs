@@ -11,10 +11,12 @@
 //! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting);
 //! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
 //! - [`proclist`], the lists of backends threaded through `PGPROC` (LWLock wait queues);
-//! - [`stats`], per-backend counters and the wait-event table merged after a run.
+//! - [`stats`], per-backend counters and the wait-event table merged after a run;
+//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers.
 
 pub mod backend;
 pub mod cell;
+pub mod fault;
 pub mod proclist;
 mod semaphore;
 pub mod spin_delay;

@@ -216,6 +216,14 @@ pub trait FlushDevice: Send + 'static {
         Ok(())
     }
 
+    /// One `pg_pwrite` call: writes a non-empty prefix of `data` at `lsn` and returns its
+    /// length, which may be less than `data.len()` (a short write; `XLogWrite` then writes
+    /// the rest). `Ok(0)` is taken as a failure, as PostgreSQL takes `written <= 0`. The
+    /// default writes everything with [`write`](FlushDevice::write).
+    fn write_some(&mut self, lsn: u64, data: &[u8]) -> Result<usize, DeviceError> {
+        self.write(lsn, data).map(|()| data.len())
+    }
+
     /// Makes everything written so far durable (models `issue_xlog_fsync`);
     /// `upto` is the end position of the writes (for bookkeeping/tests).
     fn flush(&mut self, upto: u64) -> Result<(), DeviceError>;
@@ -234,6 +242,10 @@ impl<D: FlushDevice + ?Sized> FlushDevice for Box<D> {
 
     fn write(&mut self, lsn: u64, data: &[u8]) -> Result<(), DeviceError> {
         (**self).write(lsn, data)
+    }
+
+    fn write_some(&mut self, lsn: u64, data: &[u8]) -> Result<usize, DeviceError> {
+        (**self).write_some(lsn, data)
     }
 
     fn flush(&mut self, upto: u64) -> Result<(), DeviceError> {
@@ -985,9 +997,19 @@ impl FlushDevice for FileDevice {
     }
 }
 
+/// `pg_wal/` and the name of the segment holding WAL position `lsn`, as
+/// PostgreSQL's error messages show it (for devices without a directory of
+/// their own). `segment_size` must have passed [`check_segment_size`].
+pub(crate) fn wal_segment_path(lsn: u64, segment_size: u64) -> PathBuf {
+    Path::new("pg_wal").join(FileDevice::segment_file_name(
+        lsn / segment_size,
+        segment_size,
+    ))
+}
+
 /// Checks a segment size as `IsValidWalSegSize` does, but allowing sizes down
 /// to one page.
-fn check_segment_size(segment_size: u64) -> Result<(), DeviceError> {
+pub(crate) fn check_segment_size(segment_size: u64) -> Result<(), DeviceError> {
     if segment_size.is_power_of_two()
         && segment_size >= XLOG_BLCKSZ as u64
         && segment_size <= MAX_WAL_SEGMENT_SIZE
@@ -1107,6 +1129,15 @@ impl FlushDevice for RecordingDevice {
         self.written
             .fetch_max(lsn + data.len() as u64, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn write_some(&mut self, lsn: u64, data: &[u8]) -> Result<usize, DeviceError> {
+        let n = match self.inner.as_mut() {
+            Some(inner) => inner.write_some(lsn, data)?,
+            None => data.len(),
+        };
+        self.written.fetch_max(lsn + n as u64, Ordering::SeqCst);
+        Ok(n)
     }
 
     fn flush(&mut self, upto: u64) -> Result<(), DeviceError> {

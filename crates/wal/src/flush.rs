@@ -6,7 +6,7 @@
 //! (a partial last page is written whole, and written again next time), flushes when the request
 //! asks for it, and publishes the new `LogwrtResult` under `info_lck`.
 
-use crate::device::FlushDevice;
+use crate::device::{wal_segment_path, DeviceError, FlushDevice};
 use crate::pos::XLOG_BLCKSZ;
 use crate::record::Record;
 use crate::{FlushWait, Insertion, Wal, WalBackend, WalError};
@@ -124,6 +124,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// Models `XLogFlush`: returns once WAL is durable up to `record`, having flushed it itself
     /// (with everything inserted before it) or found that another backend's flush covered it.
     pub fn flush(&self, b: &mut Backend, w: &mut WalBackend, record: u64) -> Result<(), WalError> {
+        self.check_usable()?;
         if record <= w.logwrt.flush {
             return Ok(());
         }
@@ -236,6 +237,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             .writer
             .lock()
             .map_err(|_| WalError::Internal("the WAL writer state is poisoned".into()))?;
+        // A leader that got WALWriteLock after another's write or fsync failed must not write
+        // (in PostgreSQL the PANIC would have ended it).
+        self.check_usable()?;
         let wr = &mut *guard;
         let mut result = wr.result;
         let seg = self.layout.segment_size();
@@ -293,7 +297,9 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
-    /// The `pg_pwrite` of a run of pages in `XLogWrite`.
+    /// The `pg_pwrite` loop of a run of pages in `XLogWrite`: a short write is followed by a
+    /// write of the rest; a failure (or a write of nothing) is the PANIC, which marks the WAL
+    /// failed.
     fn device_write(
         &self,
         b: &mut Backend,
@@ -314,7 +320,24 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             &wr.zeros[..len]
         };
         let t = Instant::now();
-        wr.device.write(lsn, data)?;
+        let mut done = 0;
+        while done < len {
+            let at = lsn + done as u64;
+            let written = match wr.device.write_some(at, &data[done..]) {
+                Ok(0) => Err(DeviceError::Write {
+                    path: wal_segment_path(at, self.layout.segment_size()),
+                    offset: self.layout.segment_offset(at),
+                    len: len - done,
+                    source: std::io::Error::new(std::io::ErrorKind::WriteZero, "wrote no bytes"),
+                }),
+                other => other,
+            };
+            let n = written.map_err(|e| self.mark_failed(e))?;
+            if done + n < len {
+                b.stats.events.count("wal.short_writes", 1);
+            }
+            done += n.min(len - done);
+        }
         b.stats
             .waits
             .record("WalWrite", "IO", t.elapsed().as_nanos() as u64);
@@ -327,7 +350,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// `issue_xlog_fsync`.
     fn device_flush(&self, b: &mut Backend, wr: &mut Writer, upto: u64) -> Result<(), WalError> {
         let t = Instant::now();
-        wr.device.flush(upto)?;
+        wr.device.flush(upto).map_err(|e| self.mark_failed(e))?;
         b.stats
             .waits
             .record("WalSync", "IO", t.elapsed().as_nanos() as u64);

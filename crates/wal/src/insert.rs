@@ -204,6 +204,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         w: &mut WalBackend,
         rec: &Record<'_>,
     ) -> Result<u64, WalError> {
+        self.check_usable()?;
         let tot_len = rec.total_len();
         if rec.rmid == record::RM_XLOG_ID && rec.info == record::XLOG_SWITCH {
             return Err(WalError::InvalidRecord(
@@ -312,6 +313,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             info: record::XLOG_SWITCH,
             payload: &[],
         };
+        self.check_usable()?;
         self.insert_lock_acquire_exclusive(b, w)?;
         let done = self.reserve_switch(b).and_then(|at| match at {
             Err(position) => Ok(Err(position)),

@@ -73,13 +73,18 @@
 //! - The device state (the open segment, the bytes being written) is behind a mutex that only
 //!   the `WALWriteLock` holder takes, so it is never contended; PostgreSQL relies on the LWLock.
 //! - I/O errors are returned ([`WalError::Device`]) where PostgreSQL PANICs; the WAL locks
-//!   are released on the way out, and the caller must stop. Errors of the locks themselves
+//!   are released on the way out, and the WAL is marked failed: every later insert, flush or
+//!   segment switch, by any backend, returns [`WalError::Unusable`] (a PANIC would have
+//!   stopped them all), while every lock stays free. A short write is not an error: as
+//!   `XLogWrite`'s loop does, the rest is written ([`FlushDevice::write_some`]). Faults can
+//!   be injected with [`FaultyDevice`]. Errors of the locks themselves
 //!   (a stuck spinlock, too many LWLocks) are fatal too: they may leave a lock held, as
 //!   PostgreSQL's `elog(ERROR)` would until the abort's `LWLockReleaseAll`.
 //! - Commits per flush are counted by walking the records each write covers (only when
 //!   [`WalConfig::count_commits`] is on); PostgreSQL does not count them.
 
 pub mod device;
+pub mod faulty;
 mod flush;
 mod insert;
 pub mod pos;
@@ -91,17 +96,19 @@ pub use device::{
     DeviceError, FileDevice, FlushDevice, FlushLatency, NullDevice, RecordingDevice,
     SimulatedDevice,
 };
+pub use faulty::FaultyDevice;
 pub use flush::WriteResult;
+pub use pglocks_sync::fault::{Fault, FaultPlan, Faults, IoOp};
 pub use pos::{lsn, Layout, DEFAULT_WAL_SEGMENT_SIZE, XLOG_BLCKSZ};
 pub use record::{ReadRecord, Record};
 
 use buffers::Buffers;
-use pglocks_lwlock::{AtomicVar, LwLockError, LwLockVar, RawLwLock, VarProtocol};
+use pglocks_lwlock::{AtomicVar, LwLockError, LwLockMode, LwLockVar, RawLwLock, VarProtocol};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError, SpinLock};
-use pglocks_sync::atomic::{AtomicBool, AtomicU64};
+use pglocks_sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Release};
 use pglocks_sync::sync::Mutex;
 use pglocks_sync::time::Duration;
-use pglocks_sync::CachePadded;
+use pglocks_sync::{Backend, CachePadded};
 
 /// xlog.h: `NUM_XLOGINSERT_LOCKS` (9.4+).
 pub const NUM_XLOGINSERT_LOCKS: usize = 8;
@@ -247,6 +254,15 @@ pub enum WalError {
     /// A record `insert` does not take (one without data, or a switch record).
     #[error("invalid WAL record: {0}")]
     InvalidRecord(&'static str),
+    /// A write or fsync failed earlier; PostgreSQL would have PANICked and restarted, so the
+    /// model refuses every later insert and flush.
+    #[error(
+        "WAL is unusable after a failed write or fsync (PostgreSQL would have PANICked): {cause}"
+    )]
+    Unusable {
+        /// The message of the failure.
+        cause: String,
+    },
 }
 
 /// One insertion lock and its `insertingAt` (xlog.c's `WALInsertLockPadded`).
@@ -292,6 +308,11 @@ pub struct Wal<K: RawLwLock, P: VarProtocol = AtomicVar, R: RawSpinLock = PgSpin
     writer: Mutex<flush::Writer>,
     /// Per backend: in a transaction that has an xid (what `MinimumActiveBackends` counts).
     active: Box<[CachePadded<AtomicBool>]>,
+    /// A device write or fsync failed (PostgreSQL's PANIC): nothing may be inserted or flushed
+    /// any more. Set once, read at the start of every insert and flush.
+    failed: AtomicBool,
+    /// That failure's message, set before `failed`.
+    failure: Mutex<Option<String>>,
 }
 
 /// A backend's own WAL state: the static variables of xlog.c (`lockToTry`, `MyLockNo`,
@@ -362,8 +383,66 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             active: (0..cfg.max_backends)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
             cfg,
         })
+    }
+
+    /// Refuses to go on after a failed write or fsync ([`WalError::Unusable`]).
+    #[inline]
+    pub(crate) fn check_usable(&self) -> Result<(), WalError> {
+        if self.failed.load(Acquire) {
+            return Err(self.unusable());
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn unusable(&self) -> WalError {
+        let cause = match self.failure.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        WalError::Unusable {
+            cause: cause.unwrap_or_default(),
+        }
+    }
+
+    /// Records the device failure `err` (the model of the PANIC): from now on every insert and
+    /// flush fails. The first failure's message is kept.
+    #[cold]
+    pub(crate) fn mark_failed(&self, err: DeviceError) -> WalError {
+        let mut g = match self.failure.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.get_or_insert_with(|| err.to_string());
+        drop(g);
+        self.failed.store(true, Release);
+        WalError::Device(err)
+    }
+
+    /// Are all of the WAL's locks free right now? Takes each with a conditional acquire and
+    /// releases it at once: `WALWriteLock`, `WALBufMappingLock`, every insertion lock, and the
+    /// `insertpos_lck` and `info_lck` spinlocks. For tests and end-of-run checks, when no
+    /// other backend is using the WAL (a lock some backend holds legitimately reads as busy).
+    pub fn locks_free(&self, b: &mut Backend) -> Result<bool, WalError> {
+        let lwlocks = [&*self.write_lock, &*self.buf_mapping_lock]
+            .into_iter()
+            .chain(self.insert_locks.iter().map(|l| &l.lock));
+        for lock in lwlocks {
+            if !lock.conditional_acquire(b, LwLockMode::Exclusive)? {
+                return Ok(false);
+            }
+            lock.release(b)?;
+        }
+        Ok(self.insert_pos.try_lock().is_some() && self.info.try_lock().is_some())
+    }
+
+    /// Has a write or fsync failed (and the WAL become unusable)?
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Acquire)
     }
 
     /// The settings.

@@ -15,7 +15,7 @@ use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_slru::clog::{Clog, XidStatus, CLOG_XACTS_PER_PAGE};
-use pglocks_slru::MemoryStore;
+use pglocks_slru::{Faults, FaultyStore, MemoryStore, PageStore};
 use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
 use pglocks_sync::Backend;
 use rand::RngExt;
@@ -43,6 +43,17 @@ struct XidGen<K> {
     next: AtomicU32,
 }
 
+/// The SLRU page store of `settings`, fresh for one run: memory with `slru_latency` per page,
+/// behind a [`FaultyStore`] when the `slru_fault` knob plans faults.
+pub(crate) fn store(settings: &Settings) -> Box<dyn PageStore> {
+    let store = MemoryStore::new(settings.slru_latency);
+    if settings.slru_fault.is_empty() {
+        return Box::new(store);
+    }
+    let faults = Faults::new(settings.slru_fault.clone());
+    Box::new(FaultyStore::new(store, "pg_xact", faults))
+}
+
 fn run<K: RawLwLock>(
     settings: &Settings,
     kind: Kind,
@@ -50,8 +61,7 @@ fn run<K: RawLwLock>(
 ) -> Result<TeamRun, HarnessError> {
     let procs = proc_table(settings, spec.threads);
     let cfg = settings.clog_config(spec.threads);
-    let store = MemoryStore::new(settings.slru_latency);
-    let clog: Arc<Clog<K>> = Arc::new(Clog::new(&cfg, Box::new(store)).map_err(workload_error)?);
+    let clog: Arc<Clog<K>> = Arc::new(Clog::new(&cfg, store(settings)).map_err(workload_error)?);
     let xids = Arc::new(XidGen {
         lock: K::new("XidGen"),
         next: AtomicU32::new(START_XID),

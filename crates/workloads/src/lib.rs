@@ -639,6 +639,37 @@ mod tests {
         }
     }
 
+    /// The fault knobs: a failed fsync ends a WAL run with PostgreSQL's PANIC, a failed SLRU
+    /// read ends a commit-log run with its ERROR, and latency spikes only slow runs down.
+    #[test]
+    fn fault_knobs_fail_runs_loudly_and_spikes_only_slow_them() {
+        let preset = Preset::by_name(DEFAULT_PRESET).unwrap();
+        let run = |w: &str, fault: &str| {
+            let sets = [
+                "flush_latency=50us".into(),
+                "xid_window=2000000".into(),
+                "slru_latency=0".into(),
+                fault.into(),
+            ];
+            (series(w, preset, "pg", &sets).unwrap().run)(&quick_spec(2))
+        };
+        let e = run("wal-commit", "wal_fault=fsync:3")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("PANIC") && e.contains("could not fdatasync file \"pg_wal/"),
+            "{e}"
+        );
+        let e = run("clog-get", "slru_fault=read:2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("could not read from file \"pg_xact/"), "{e}");
+        let spikes = "wal_fault=fsync:every:3:sleep=1ms,write:every:2:sleep=100us";
+        assert!(run("wal-commit", spikes).unwrap().total_ops() > 0);
+        let spikes = "slru_fault=read:every:3:sleep=200us";
+        assert!(run("clog-get", spikes).unwrap().total_ops() > 0);
+    }
+
     #[test]
     fn macro_workloads_run_on_every_preset() {
         for preset in PRESETS {

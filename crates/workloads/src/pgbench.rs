@@ -89,7 +89,7 @@ use pglocks_lwlock::{
 use pglocks_procarray::{ProcArray, ProcArrayError, Snapshot, INVALID_TRANSACTION_ID};
 use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
 use pglocks_slru::clog::{Clog, XidStatus};
-use pglocks_slru::{MemoryStore, SlruError};
+use pglocks_slru::SlruError;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
@@ -675,15 +675,17 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         Kind::TpcbLike | Kind::InsertCommit => {
             let cfg = settings.wal_config(backends);
             let device = crate::wal::device(settings, cfg.segment_size)?;
-            let store = MemoryStore::new(settings.slru_latency);
             let (relid, rows_per_page) = match kind {
                 Kind::TpcbLike => (HISTORY, ROWS_PER_HISTORY_PAGE),
                 _ => (INSERTS, ROWS_PER_INSERT_PAGE),
             };
             Some(Writes {
                 wal: Wal::new(cfg, device).map_err(workload_error)?,
-                clog: Clog::new(&settings.clog_config(backends), Box::new(store))
-                    .map_err(workload_error)?,
+                clog: Clog::new(
+                    &settings.clog_config(backends),
+                    crate::clog::store(settings),
+                )
+                .map_err(workload_error)?,
                 append: AppendTable {
                     relid,
                     rows_per_page,

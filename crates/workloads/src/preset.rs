@@ -11,6 +11,7 @@ use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
 use pglocks_sinval::SinvalCheck;
 use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
 use pglocks_slru::Victim;
+use pglocks_sync::fault::FaultPlan;
 use pglocks_sync::time::Duration;
 use pglocks_wal::{FlushLatency, FlushWait, Insertion, WalConfig};
 
@@ -88,6 +89,10 @@ pub struct Settings {
     pub shared_buffers_mb: u32,
     /// The simulated time of one SLRU page read or write.
     pub slru_latency: Duration,
+    /// Faults injected into the WAL flush device (write and fsync rules; none by default).
+    pub wal_fault: FaultPlan,
+    /// Faults injected into the SLRU page store (read and write rules; none by default).
+    pub slru_fault: FaultPlan,
     /// Workload `clog-get`: lookups fall among the newest this many xids.
     pub xid_window: u32,
     /// sinvaladt.c: the "any new messages?" check takes `SInvalReadLock` and `msgnumLock`
@@ -356,6 +361,14 @@ pub const KNOBS: &[(&str, &str)] = &[
         "a duration (50us, 1ms, 0): the simulated time of one SLRU page read or write",
     ),
     (
+        "wal_fault",
+        "none or fault rules for the WAL device: fsync:5 (fail the 5th fsync: PANIC), write:3:short, fsync:every:10:sleep=5ms (see README, Fault injection)",
+    ),
+    (
+        "slru_fault",
+        "none or fault rules for the SLRU page store: read:5 (fail the 5th read: ERROR), write:every:3:short, read:every:4:sleep=1ms",
+    ),
+    (
         "xid_window",
         "N in 1..=2000000: clog-get looks up among the newest N xids (default 100000)",
     ),
@@ -522,6 +535,8 @@ impl Preset {
             clog_group_update: matches!(self.name, "pg11" | "pg14" | "pg17" | "pg18"),
             shared_buffers_mb: 8192,
             slru_latency: Duration::from_micros(50),
+            wal_fault: FaultPlan::new(),
+            slru_fault: FaultPlan::new(),
             xid_window: 100_000,
             sinval_check: match self.name {
                 "pg81" | "pg82" | "pg82uis" | "pg91" => SinvalCheck::Locked,
@@ -738,6 +753,8 @@ impl Settings {
             "clog_group_update" => on_off(self.clog_group_update),
             "shared_buffers" => self.shared_buffers_mb.to_string(),
             "slru_latency" => micros(self.slru_latency),
+            "wal_fault" => self.wal_fault.to_string(),
+            "slru_fault" => self.slru_fault.to_string(),
             "xid_window" => self.xid_window.to_string(),
             "sinval_check" => SINVAL_CHECK.name(self.sinval_check),
             "inval_rate" => self.inval_rate.to_string(),
@@ -852,6 +869,16 @@ impl Settings {
             "slru_victim" => self.slru_victim = SLRU_VICTIM.read(value, &bad)?,
             "clog_group_update" => self.clog_group_update = on_off()?,
             "shared_buffers" => self.shared_buffers_mb = number(16, 1_048_576)?,
+            "wal_fault" | "slru_fault" => {
+                let plan = value
+                    .parse::<FaultPlan>()
+                    .map_err(|e| bad(&format!("fault rules ({})", e.reason)))?;
+                if knob == "wal_fault" {
+                    self.wal_fault = plan;
+                } else {
+                    self.slru_fault = plan;
+                }
+            }
             "slru_latency" => {
                 self.slru_latency = duration(Duration::from_secs(1))
                     .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
@@ -1056,6 +1083,8 @@ mod tests {
             ("scale=0", "1 to 100000"),
             ("group_clear=maybe", "on or off"),
             ("pgxact_padding=32", "none, 64 or 128"),
+            ("wal_fault=fsync:0", "counted from 1"),
+            ("slru_fault=fsync:2:short", "cannot be short"),
         ] {
             let e = s.apply(set).unwrap_err().to_string();
             assert!(e.contains(expect), "{set}: {e}");

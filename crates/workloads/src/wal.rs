@@ -15,7 +15,9 @@ use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::Backend;
-use pglocks_wal::{FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal};
+use pglocks_wal::{
+    Faults, FaultyDevice, FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal,
+};
 use std::sync::Arc;
 
 /// Implementations of the WAL workloads.
@@ -31,16 +33,24 @@ pub(crate) enum Kind {
     Commit,
 }
 
-/// The device of `settings`, fresh for one run, with segments of `segment_size` bytes.
+/// The device of `settings`, fresh for one run, with segments of `segment_size` bytes; behind
+/// a [`FaultyDevice`] when the `wal_fault` knob plans faults (counted from this run's start).
 pub(crate) fn device(
     settings: &Settings,
     segment_size: u64,
 ) -> Result<Box<dyn FlushDevice>, HarnessError> {
-    Ok(match settings.flush_device {
+    let device: Box<dyn FlushDevice> = match settings.flush_device {
         FlushDeviceKind::Simulated => Box::new(SimulatedDevice::new(settings.flush_latency)),
         FlushDeviceKind::Null => Box::new(NullDevice),
         FlushDeviceKind::File => Box::new(FileDevice::temp(segment_size).map_err(workload_error)?),
-    })
+    };
+    if settings.wal_fault.is_empty() {
+        return Ok(device);
+    }
+    let faults = Faults::new(settings.wal_fault.clone());
+    Ok(Box::new(
+        FaultyDevice::new(device, faults, segment_size).map_err(workload_error)?,
+    ))
 }
 
 /// Commits per second if every flush covered every backend's commit: `threads / latency`
