@@ -26,7 +26,8 @@
 //! - `select-only` and `tpcb-like`: the macro transactions, which must not fail.
 //!
 //! When every thread has stopped, each part checks its end state: lock tables and fast-path
-//! slots empty, no pins left, counters exact, every row's last updater committed. A watchdog
+//! slots empty, every WAL and commit-log LWLock free, no pins left, counters exact, every row's
+//! last updater committed. A watchdog
 //! on the main thread reports any thread that makes no progress for `hang_after` (a lost
 //! wake-up shows as a hang), with what its backend waits for.
 //!
@@ -667,6 +668,8 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for WalPart<K, R> {
         })
     }
     fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
+        let free = self.wal.locks_free(b)?;
+        check(t, free, || "a WAL lock is still held at the end".into())?;
         let r = self.wal.write_result(b)?;
         let durable = self.durable.load(SeqCst);
         check(t, r.flush <= durable && r.flush <= r.write, || {
@@ -789,6 +792,10 @@ impl<K: RawLwLock> Part for Xact<K> {
         })
     }
     fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
+        let free = self.clog.slru().locks_free(b)?;
+        check(t, free, || {
+            "a commit-log bank or slot I/O lock is still held at the end".into()
+        })?;
         for word in &self.decided {
             let word = word.load(Acquire);
             if word == 0 {
