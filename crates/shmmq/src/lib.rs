@@ -443,7 +443,7 @@ impl ShmMq {
         for (i, chunk) in src.chunks(MAXIMUM_ALIGNOF).enumerate() {
             // SAFETY: as above; loom checks it.
             self.ring[offset / MAXIMUM_ALIGNOF + i]
-                .with_mut(|w| unsafe { (*w)[..chunk.len()].copy_from_slice(chunk) });
+                .with_mut(|w| unsafe { (&mut *w)[..chunk.len()].copy_from_slice(chunk) });
         }
     }
 
@@ -465,7 +465,7 @@ impl ShmMq {
         for (i, chunk) in dst.chunks_mut(MAXIMUM_ALIGNOF).enumerate() {
             // SAFETY: as above; loom checks it.
             self.ring[offset / MAXIMUM_ALIGNOF + i]
-                .with(|w| chunk.copy_from_slice(unsafe { &(*w)[..chunk.len()] }));
+                .with(|w| chunk.copy_from_slice(unsafe { &(&*w)[..chunk.len()] }));
         }
     }
 }

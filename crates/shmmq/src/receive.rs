@@ -135,8 +135,7 @@ impl ShmMqHandle {
         if self.buffer.len() < nbytes {
             let len = nbytes
                 .next_power_of_two()
-                .max(MQH_INITIAL_BUFSIZE)
-                .min(MAX_ALLOC_SIZE);
+                .clamp(MQH_INITIAL_BUFSIZE, MAX_ALLOC_SIZE);
             self.buffer = vec![0; len];
         }
     }
