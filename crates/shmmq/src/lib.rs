@@ -507,8 +507,6 @@ pub struct ShmMqHandle {
     procs: ProcTable,
     /// The attached backend (`MyProc` at `shm_mq_attach`).
     procno: usize,
-    /// Which end this backend is.
-    end: End,
     /// `mqh_buffer` / `mqh_buflen`: the reassembly buffer of received messages.
     buffer: Vec<u8>,
     /// `mqh_consume_pending`: bytes received but not yet given back through `mq_bytes_read`.
@@ -532,21 +530,17 @@ pub struct ShmMqHandle {
 
 impl ShmMqHandle {
     /// Models `shm_mq_attach`: `b`'s handle on `mq`, of which it must be the sender or the
-    /// receiver (either may be set before the other).
+    /// receiver (either may be set before the other; one backend may be both, with a handle for
+    /// each direction).
     pub fn attach(mq: Arc<ShmMq>, b: &mut Backend) -> Result<Self, ShmMqError> {
         let me = b.procno();
-        let end = if mq.receiver(b)? == Some(me) {
-            End::Receiver
-        } else if mq.sender(b)? == Some(me) {
-            End::Sender
-        } else {
+        if mq.receiver(b)? != Some(me) && mq.sender(b)? != Some(me) {
             return Err(ShmMqError::NotAttached { procno: me });
-        };
+        }
         Ok(Self {
             mq,
             procs: b.procs().clone(),
             procno: me,
-            end,
             buffer: Vec::new(),
             consume_pending: 0,
             send_pending: 0,
@@ -564,18 +558,19 @@ impl ShmMqHandle {
         &self.mq
     }
 
-    /// Whether this handle is the queue's sender.
+    /// Whether this handle's backend is the queue's sender.
     pub fn is_sender(&self) -> bool {
-        self.end == End::Sender
+        self.mq.sender.load(Ordering::Acquire) == self.procno as u32
     }
 
     /// Models `shm_mq_wait_for_attach`: waits until the counterparty has attached
     /// ([`ShmMqResult::Success`]) or the queue is detached.
     pub fn wait_for_attach(&mut self, b: &mut Backend) -> Result<ShmMqResult, ShmMqError> {
         self.check_backend(b)?;
-        let other = match self.end {
-            End::Sender => End::Receiver,
-            End::Receiver => End::Sender,
+        let other = if self.mq.receiver(b)? == Some(self.procno) {
+            End::Sender
+        } else {
+            End::Receiver
         };
         Ok(if self.wait_internal(b, other)? {
             ShmMqResult::Success(())
@@ -616,15 +611,14 @@ impl ShmMqHandle {
     #[inline]
     fn check_end(&self, b: &Backend, end: End) -> Result<(), ShmMqError> {
         self.check_backend(b)?;
-        match (self.end, end) {
-            (End::Sender, End::Sender) | (End::Receiver, End::Receiver) => Ok(()),
-            (_, End::Sender) => Err(ShmMqError::NotSender {
-                procno: self.procno,
-            }),
-            (_, End::Receiver) => Err(ShmMqError::NotReceiver {
-                procno: self.procno,
-            }),
+        if self.mq.ends(end).0.load(Ordering::Acquire) == self.procno as u32 {
+            return Ok(());
         }
+        let procno = self.procno;
+        Err(match end {
+            End::Sender => ShmMqError::NotSender { procno },
+            End::Receiver => ShmMqError::NotReceiver { procno },
+        })
     }
 
     /// Models `shm_mq_counterparty_gone` without a worker handle: gone once detached.
@@ -652,14 +646,11 @@ impl ShmMqHandle {
         }
     }
 
-    /// The counterparty's proc number once it is known to be attached, read without the lock
-    /// (it cannot change once set).
+    /// The other end's proc number as seen by `end`, once known to be attached, read without
+    /// the lock (it cannot change once set).
     #[inline]
-    fn counterparty(&self) -> u32 {
-        match self.end {
-            End::Sender => self.mq.receiver.load(Ordering::Acquire),
-            End::Receiver => self.mq.sender.load(Ordering::Acquire),
-        }
+    fn counterparty(&self, end: End) -> u32 {
+        self.mq.ends(end).1.load(Ordering::Acquire)
     }
 }
 

@@ -84,7 +84,7 @@ impl ShmMqHandle {
             return Ok(ShmMqResult::Detached);
         }
         let receiver = if self.counterparty_attached {
-            self.counterparty()
+            self.counterparty(End::Sender)
         } else {
             let r = {
                 let _mutex = self.mq.mutex.lock(b)?;
@@ -229,7 +229,7 @@ impl ShmMqHandle {
                 // Full: publish what is pending, wake the receiver, sleep until it reads.
                 mq.inc_bytes_written(self.send_pending);
                 self.send_pending = 0;
-                set_latch(&self.procs, self.counterparty());
+                set_latch(&self.procs, self.counterparty(End::Sender));
                 if nowait {
                     return Ok((ShmMqResult::WouldBlock, sent));
                 }

@@ -241,3 +241,27 @@ fn misuse_is_a_typed_error() {
         ShmMqResult::Success(&b"ok"[..])
     );
 }
+
+#[test]
+fn one_backend_can_be_both_ends_with_a_handle_each() {
+    let procs = ProcTable::new(1);
+    let mq = Arc::new(ShmMq::new(SHM_MQ_HEADER_SIZE + 64, ShmMqConfig::default()).unwrap());
+    let mut b = procs.attach().unwrap();
+    mq.set_sender(&mut b).unwrap();
+    mq.set_receiver(&mut b).unwrap();
+    let mut tx = ShmMqHandle::attach(Arc::clone(&mq), &mut b).unwrap();
+    let mut rx = ShmMqHandle::attach(mq, &mut b).unwrap();
+    // Larger than the ring: sent and received in turns, without ever blocking.
+    let msg = message(3, 150);
+    let (mut sent, mut got) = (false, None);
+    while got.is_none() {
+        if !sent {
+            sent = tx.send(&mut b, &msg, true, true).unwrap().is_success();
+        }
+        if let ShmMqResult::Success(m) = rx.receive(&mut b, true).unwrap() {
+            got = Some(m.to_vec());
+        }
+    }
+    assert!(sent);
+    assert_eq!(got.unwrap(), msg);
+}
