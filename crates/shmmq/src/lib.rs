@@ -400,6 +400,38 @@ impl ShmMq {
         }
     }
 
+    /// What a `BackgroundWorkerHandle` tells `shm_mq_counterparty_gone` and
+    /// `shm_mq_wait_internal`: the process that was to attach to this queue has exited without
+    /// doing so. Marks the queue detached and wakes whichever end is attached (the postmaster's
+    /// notification sets the latch of the worker's `bgw_notify_pid`).
+    pub fn mark_counterparty_gone(&self, procs: &ProcTable) {
+        let locked = self.lock_without_backend();
+        let ends = [
+            self.sender.load(Ordering::Relaxed),
+            self.receiver.load(Ordering::Relaxed),
+        ];
+        self.detached.store(true, Ordering::Release);
+        drop(locked);
+        for p in ends {
+            if p != NO_PROC {
+                set_latch(procs, p);
+            }
+        }
+    }
+
+    /// Takes `mq_mutex` by plain TAS retries, for the paths that have no backend at hand to
+    /// count `s_lock`'s spin delays (the lock is held for a few instructions).
+    fn lock_without_backend(
+        &self,
+    ) -> pglocks_spin::SpinLockGuard<'_, (), pglocks_spin::PgSpinLock> {
+        loop {
+            if let Some(g) = self.mutex.try_lock() {
+                return g;
+            }
+            pglocks_sync::hint::spin_loop();
+        }
+    }
+
     /// Models `shm_mq_inc_bytes_written`: publishes `n` more bytes to the receiver.
     #[inline]
     fn inc_bytes_written(&self, n: usize) {
@@ -661,12 +693,7 @@ impl Drop for ShmMqHandle {
         if self.detached {
             return;
         }
-        let locked = loop {
-            if let Some(g) = self.mq.mutex.try_lock() {
-                break g;
-            }
-            pglocks_sync::hint::spin_loop();
-        };
+        let locked = self.mq.lock_without_backend();
         self.mq.detach_internal(&self.procs, self.procno, locked);
     }
 }

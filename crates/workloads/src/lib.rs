@@ -12,6 +12,7 @@ mod lwlock;
 mod pgbench;
 pub mod preset;
 mod procarray;
+mod shmmq;
 mod sinval;
 mod spin;
 pub mod stress;
@@ -109,6 +110,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         name: "wal-commit",
         summary: "a commit: insert a commit record and XLogFlush it (group commit; ideal = threads / flush_latency)",
         impls: wal::IMPLS,
+    },
+    WorkloadInfo {
+        name: "shm-mq",
+        summary: "receive one message of `msg_size` bytes streamed by a partner thread through a `queue_size` shm_mq (threads pair up sender -> receiver; an odd one out uses its own queue with nowait)",
+        impls: shmmq::IMPLS,
     },
     WorkloadInfo {
         name: "select-only",
@@ -352,6 +358,7 @@ pub fn series_with(
         )?,
         "wal-insert" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Insert)?,
         "wal-commit" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Commit)?,
+        "shm-mq" => shmmq::series(impl_name, &settings)?,
         "select-only" => pg_only(
             w.name,
             impl_name,
@@ -539,6 +546,49 @@ mod tests {
                 "{dev}"
             );
         }
+    }
+
+    #[test]
+    fn shm_mq_streams_pairs_and_a_solo_thread_with_either_impl() {
+        let count = |run: &pglocks_harness::TeamRun, name: &str| {
+            let counters = run.stats.events.counters();
+            counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1)
+        };
+        for preset in ["pg14", "pg18"] {
+            let preset = Preset::by_name(preset).unwrap();
+            for (name, _) in shmmq::IMPLS {
+                // Small messages; then messages larger than the ring.
+                for sets in [
+                    vec!["msg_size=64".to_string()],
+                    vec!["msg_size=3000".into(), "queue_size=1024".into()],
+                ] {
+                    for threads in [1, 2, 3] {
+                        let s = series("shm-mq", preset, name, &sets).unwrap();
+                        let run = (s.run)(&quick_spec(threads)).unwrap();
+                        // Operations are messages received: the senders' calls are not counted.
+                        assert!(run.total_ops() > 0, "{name} {sets:?} {threads}");
+                        assert_eq!(run.per_thread_ops[0] == 0, threads > 1, "{name} {threads}");
+                        let size: u64 = sets[0][9..].parse().unwrap();
+                        assert_eq!(
+                            count(&run, "shm_mq.bytes"),
+                            count(&run, "shm_mq.messages") * size,
+                            "{name} {sets:?}"
+                        );
+                        assert!(run
+                            .stats
+                            .events
+                            .counters()
+                            .iter()
+                            .any(|c| c.0 == "shm_mq.mb_per_sec"));
+                    }
+                }
+            }
+        }
+        let e = series("shm-mq", Preset::by_name("pg18").unwrap(), "std", &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("pg, crossbeam"), "{e}");
     }
 
     #[test]

@@ -95,6 +95,14 @@ pub struct Settings {
     pub slru_fault: FaultPlan,
     /// Workload `clog-get`: lookups fall among the newest this many xids.
     pub xid_window: u32,
+    /// shm_mq.c (15+): the sender publishes `mq_bytes_written` only once more than a quarter of
+    /// the ring is pending (`mqh_send_pending`); before, after every chunk.
+    pub mq_send_pending: bool,
+    /// Workload `shm-mq`: payload bytes per message.
+    pub msg_size: usize,
+    /// Workload `shm-mq`: bytes of shared memory per queue (header and ring), as given to
+    /// `shm_mq_create`.
+    pub queue_size: usize,
     /// sinvaladt.c: the "any new messages?" check takes `SInvalReadLock` and `msgnumLock`
     /// (≤ 9.1) or first reads the backend's own `hasMessages` flag without a lock (9.2+).
     pub sinval_check: SinvalCheck,
@@ -373,6 +381,18 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=2000000: clog-get looks up among the newest N xids (default 100000)",
     ),
     (
+        "mq_send_pending",
+        "on|off: shm_mq senders publish bytes_written only past a quarter of the ring (15+), or after every chunk",
+    ),
+    (
+        "msg_size",
+        "bytes in 0..=67108864: payload per message (shm-mq, default 64)",
+    ),
+    (
+        "queue_size",
+        "bytes in 64..=1073741824: shared memory per queue, header included (shm-mq, default 65536: parallel query's per worker; parallel apply uses 16777216)",
+    ),
+    (
         "sinval_check",
         "locked|free: the sinval check under SInvalReadLock and msgnumLock (<= 9.1), or wait-free on the backend's own flag (9.2+)",
     ),
@@ -538,6 +558,9 @@ impl Preset {
             wal_fault: FaultPlan::new(),
             slru_fault: FaultPlan::new(),
             xid_window: 100_000,
+            mq_send_pending: matches!(self.name, "pg17" | "pg18"),
+            msg_size: 64,
+            queue_size: 65_536,
             sinval_check: match self.name {
                 "pg81" | "pg82" | "pg82uis" | "pg91" => SinvalCheck::Locked,
                 _ => SinvalCheck::WaitFree,
@@ -756,6 +779,9 @@ impl Settings {
             "wal_fault" => self.wal_fault.to_string(),
             "slru_fault" => self.slru_fault.to_string(),
             "xid_window" => self.xid_window.to_string(),
+            "mq_send_pending" => on_off(self.mq_send_pending),
+            "msg_size" => self.msg_size.to_string(),
+            "queue_size" => self.queue_size.to_string(),
             "sinval_check" => SINVAL_CHECK.name(self.sinval_check),
             "inval_rate" => self.inval_rate.to_string(),
             "inval_batch" => self.inval_batch.to_string(),
@@ -884,6 +910,12 @@ impl Settings {
                     .ok_or_else(|| bad("a duration such as 50us or 1ms, or 0"))?
             }
             "xid_window" => self.xid_window = number(1, 2_000_000)?,
+            "mq_send_pending" => self.mq_send_pending = on_off()?,
+            "msg_size" => self.msg_size = number(0, 64 << 20)? as usize,
+            "queue_size" => {
+                let least = pglocks_shmmq::SHM_MQ_MINIMUM_SIZE as u32;
+                self.queue_size = number(least, 1 << 30)? as usize
+            }
             "sinval_check" => self.sinval_check = SINVAL_CHECK.read(value, &bad)?,
             "inval_rate" => self.inval_rate = fraction()?,
             "inval_batch" => self.inval_batch = number(1, 4096)?,
@@ -1085,6 +1117,9 @@ mod tests {
             ("pgxact_padding=32", "none, 64 or 128"),
             ("wal_fault=fsync:0", "counted from 1"),
             ("slru_fault=fsync:2:short", "cannot be short"),
+            ("msg_size=-1", "0 to 67108864"),
+            ("queue_size=63", "64 to 1073741824"),
+            ("mq_send_pending=sometimes", "on or off"),
         ] {
             let e = s.apply(set).unwrap_err().to_string();
             assert!(e.contains(expect), "{set}: {e}");
