@@ -46,6 +46,29 @@
 //! the same send (same bytes) later, typically after its latch was set. Parallel apply
 //! ([`ShmMqHandle::send_with_timeout`]) builds a send with a timeout from that.
 //!
+//! # Example
+//!
+//! A worker sends one message to its leader, then detaches; the leader gets the message, then
+//! `Detached`:
+//!
+//! ```
+//! use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult};
+//! use std::sync::Arc;
+//! let procs = pglocks_sync::ProcTable::new(2);
+//! let (mut leader, mut worker) = (procs.attach().unwrap(), procs.attach().unwrap());
+//! let mq = Arc::new(ShmMq::new(65_536, ShmMqConfig::default()).unwrap());
+//! mq.set_sender(&mut worker).unwrap();
+//! mq.set_receiver(&mut leader).unwrap();
+//! let mut tx = ShmMqHandle::attach(Arc::clone(&mq), &mut worker).unwrap();
+//! let mut rx = ShmMqHandle::attach(mq, &mut leader).unwrap();
+//! let sent = tx.send(&mut worker, b"tuple", false, true).unwrap();
+//! assert_eq!(sent, ShmMqResult::Success(()));
+//! let got = rx.receive(&mut leader, false).unwrap();
+//! assert_eq!(got, ShmMqResult::Success(&b"tuple"[..]));
+//! tx.detach(&mut worker).unwrap();
+//! assert_eq!(rx.receive(&mut leader, false).unwrap(), ShmMqResult::Detached);
+//! ```
+//!
 //! # Differences from PostgreSQL
 //! - Backends are explicit: a [`Backend`] takes the place of `MyProc`, and the queue records the
 //!   sender and receiver as proc numbers.
@@ -379,7 +402,7 @@ impl ShmMq {
     }
 
     /// Models `shm_mq_detach_internal`: marks the queue detached under `mq_mutex` and sets the
-    /// counterparty's latch. `lock` takes the mutex (with or without a backend).
+    /// counterparty's latch; `locked` is `mq_mutex`, taken by the caller (with or without a backend).
     fn detach_internal(
         &self,
         procs: &ProcTable,
