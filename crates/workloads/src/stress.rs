@@ -43,7 +43,7 @@ use pglocks_lmgr::{
 };
 use pglocks_lwlock::{LockedVar, LwLockMode, Pad128, RawLwLock};
 use pglocks_procarray::{ProcArray, Snapshot};
-use pglocks_sinval::{SharedInvalidationMessage, SinvalConfig, SinvalQueue};
+use pglocks_sinval::{SharedInvalidationMessage, SinvalBackend, SinvalConfig, SinvalQueue};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::MemoryStore;
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinLock};
@@ -822,7 +822,8 @@ struct Sinval<K: RawLwLock, R: RawSpinLock> {
     queue: SinvalQueue<K, R>,
     /// The last message number each sender sent.
     sent: Vec<AtomicU32>,
-    threads: usize,
+    /// Each thread's queue entry and what it has seen, kept here for the end-of-run check.
+    receivers: Vec<Mutex<Option<Receiver>>>,
 }
 
 /// What a receiver knows of one sender: the last number seen, and whether a reset came since.
@@ -830,6 +831,51 @@ struct Sinval<K: RawLwLock, R: RawSpinLock> {
 struct Seen {
     last: u32,
     reset_since: bool,
+}
+
+/// One thread's queue entry, and what it has seen of each sender.
+struct Receiver {
+    me: SinvalBackend,
+    seen: Vec<Seen>,
+}
+
+impl<K: RawLwLock, R: RawSpinLock> Sinval<K, R> {
+    /// Receives everything pending for receiver `i`; per sender, the numbers must come in order
+    /// without a gap unless a reset came in between (a reset ends a receive, after any
+    /// messages it delivered). Returns whether it was reset.
+    fn receive(
+        &self,
+        b: &mut Backend,
+        r: &mut Receiver,
+        i: usize,
+        t: &mut Tally,
+    ) -> Result<bool, Failure> {
+        let mut broken = None;
+        let seen = &mut r.seen;
+        let got = self.queue.receive_shared_invalid_messages(
+            b,
+            &mut r.me,
+            |m| {
+                let s = &mut seen[m.extra as usize];
+                if m.object != s.last + 1 && !s.reset_since && broken.is_none() {
+                    broken = Some((m.extra, s.last, m.object));
+                }
+                *s = Seen {
+                    last: m.object,
+                    reset_since: false,
+                };
+            },
+            || {},
+        )?;
+        if got.reset {
+            seen.iter_mut().for_each(|s| s.reset_since = true);
+        }
+        check(t, broken.is_none(), || {
+            let (from, last, got) = broken.unwrap_or_default();
+            format!("backend {i} got message {got} from sender {from} after {last}: a gap without a reset")
+        })?;
+        Ok(got.reset)
+    }
 }
 
 impl<K: RawLwLock, R: RawSpinLock + 'static> Part for Sinval<K, R> {
@@ -843,18 +889,23 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for Sinval<K, R> {
         &self.procs
     }
     fn step(self: Arc<Self>, i: usize, _: usize, mut rng: SmallRng) -> Step {
-        let mut me = None;
-        // A backend joins at the end of the queue: a sender's first message it sees may be any.
-        let fresh = Seen {
-            last: 0,
-            reset_since: true,
-        };
-        let mut seen = vec![fresh; self.threads];
         let mut seq = 0u32;
         Box::new(move |b, t| {
-            let me = match &mut me {
-                Some(m) => m,
-                None => me.insert(self.queue.backend_init(b, false)?),
+            let mut slot = lock(&self.receivers[i]);
+            let r = match &mut *slot {
+                Some(r) => r,
+                None => slot.insert(Receiver {
+                    me: self.queue.backend_init(b, false)?,
+                    // A backend joins at the end of the queue: a sender's first message it
+                    // sees may be any.
+                    seen: vec![
+                        Seen {
+                            last: 0,
+                            reset_since: true,
+                        };
+                        self.sent.len()
+                    ],
+                }),
             };
             if rng.random_ratio(1, 3) {
                 let n = rng.random_range(1..=40u32);
@@ -869,36 +920,29 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for Sinval<K, R> {
                 seq += n;
                 self.sent[i].store(seq, SeqCst);
             }
-            // Receive: per sender, numbers in order without a gap, unless reset in between. A
-            // reset ends a receive, after any messages it delivered.
-            let mut broken = None;
-            let got = self.queue.receive_shared_invalid_messages(
-                b,
-                me,
-                |m| {
-                    let s = &mut seen[m.extra as usize];
-                    if m.object != s.last + 1 && !s.reset_since && broken.is_none() {
-                        broken = Some((m.extra, s.last, m.object));
-                    }
-                    *s = Seen {
-                        last: m.object,
-                        reset_since: false,
-                    };
-                },
-                || {},
-            )?;
-            if got.reset {
-                seen.iter_mut().for_each(|s| s.reset_since = true);
-            }
-            t.events += u64::from(got.reset);
+            t.events += u64::from(self.receive(b, r, i, t)?);
             t.ops += 1;
-            check(t, broken.is_none(), || {
-                let (from, last, got) = broken.unwrap_or_default();
-                format!("backend {i} got message {got} from sender {from} after {last}: a gap without a reset")
-            })
+            Ok(())
         })
     }
-    fn finish(&self, _: &mut Backend, _: &Tally, _: &mut Tally) -> Result<(), Failure> {
+    /// Once the senders have stopped, every receiver gets the rest: then it has each sender's
+    /// last message, or was reset since it last heard from that sender.
+    fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
+        for (i, slot) in self.receivers.iter().enumerate() {
+            let mut slot = lock(slot);
+            let Some(r) = slot.as_mut() else { continue };
+            self.receive(b, r, i, t)?;
+            for (from, seen) in r.seen.iter().enumerate() {
+                let sent = self.sent[from].load(SeqCst);
+                check(
+                    t,
+                    sent == 0 || seen.last == sent || seen.reset_since,
+                    || {
+                        format!("backend {i} ended with message {} of sender {from}, which sent {sent}, and no reset", seen.last)
+                    },
+                )?;
+            }
+        }
         Ok(())
     }
 }
@@ -1051,7 +1095,7 @@ impl Build<'_> {
                 queue: SinvalQueue::new(&SinvalConfig::new(n(6) + 1, s.sinval_check))
                     .map_err(setup)?,
                 sent: (0..n(6)).map(|_| AtomicU32::new(0)).collect(),
-                threads: n(6),
+                receivers: (0..n(6)).map(|_| Mutex::new(None)).collect(),
             }),
             Arc::new(Buffers::<K> {
                 procs: procs(7),
