@@ -798,12 +798,7 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
     }
     fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
         crate::stress::lock_tables_empty(&self.cluster.locks, b, t)?;
-        for id in 0..self.cluster.buffers.nbuffers() as u32 {
-            let pins = self.cluster.buffers.buffer_info(b, id)?.refcount;
-            check(t, pins == 0, || {
-                format!("buffer {id} still pinned {pins} times at the end")
-            })?;
-        }
+        crate::stress::no_pins_left(&self.cluster.buffers, b, t)?;
         let Some(w) = &self.cluster.writes else {
             return Ok(());
         };

@@ -988,14 +988,23 @@ impl<K: RawLwLock> Part for Buffers<K> {
         })
     }
     fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
-        for id in 0..self.bm.nbuffers() as u32 {
-            let info = self.bm.buffer_info(b, id)?;
-            check(t, info.refcount == 0, || {
-                format!("buffer {id} still has {} pins at the end", info.refcount)
-            })?;
-        }
-        Ok(())
+        no_pins_left(&self.bm, b, t)
     }
+}
+
+/// The end state of a buffer pool: no buffer pinned.
+pub(crate) fn no_pins_left<K: RawLwLock, P: pglocks_lwlock::Padding>(
+    bm: &BufMgr<K, P>,
+    b: &mut Backend,
+    t: &mut Tally,
+) -> Result<(), Failure> {
+    for id in 0..bm.nbuffers() as u32 {
+        let pins = bm.buffer_info(b, id)?.refcount;
+        check(t, pins == 0, || {
+            format!("buffer {id} still has {pins} pins at the end")
+        })?;
+    }
+    Ok(())
 }
 
 // ----- building the parts -------------------------------------------------------------------
