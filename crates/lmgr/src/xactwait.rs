@@ -84,8 +84,8 @@ impl<K: RawLwLock> LockManager<K> {
         }
     }
 
-    /// Models `LockTuple` (lmgr.c): `mode` on row `offset` of block `block` of relation `rel`,
-    /// waiting as `timeouts` allow.
+    /// Models `LockTuple` (lmgr.c): `mode` on the row at `tid` (block, line pointer) of `rel`
+    /// (database, relation), waiting as `timeouts` allow.
     pub fn lock_tuple(
         &self,
         b: &mut Backend,

@@ -374,7 +374,7 @@ struct Lmgr<K: RawLwLock> {
     lm: LockManager<K>,
     /// Holders per relation and mode number.
     held: Vec<[AtomicU32; 9]>,
-    /// Backends that connected (their local tables are gone at the end, their locks must be).
+    /// A short deadlock_timeout, so that deadlocks between the random lockers end quickly.
     deadlock_timeouts: LockTimeouts,
 }
 
