@@ -1,5 +1,5 @@
 //! PostgreSQL's logical replication apply, built on the lock manager (worker.c,
-//! applyparallelworker.c, proto.c, reorderbuffer.c's streaming) — in progress (issue 10).
+//! applyparallelworker.c, proto.c, reorderbuffer.c's streaming).
 //!
 //! # The design being modelled
 //! A publisher decodes its WAL into per-transaction changes; a transaction that outgrows
@@ -12,13 +12,21 @@
 //! heavyweight locks (the stream lock, the transaction lock) make the leader wait for the worker
 //! at commit, keeping commit order, and let the deadlock detector see waits between them.
 //!
-//! This crate has so far the protocol ([`proto`]: pgoutput's messages as bytes), the publisher
-//! ([`publisher`]) and the serial reference apply ([`serial`]); the leader and the parallel
-//! workers on the lock manager and shm_mq come next.
+//! The pieces: the protocol ([`proto`]: pgoutput's messages as bytes), the publisher
+//! ([`publisher`]), the serial reference apply ([`serial`]), the subscriber's tables with row
+//! waits through the lock manager ([`subscriber`]), spool files ([`spool`]), the leader apply
+//! worker ([`leader`], with [`apply`] running a whole subscription) and the parallel apply
+//! workers ([`parallel`]).
 
+pub mod leader;
+pub mod parallel;
 pub mod proto;
 pub mod publisher;
 pub mod serial;
+pub mod spool;
+pub mod subscriber;
+
+pub use leader::{apply, ApplyConfig, ApplyError, ApplyOutcome, ApplyStats, Streaming};
 
 pub use proto::{Change, Message, ProtoError, Row};
 pub use publisher::{publish, Published, PublisherConfig};

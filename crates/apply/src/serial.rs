@@ -43,26 +43,26 @@ pub enum StreamError {
 /// Tables with a unique key: (relation, key) → value.
 pub type Tables = BTreeMap<(u32, i64), i64>;
 
+/// The row `(rel, change.key())` after `change`, given the row before it (`None`: absent), or
+/// the conflict that keeps the change from applying.
+pub fn changed_row(before: Option<i64>, rel: u32, change: Change) -> Result<Option<i64>, Conflict> {
+    let key = change.key();
+    match (change, before) {
+        (Change::Insert(_), Some(_)) => Err(Conflict::InsertExists { rel, key }),
+        (Change::Insert(r), None) => Ok(Some(r.value)),
+        (Change::Update(r), Some(_)) => Ok(Some(r.value)),
+        (Change::Delete(_), Some(_)) => Ok(None),
+        (Change::Update(_) | Change::Delete(_), None) => Err(Conflict::Missing { rel, key }),
+    }
+}
+
 /// Applies `change` to `rows`, reporting a conflict instead of applying when it has one.
 pub fn apply_change(rows: &mut Tables, rel: u32, change: Change) -> Result<(), Conflict> {
-    let key = change.key();
-    match change {
-        Change::Insert(r) => {
-            if rows.contains_key(&(rel, key)) {
-                return Err(Conflict::InsertExists { rel, key });
-            }
-            rows.insert((rel, key), r.value);
-        }
-        Change::Update(r) => match rows.get_mut(&(rel, key)) {
-            Some(v) => *v = r.value,
-            None => return Err(Conflict::Missing { rel, key }),
-        },
-        Change::Delete(_) => {
-            if rows.remove(&(rel, key)).is_none() {
-                return Err(Conflict::Missing { rel, key });
-            }
-        }
-    }
+    let row = (rel, change.key());
+    match changed_row(rows.get(&row).copied(), rel, change)? {
+        Some(v) => rows.insert(row, v),
+        None => rows.remove(&row),
+    };
     Ok(())
 }
 
