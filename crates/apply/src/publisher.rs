@@ -46,6 +46,9 @@ pub struct PublisherConfig {
     pub concurrent: usize,
     /// Fraction of transactions that abort.
     pub abort_ratio: f64,
+    /// Fraction of changes that try to update or delete an existing row rather than insert
+    /// (0: inserts only).
+    pub existing_ratio: f64,
     /// Seeds the choices.
     pub seed: u64,
 }
@@ -62,6 +65,7 @@ impl Default for PublisherConfig {
             streaming: true,
             concurrent: 4,
             abort_ratio: 0.05,
+            existing_ratio: 1.0 / 3.0,
             seed: 1,
         }
     }
@@ -176,7 +180,8 @@ impl Publisher {
         let rel = FIRST_REL + self.rng.random_range(0..self.cfg.tables.max(1));
         let value = self.rng.random_range(0..1_000_000);
         // An existing row to update or delete, if one can be had.
-        let target = if self.rng.random_ratio(1, 3) && !self.out.rows.is_empty() {
+        let existing = self.cfg.existing_ratio.clamp(0.0, 1.0);
+        let target = if self.rng.random_bool(existing) && !self.out.rows.is_empty() {
             let k = self.rng.random_range(1..self.next_key);
             let row = (rel, k);
             let t = &self.running[i];

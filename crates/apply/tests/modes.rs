@@ -58,6 +58,7 @@ proptest! {
         abort_ratio in 0.0f64..0.3,
         workers in 0usize..4,
         tiny_queue in any::<bool>(),
+        existing_ratio in 0.0f64..0.8,
     ) {
         let mut pcfg = PublisherConfig {
             tables: 2,
@@ -68,8 +69,8 @@ proptest! {
             streaming: false,
             concurrent,
             abort_ratio,
+            existing_ratio,
             seed,
-            ..PublisherConfig::default()
         };
         let whole = publish(&pcfg, 30);
         check(&quick(Streaming::Off), &whole)?;

@@ -81,6 +81,7 @@ proptest! {
             streaming,
             concurrent,
             abort_ratio: 0.2,
+            existing_ratio: 0.4,
             seed,
         };
         let published = publish(&cfg, 40);
