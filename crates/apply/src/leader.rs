@@ -73,7 +73,7 @@ pub const MAX_PARALLEL_WORKER_LIMIT: usize = 1024;
 const STATE_POLL: Duration = Duration::from_millis(10);
 
 /// The subscription's `streaming` option (`LOGICALREP_STREAM_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Streaming {
     /// `off`: the publisher sends every transaction whole at commit; the leader applies all.
     Off,
@@ -119,6 +119,10 @@ pub struct ApplyConfig {
     /// Where spool files go (a fresh directory is made under it; the system's temporary
     /// directory when `None`).
     pub spool_dir: Option<PathBuf>,
+    /// CPU work per applied change, in [`busy_work`](pglocks_sync::hint::busy_work) steps:
+    /// the executor, heap, index and WAL work of applying a row, which this model does not do
+    /// (0: none).
+    pub row_work: u32,
 }
 
 impl Default for ApplyConfig {
@@ -135,6 +139,7 @@ impl Default for ApplyConfig {
             subscription: 16_600,
             database: 5,
             spool_dir: None,
+            row_work: 0,
         }
     }
 }
@@ -262,7 +267,7 @@ pub fn apply<K: RawLwLock>(
     // The leader, the workers, and as many again for workers stopping while others start.
     let procs = ProcTable::try_new(2 + 2 * cfg.max_parallel_apply_workers)?;
     let lm = LockManager::<K>::try_new(LockManagerConfig::new(procs.len()))?;
-    let sub = Subscriber::new(lm, cfg.timeouts);
+    let sub = Subscriber::new(lm, cfg.timeouts, cfg.row_work);
     let dir = match &cfg.spool_dir {
         Some(d) => tempfile::Builder::new()
             .prefix("pglocks-apply-")
@@ -616,7 +621,9 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                 return Err(self.worker_error(i));
             }
             let start = Instant::now();
-            let _ = self.b.semaphore().lock_until(start + STATE_POLL);
+            if self.b.wait_latch(Some(start + STATE_POLL)) {
+                self.b.reset_latch();
+            }
             self.b.stats.waits.record(
                 "LogicalParallelApplyStateChange",
                 "latch",

@@ -203,7 +203,7 @@ pub(crate) fn worker_main<K: RawLwLock>(
         s.error = Some(clone_for_leader(e));
         drop(s);
         pa.shared.failed.store(true, Ordering::Release);
-        procs.slot(pa.shared.leader_procno).sem.unlock();
+        procs.set_latch(pa.shared.leader_procno);
     }
     WorkerExit {
         stats: pa.b.take_stats(),
@@ -255,7 +255,9 @@ impl<K: RawLwLock> Worker<'_, K> {
                 ShmMqResult::WouldBlock => {
                     if !self.process_spooled_messages_if_required()? {
                         let start = Instant::now();
-                        let _ = self.b.semaphore().lock_until(start + IDLE_WAIT);
+                        if self.b.wait_latch(Some(start + IDLE_WAIT)) {
+                            self.b.reset_latch();
+                        }
                         self.b.stats.waits.record(
                             "LogicalParallelApplyMain",
                             "latch",
@@ -278,7 +280,7 @@ impl<K: RawLwLock> Worker<'_, K> {
                     self.lock(xid, PARALLEL_APPLY_LOCK_XACT, LockMode::AccessExclusive)?;
                     self.shared.set_xact_state(XactState::Started);
                     // logicalrep_worker_wakeup: the leader may be waiting for this.
-                    self.b.procs().slot(self.shared.leader_procno).sem.unlock();
+                    self.b.procs().set_latch(self.shared.leader_procno);
                 }
             }
             Message::Change { rel, change, .. } => {

@@ -58,6 +58,7 @@ pub struct Subscriber<K: RawLwLock> {
     conflicts: Mutex<Vec<Conflict>>,
     next_xid: AtomicU32,
     timeouts: LockTimeouts,
+    row_work: u32,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -65,8 +66,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<K: RawLwLock> Subscriber<K> {
-    /// Empty tables over lock manager `lm`; waits use `timeouts` (deadlock_timeout).
-    pub fn new(lm: LockManager<K>, timeouts: LockTimeouts) -> Self {
+    /// Empty tables over lock manager `lm`; waits use `timeouts` (deadlock_timeout); each
+    /// change costs `row_work` steps of CPU work besides the model's own.
+    pub fn new(lm: LockManager<K>, timeouts: LockTimeouts, row_work: u32) -> Self {
         Self {
             lm,
             rows: Mutex::new(BTreeMap::new()),
@@ -75,6 +77,7 @@ impl<K: RawLwLock> Subscriber<K> {
             conflicts: Mutex::new(Vec::new()),
             next_xid: AtomicU32::new(10_000),
             timeouts,
+            row_work,
         }
     }
 
@@ -132,6 +135,7 @@ impl<K: RawLwLock> Subscriber<K> {
         change: Change,
     ) -> Result<(), LmgrError> {
         let row = (rel, change.key());
+        std::hint::black_box(pglocks_sync::hint::busy_work(self.row_work, row.1 as u64));
         loop {
             let mut rows = lock(&self.rows);
             let state = rows.entry(row).or_default();

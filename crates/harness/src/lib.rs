@@ -17,7 +17,7 @@ pub mod topology;
 pub use render::{render, Format};
 pub use report::Report;
 pub use sweep::{sweep, SeriesSpec, SweepConfig};
-pub use team::{run_team, TeamRun, TeamSpec};
+pub use team::{latency_histogram, run_team, TeamRun, TeamSpec};
 pub use topology::{PinPolicy, Topology};
 
 use std::path::{Path, PathBuf};

@@ -183,7 +183,7 @@ where
         }
     });
     let mut per_thread_ops = Vec::with_capacity(spec.threads);
-    let mut latency = new_histogram();
+    let mut latency = latency_histogram();
     let mut stats = BackendStats::default();
     for r in results {
         let r = r?;
@@ -237,7 +237,9 @@ fn sample_timeline(
     out
 }
 
-fn new_histogram() -> Histogram<u64> {
+/// An empty latency histogram as runs keep them: 1 ns to the longest latency recorded, 3
+/// significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("constant histogram bounds are valid")
 }
 
@@ -269,7 +271,7 @@ where
         op(backend).map_err(Into::into)?;
     }
     backend.take_stats();
-    let mut latency = new_histogram();
+    let mut latency = latency_histogram();
     let mut ops = 0u64;
     // The first operation is always timed, so even a thread that completes only a few
     // operations (a FIFO lock oversubscribed) contributes a latency sample.

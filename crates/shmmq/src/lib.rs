@@ -72,11 +72,9 @@
 //! # Differences from PostgreSQL
 //! - Backends are explicit: a [`Backend`] takes the place of `MyProc`, and the queue records the
 //!   sender and receiver as proc numbers.
-//! - The latch is the backend's semaphore: `SetLatch` unlocks the counterparty's semaphore,
-//!   `WaitLatch` locks one's own, and `ResetLatch` is implied by the lock. A counting semaphore
-//!   remembers every set rather than one, so a backend may make a few extra trips around a wait
-//!   loop, which every loop here (like PostgreSQL's, which always re-checks) tolerates; other
-//!   waits on the same semaphore (LWLock and lock-manager sleeps) already absorb stray wake-ups.
+//! - The latch ([`pglocks_sync::latch`]) sleeps on the backend's semaphore, which lock waits
+//!   share; a wake-up taken by the wrong wait costs a trip around a wait loop, which every loop
+//!   here (like PostgreSQL's, which always re-checks) tolerates.
 //! - Each queue has its own `Arc` rather than living in a DSM segment; dropping a handle without
 //!   [`ShmMqHandle::detach`] detaches the queue as the `on_dsm_detach` callback does
 //!   (`shm_mq_detach_callback`), taking `mq_mutex` with plain TAS retries since no backend is at
@@ -532,18 +530,19 @@ enum End {
     Receiver,
 }
 
-/// `SetLatch(&proc->procLatch)`: wakes backend `procno` by unlocking its semaphore.
+/// `SetLatch(&proc->procLatch)` of backend `procno`.
 #[inline]
 fn set_latch(procs: &ProcTable, procno: u32) {
-    procs.slot(procno as usize).sem.unlock();
+    procs.set_latch(procno as usize);
 }
 
-/// `WaitLatch(MyLatch, WL_LATCH_SET, 0, event)` then `ResetLatch`: sleeps on the backend's
-/// semaphore until some latch-set arrives, counted as wait event `event`.
+/// `WaitLatch(MyLatch, WL_LATCH_SET, 0, event)` then `ResetLatch`: sleeps until the backend's
+/// latch is set, counted as wait event `event`.
 #[cold]
 fn wait_latch(b: &mut Backend, event: &'static str) {
     let start = Instant::now();
-    b.semaphore().lock();
+    b.wait_latch(None);
+    b.reset_latch();
     b.stats
         .waits
         .record(event, "latch", start.elapsed().as_nanos() as u64);
@@ -558,7 +557,7 @@ fn wait_latch(b: &mut Backend, event: &'static str) {
 pub struct ShmMqHandle {
     /// `mqh_queue`.
     mq: Arc<ShmMq>,
-    /// The table whose semaphores are the backends' latches.
+    /// The table holding the backends' latches.
     procs: ProcTable,
     /// The attached backend (`MyProc` at `shm_mq_attach`).
     procno: usize,

@@ -279,7 +279,9 @@ impl ShmMqHandle {
             }
             let slept = Instant::now();
             // WaitLatch with WL_TIMEOUT: woken by a latch-set or not, try again.
-            let _woken = b.semaphore().lock_until(slept + retry_interval);
+            if b.wait_latch(Some(slept + retry_interval)) {
+                b.reset_latch();
+            }
             b.stats.waits.record(
                 "LogicalApplySendData",
                 "latch",

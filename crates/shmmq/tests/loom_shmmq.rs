@@ -146,7 +146,8 @@ fn a_nowait_send_that_would_block_completes_after_the_receiver_reads() {
                 ShmMqResult::Success(()) => break,
                 ShmMqResult::WouldBlock => {
                     // Retry when the latch is set (a lost latch-set deadlocks the model).
-                    s.semaphore().lock();
+                    s.wait_latch(None);
+                    s.reset_latch();
                 }
                 ShmMqResult::Detached => panic!("detached"),
             }

@@ -60,7 +60,10 @@ fn round_trip(config: ShmMqConfig, ring: usize, count: u64) {
                     _ => loop {
                         // Non-blocking, retried each time the latch is set.
                         match h.send(&mut s, &msg, true, force).unwrap() {
-                            ShmMqResult::WouldBlock => s.semaphore().lock(),
+                            ShmMqResult::WouldBlock => {
+                                s.wait_latch(None);
+                                s.reset_latch();
+                            }
                             done => break done,
                         }
                     },

@@ -16,6 +16,7 @@
 //! since attaching is never on a measured path.
 
 use crate::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use crate::latch::Latch;
 use crate::proclist::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
@@ -29,6 +30,8 @@ use rand::SeedableRng;
 pub struct ProcSlot {
     /// The backend's `sem`: it sleeps here whenever a lock makes it wait.
     pub sem: Semaphore,
+    /// `procLatch`: set to wake the backend from a latch wait (shm_mq, parallel apply).
+    pub latch: Latch,
     /// `lwWaiting`: whether the backend waits on an LWLock (`LW_WS_NOT_WAITING`,
     /// `LW_WS_WAITING`, `LW_WS_PENDING_WAKEUP`; written by pglocks-lwlock).
     pub lw_waiting: AtomicU8,
@@ -127,6 +130,7 @@ impl ProcTable {
             .map(|_| {
                 CachePadded::new(ProcSlot {
                     sem: Semaphore::new(0),
+                    latch: Latch::default(),
                     lw_waiting: AtomicU8::new(0),
                     lw_wait_mode: AtomicU8::new(0),
                     lw_wait_link: ProcListNode::default(),
@@ -142,6 +146,13 @@ impl ProcTable {
                 lwlock_stats: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// `SetLatch(&proc->procLatch)` of backend `procno`.
+    #[inline]
+    pub fn set_latch(&self, procno: usize) {
+        let slot = self.slot(procno);
+        slot.latch.set(&slot.sem);
     }
 
     /// Number of slots (`MaxBackends`).
@@ -240,6 +251,20 @@ impl Backend {
     #[inline]
     pub fn semaphore(&self) -> &Semaphore {
         &self.procs.slot(self.procno).sem
+    }
+
+    /// `WaitLatch` on the backend's own latch: `true` once it is set, `false` if `deadline`
+    /// came first (`None`: no timeout). The caller resets it ([`Backend::reset_latch`]) and
+    /// looks again at what it waits for.
+    pub fn wait_latch(&self, deadline: Option<crate::time::Instant>) -> bool {
+        let slot = self.procs.slot(self.procno);
+        slot.latch.wait(&slot.sem, deadline)
+    }
+
+    /// `ResetLatch(MyLatch)`.
+    #[inline]
+    pub fn reset_latch(&self) {
+        self.procs.slot(self.procno).latch.reset();
     }
 
     /// Sleeps on the backend's semaphore until `done()` holds: the loop of a group member

@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod cell;
 pub mod fault;
+pub mod latch;
 pub mod proclist;
 mod semaphore;
 pub mod spin_delay;
@@ -113,6 +114,20 @@ pub mod hint {
     pub fn model_yield() {
         #[cfg(loom)]
         loom::thread::yield_now();
+    }
+
+    /// `n` dependent multiply-adds from `seed`: CPU time that touches no shared memory, standing
+    /// for work a model does not do (a critical section's body, think time, a row's executor
+    /// work). Pass the result to `std::hint::black_box` so it is not optimized away.
+    #[inline(always)]
+    pub fn busy_work(n: u32, seed: u64) -> u64 {
+        let mut x = seed;
+        for _ in 0..n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+        }
+        x
     }
 }
 

@@ -5,6 +5,7 @@
 //! as parking_lot), and for each (preset, impl) pair a runner that builds fresh shared state and
 //! hands the harness one operation per thread. Workloads never print and never time anything.
 
+mod apply;
 mod bufmgr;
 mod clog;
 mod lmgr;
@@ -117,6 +118,11 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         impls: shmmq::IMPLS,
     },
     WorkloadInfo {
+        name: "apply",
+        summary: "logical replication of threads x `txns` transactions of `txn_size` inserts: the publisher executes and streams them, the subscriber applies them as `mode` (off|on|parallel) says; ops are changes applied, elapsed is first insert to last commit on the subscriber (one run; duration unused)",
+        impls: apply::IMPLS,
+    },
+    WorkloadInfo {
         name: "select-only",
         summary: "pgbench -S's transaction: vxid lock, AccessShareLock on the table and its index, sinval checks, a snapshot, the index descent and heap page, commit",
         impls: pgbench::IMPLS,
@@ -189,13 +195,7 @@ pub enum WorkloadError {
 /// `n` dependent multiply-adds: CPU time that touches no shared memory (`cs_work`, `think`).
 #[inline(always)]
 pub(crate) fn work(n: u32, seed: u64) -> u64 {
-    let mut x = seed;
-    for _ in 0..n {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-    }
-    x
+    pglocks_sync::hint::busy_work(n, seed)
 }
 
 /// The backend table of one run: `threads` slots with the settings' s_lock constants and
@@ -359,6 +359,7 @@ pub fn series_with(
         "wal-insert" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Insert)?,
         "wal-commit" => pg_only(w.name, impl_name, wal::IMPLS, &settings, wal::Kind::Commit)?,
         "shm-mq" => shmmq::series(impl_name, &settings)?,
+        "apply" => pg_only(w.name, impl_name, apply::IMPLS, &settings, apply::Apply)?,
         "select-only" => pg_only(
             w.name,
             impl_name,
@@ -673,6 +674,9 @@ mod tests {
             "backends=10".into(),
             "flush_latency=50us".into(),
             "xid_window=5000".into(),
+            "txn_size=2000".into(),
+            "work_mem_changes=500".into(),
+            "row_work=0".into(),
         ];
         for w in WORKLOADS {
             for preset in PRESETS {
@@ -687,6 +691,52 @@ mod tests {
                 assert!(run.total_ops() > 0, "{} {impl_name}", w.name);
             }
         }
+    }
+
+    /// `apply` in each streaming mode: the same rows reach the subscriber (the runner checks),
+    /// streamed transactions take the mode's path, and a mode the release lacks is refused.
+    #[test]
+    fn apply_streams_by_mode_and_refuses_modes_the_release_lacks() {
+        let metric = |run: &pglocks_harness::TeamRun, name: &str| {
+            run.stats
+                .events
+                .counters()
+                .iter()
+                .find(|c| c.0 == name)
+                .map_or(0, |c| c.1)
+        };
+        let preset = Preset::by_name("pg18").unwrap();
+        // Three transactions streamed at once: with parallel, two go to the two workers
+        // (max_parallel_apply_workers_per_subscription) and the third is spooled.
+        for (mode, serialized, parallel) in [("off", 0, 0), ("on", 3, 0), ("parallel", 1, 2)] {
+            let sets = [
+                format!("mode={mode}"),
+                "txn_size=3000".into(),
+                "work_mem_changes=1000".into(),
+                "row_work=0".into(),
+            ];
+            let s = series("apply", preset, "pg", &sets).unwrap();
+            let run = (s.run)(&quick_spec(3)).unwrap();
+            assert_eq!(run.total_ops(), 9_000, "{mode}");
+            assert_eq!(metric(&run, "apply.streamed_serialized"), serialized, "{mode}");
+            assert_eq!(metric(&run, "apply.streamed_parallel"), parallel, "{mode}");
+            assert_eq!(run.latency.len(), 3, "{mode}: one latency per transaction");
+        }
+        let e = series(
+            "apply",
+            Preset::by_name("pg14").unwrap(),
+            "pg",
+            &["mode=parallel".into()],
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.contains("streaming = parallel is 16+"), "{e}");
+        let e = series("apply", Preset::by_name("pg11").unwrap(), "pg", &["mode=on".into()])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("14+"), "{e}");
     }
 
     /// The fault knobs: a failed fsync ends a WAL run with PostgreSQL's PANIC, a failed SLRU

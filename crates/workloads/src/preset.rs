@@ -5,6 +5,8 @@
 //! are listed: each later subsystem adds its row.
 
 use crate::WorkloadError;
+use pglocks_apply::publisher::DEFAULT_WORK_MEM_CHANGES;
+use pglocks_apply::Streaming;
 use pglocks_bufmgr::{BufMgrConfig, PinMethod, VictimSearch};
 use pglocks_lmgr::FastPathLayout;
 use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
@@ -100,9 +102,26 @@ pub struct Settings {
     pub mq_send_pending: bool,
     /// Workload `shm-mq`: payload bytes per message.
     pub msg_size: usize,
-    /// Workload `shm-mq`: bytes of shared memory per queue (header and ring), as given to
-    /// `shm_mq_create`.
-    pub queue_size: usize,
+    /// Workloads `shm-mq`, `apply`: bytes of shared memory per queue (header and ring), as
+    /// given to `shm_mq_create`; `None`: the workload's own (64 KB for `shm-mq`, parallel
+    /// query's per worker; `DSM_QUEUE_SIZE`, 16 MB, for `apply`).
+    pub queue_size: Option<usize>,
+    /// Workload `apply`: the subscription's `streaming` option (off before 14; `on` the
+    /// default 14–17; `parallel` 16+, the default from 18).
+    pub streaming: Streaming,
+    /// The most the release's subscriptions can stream (off, on from 14, parallel from 16).
+    pub streaming_supported: Streaming,
+    /// Workload `apply`: inserts per transaction.
+    pub txn_size: usize,
+    /// Workload `apply`: transactions per publisher backend (thread).
+    pub txns: usize,
+    /// Workload `apply`: `max_parallel_apply_workers_per_subscription`.
+    pub apply_workers: usize,
+    /// Workload `apply`: `logical_decoding_work_mem` in decoded changes.
+    pub work_mem_changes: usize,
+    /// Workload `apply`: CPU work per row on each side (executor, heap, index, WAL), in
+    /// arithmetic steps.
+    pub row_work: u32,
     /// sinvaladt.c: the "any new messages?" check takes `SInvalReadLock` and `msgnumLock`
     /// (≤ 9.1) or first reads the backend's own `hasMessages` flag without a lock (9.2+).
     pub sinval_check: SinvalCheck,
@@ -390,7 +409,31 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "queue_size",
-        "bytes in 64..=1073741824: shared memory per queue, header included (shm-mq, default 65536: parallel query's per worker; parallel apply uses 16777216)",
+        "auto or bytes in 64..=1073741824: shared memory per queue, header included (shm-mq: auto = 65536, parallel query's per worker; apply: auto = 16777216, DSM_QUEUE_SIZE)",
+    ),
+    (
+        "mode",
+        "off|on|parallel: apply's subscription option streaming (on 14+, parallel 16+; default off before 14, on 14-17, parallel 18)",
+    ),
+    (
+        "txn_size",
+        "N in 1..=100000000: inserts per transaction (apply, default 1000000)",
+    ),
+    (
+        "txns",
+        "N in 1..=1000000: transactions per publisher backend (apply, default 1)",
+    ),
+    (
+        "workers",
+        "N in 0..=1024: max_parallel_apply_workers_per_subscription (apply, default 2)",
+    ),
+    (
+        "work_mem_changes",
+        "N in 1..=100000000: logical_decoding_work_mem in decoded changes (apply, default 440000: 64 MB of ~150-byte inserts)",
+    ),
+    (
+        "row_work",
+        "N in 0..=10000000: arithmetic steps per row on publisher and subscriber alike, for the executor, heap, index and WAL work no model does (apply, default 13000, about 1 us on a 3 GHz x86_64)",
     ),
     (
         "sinval_check",
@@ -560,7 +603,22 @@ impl Preset {
             xid_window: 100_000,
             mq_send_pending: matches!(self.name, "pg17" | "pg18"),
             msg_size: 64,
-            queue_size: 65_536,
+            queue_size: None,
+            streaming: match self.name {
+                "pg18" => Streaming::Parallel,
+                "pg14" | "pg17" => Streaming::On,
+                _ => Streaming::Off,
+            },
+            streaming_supported: match self.name {
+                "pg17" | "pg18" => Streaming::Parallel,
+                "pg14" => Streaming::On,
+                _ => Streaming::Off,
+            },
+            txn_size: 1_000_000,
+            txns: 1,
+            apply_workers: pglocks_apply::leader::DEFAULT_MAX_PARALLEL_APPLY_WORKERS,
+            work_mem_changes: DEFAULT_WORK_MEM_CHANGES,
+            row_work: 13_000,
             sinval_check: match self.name {
                 "pg81" | "pg82" | "pg82uis" | "pg91" => SinvalCheck::Locked,
                 _ => SinvalCheck::WaitFree,
@@ -651,6 +709,11 @@ const WAL_VAR: Names<bool> = Names(&[("locked", false), ("atomic", true)]);
 const SLRU_VICTIM: Names<Victim> = Names(&[
     ("plain", Victim::PlainLru),
     ("avoid-busy", Victim::AvoidIoBusy),
+]);
+const STREAMING: Names<Streaming> = Names(&[
+    ("off", Streaming::Off),
+    ("on", Streaming::On),
+    ("parallel", Streaming::Parallel),
 ]);
 const SINVAL_CHECK: Names<SinvalCheck> = Names(&[
     ("locked", SinvalCheck::Locked),
@@ -781,7 +844,15 @@ impl Settings {
             "xid_window" => self.xid_window.to_string(),
             "mq_send_pending" => on_off(self.mq_send_pending),
             "msg_size" => self.msg_size.to_string(),
-            "queue_size" => self.queue_size.to_string(),
+            "queue_size" => self
+                .queue_size
+                .map_or_else(|| "auto".to_string(), |n| n.to_string()),
+            "mode" => self.streaming.name().to_string(),
+            "txn_size" => self.txn_size.to_string(),
+            "txns" => self.txns.to_string(),
+            "workers" => self.apply_workers.to_string(),
+            "work_mem_changes" => self.work_mem_changes.to_string(),
+            "row_work" => self.row_work.to_string(),
             "sinval_check" => SINVAL_CHECK.name(self.sinval_check),
             "inval_rate" => self.inval_rate.to_string(),
             "inval_batch" => self.inval_batch.to_string(),
@@ -914,8 +985,30 @@ impl Settings {
             "msg_size" => self.msg_size = number(0, 64 << 20)? as usize,
             "queue_size" => {
                 let least = pglocks_shmmq::SHM_MQ_MINIMUM_SIZE as u32;
-                self.queue_size = number(least, 1 << 30)? as usize
+                self.queue_size = if value == "auto" {
+                    None
+                } else {
+                    Some(number(least, 1 << 30)? as usize)
+                }
             }
+            "mode" => {
+                let mode = STREAMING.read(value, &bad)?;
+                if mode > self.streaming_supported {
+                    return Err(bad(match self.streaming_supported {
+                        Streaming::Off => "off (streaming of large transactions is 14+)",
+                        _ => "off or on (streaming = parallel is 16+)",
+                    }));
+                }
+                self.streaming = mode
+            }
+            "txn_size" => self.txn_size = number(1, 100_000_000)? as usize,
+            "txns" => self.txns = number(1, 1_000_000)? as usize,
+            "workers" => {
+                let most = pglocks_apply::leader::MAX_PARALLEL_WORKER_LIMIT as u32;
+                self.apply_workers = number(0, most)? as usize
+            }
+            "work_mem_changes" => self.work_mem_changes = number(1, 100_000_000)? as usize,
+            "row_work" => self.row_work = number(0, 10_000_000)?,
             "sinval_check" => self.sinval_check = SINVAL_CHECK.read(value, &bad)?,
             "inval_rate" => self.inval_rate = fraction()?,
             "inval_batch" => self.inval_batch = number(1, 4096)?,

@@ -192,7 +192,7 @@ fn run_pg(settings: &Settings, spec: &TeamSpec) -> RunResult {
         batch_send_pending: settings.mq_send_pending,
     };
     let queues = (0..spec.threads.div_ceil(2))
-        .map(|_| ShmMq::new(settings.queue_size, config).map(Arc::new))
+        .map(|_| ShmMq::new(queue_size(settings), config).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()
         .map_err(workload_error)?;
     let payload: Arc<[u8]> = message(settings.msg_size).into();
@@ -207,6 +207,11 @@ fn run_pg(settings: &Settings, spec: &TeamSpec) -> RunResult {
         let payload = Arc::clone(&payload);
         move |b: &mut Backend| end.op(b, &payload)
     })
+}
+
+/// The queue size: the `queue_size` knob, or parallel query's 64 KB per worker.
+fn queue_size(settings: &Settings) -> usize {
+    settings.queue_size.unwrap_or(65_536)
 }
 
 /// A message's bytes.
@@ -250,7 +255,7 @@ impl ChannelEnd {
 
 /// Messages a ring of `queue_size` holds: each takes a length word and its padded payload.
 fn channel_capacity(settings: &Settings) -> usize {
-    let ring = settings.queue_size.saturating_sub(SHM_MQ_HEADER_SIZE);
+    let ring = queue_size(settings).saturating_sub(SHM_MQ_HEADER_SIZE);
     let per_message =
         MAXIMUM_ALIGNOF + settings.msg_size.div_ceil(MAXIMUM_ALIGNOF) * MAXIMUM_ALIGNOF;
     (ring / per_message).max(1)
