@@ -718,7 +718,11 @@ mod tests {
             let s = series("apply", preset, "pg", &sets).unwrap();
             let run = (s.run)(&quick_spec(3)).unwrap();
             assert_eq!(run.total_ops(), 9_000, "{mode}");
-            assert_eq!(metric(&run, "apply.streamed_serialized"), serialized, "{mode}");
+            assert_eq!(
+                metric(&run, "apply.streamed_serialized"),
+                serialized,
+                "{mode}"
+            );
             assert_eq!(metric(&run, "apply.streamed_parallel"), parallel, "{mode}");
             assert_eq!(run.latency.len(), 3, "{mode}: one latency per transaction");
         }
@@ -732,10 +736,15 @@ mod tests {
         .expect("refused")
         .to_string();
         assert!(e.contains("streaming = parallel is 16+"), "{e}");
-        let e = series("apply", Preset::by_name("pg11").unwrap(), "pg", &["mode=on".into()])
-            .err()
-            .expect("refused")
-            .to_string();
+        let e = series(
+            "apply",
+            Preset::by_name("pg11").unwrap(),
+            "pg",
+            &["mode=on".into()],
+        )
+        .err()
+        .expect("refused")
+        .to_string();
         assert!(e.contains("14+"), "{e}");
     }
 
