@@ -875,8 +875,25 @@ impl Settings {
         })
     }
 
+    /// Applies `knob=value` overrides: one, or several joined by commas
+    /// (`mode=on,txn_size=1000`). A comma starts a new override only where a knob's name and
+    /// `=` follow it, so values that hold commas (fault rules) stay whole.
+    pub fn apply(&mut self, assignments: &str) -> Result<(), WorkloadError> {
+        let mut start = 0;
+        for (i, _) in assignments.match_indices(',') {
+            let next_is_knob = assignments[i + 1..]
+                .split_once('=')
+                .is_some_and(|(name, _)| KNOBS.iter().any(|k| k.0 == name));
+            if next_is_knob {
+                self.apply_one(&assignments[start..i])?;
+                start = i + 1;
+            }
+        }
+        self.apply_one(&assignments[start..])
+    }
+
     /// Applies one `knob=value` override.
-    pub fn apply(&mut self, assignment: &str) -> Result<(), WorkloadError> {
+    fn apply_one(&mut self, assignment: &str) -> Result<(), WorkloadError> {
         let (knob, value) = assignment
             .split_once('=')
             .ok_or_else(|| WorkloadError::BadSet(assignment.to_string()))?;
@@ -1139,6 +1156,28 @@ mod tests {
     }
 
     #[test]
+    fn several_knobs_in_one_set_and_commas_inside_values() {
+        let mut x = Preset::by_name("pg18").unwrap().settings();
+        x.apply("mode=on,txn_size=1000,workers=3").unwrap();
+        assert_eq!(
+            (x.streaming, x.txn_size, x.apply_workers),
+            (Streaming::On, 1000, 3)
+        );
+        x.apply("wal_fault=fsync:every:10:sleep=5ms,write:3:short,txns=4")
+            .unwrap();
+        assert_eq!(x.wal_fault.rules().len(), 2);
+        assert_eq!(x.txns, 4);
+        assert_eq!(
+            Preset::by_name("pg17").unwrap().settings().streaming,
+            Streaming::On
+        );
+        assert_eq!(
+            Preset::by_name("pg96").unwrap().settings().streaming,
+            Streaming::Off
+        );
+    }
+
+    #[test]
     fn buffer_knobs_follow_the_release_and_reject_nonsense() {
         let s = |p: &str| Preset::by_name(p).unwrap().settings();
         assert_eq!(
@@ -1213,6 +1252,10 @@ mod tests {
             ("msg_size=-1", "0 to 67108864"),
             ("queue_size=63", "64 to 1073741824"),
             ("mq_send_pending=sometimes", "on or off"),
+            ("mode=sometimes", "off, on or parallel"),
+            ("txn_size=0", "1 to 100000000"),
+            ("workers=2000", "0 to 1024"),
+            ("mode=off,txn_size=0", "1 to 100000000"),
         ] {
             let e = s.apply(set).unwrap_err().to_string();
             assert!(e.contains(expect), "{set}: {e}");
