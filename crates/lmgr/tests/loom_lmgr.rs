@@ -173,3 +173,165 @@ fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
         assert_eq!(lm.entries_in_use(), (0, 0));
     });
 }
+
+/// Parallel apply's handshake (applyparallelworker.c) on the lock manager, for a transaction
+/// streamed in two chunks: the leader holds the *stream lock* `AccessExclusive` from before it
+/// sends a chunk's `STREAM STOP` until it has sent the next `STREAM START` (and at commit until
+/// it has sent `STREAM COMMIT`); the worker, at a `STREAM STOP` with no other chunk pending,
+/// waits on it `AccessShare`; the worker holds the *transaction lock* `AccessExclusive` from its
+/// first chunk to its commit, and the leader waits on it `AccessShare` after sending the commit.
+/// The queue is modelled by flags the worker spins on. Whatever the interleaving: nothing
+/// hangs, the worker never waits past a chunk that was sent, the leader returns from its wait
+/// only after the worker finished, and the tables end empty.
+#[test]
+fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
+    use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
+    const SUB: u32 = 16_600;
+    const XID: u32 = 900;
+    const STREAM: u16 = 0;
+    const XACT: u16 = 1;
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(2));
+    builder.check(|| {
+        let procs = ProcTable::new(2);
+        let mut cfg = LockManagerConfig::new(2);
+        cfg.partitions = 1;
+        let lm = Arc::new(LockManager::<pglocks_lwlock::AtomicLwLock>::new(cfg));
+        // Messages in the queue, and the shared state (ParallelApplyWorkerShared).
+        let flags = Arc::new([
+            AtomicBool::new(false), // 0: chunk 2's STREAM START sent
+            AtomicBool::new(false), // 1: chunk 2's STREAM STOP sent
+            AtomicBool::new(false), // 2: STREAM COMMIT sent
+            AtomicBool::new(false), // 3: PARALLEL_TRANS_STARTED
+            AtomicBool::new(false), // 4: PARALLEL_TRANS_FINISHED
+        ]);
+        // pending_stream_count: chunk 1 is sent.
+        let pending = Arc::new(AtomicU32::new(1));
+        let timeouts = LockTimeouts::default();
+        let mut la = procs.attach().unwrap();
+        let mut la_local = lm.connect(&mut la, 5).unwrap();
+        let stream = |lm: &LockManager<_>, b: &mut _, l: &mut _, mode, lock: bool| {
+            if lock {
+                lm.lock_apply_transaction_for_session(b, l, SUB, XID, STREAM, mode, &timeouts)
+                    .unwrap();
+            } else {
+                lm.unlock_apply_transaction_for_session(b, l, SUB, XID, STREAM, mode)
+                    .unwrap();
+            }
+        };
+        // Chunk 1's STREAM STOP: locked before it is sent.
+        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, true);
+
+        let (lm2, p2, f2, pending2) = (
+            Arc::clone(&lm),
+            procs.clone(),
+            Arc::clone(&flags),
+            Arc::clone(&pending),
+        );
+        let worker = loom::thread::spawn(move || {
+            let mut b = p2.attach().unwrap();
+            let mut local = lm2.connect(&mut b, 5).unwrap();
+            let t = LockTimeouts::default();
+            let wait_for = |i: usize| {
+                while !f2[i].load(Acquire) {
+                    loom::thread::yield_now();
+                }
+            };
+            // First STREAM START: the transaction lock, then "started".
+            lm2.lock_apply_transaction_for_session(
+                &mut b,
+                &mut local,
+                SUB,
+                XID,
+                XACT,
+                LockMode::AccessExclusive,
+                &t,
+            )
+            .unwrap();
+            f2[3].store(true, Release);
+            // pa_decr_and_wait_stream_block at each STREAM STOP.
+            let mut stop = |b: &mut _, local: &mut _| {
+                if pending2.fetch_sub(1, AcqRel) == 1 {
+                    for lock in [true, false] {
+                        if lock {
+                            lm2.lock_apply_transaction_for_session(
+                                b,
+                                local,
+                                SUB,
+                                XID,
+                                STREAM,
+                                LockMode::AccessShare,
+                                &t,
+                            )
+                            .unwrap();
+                        } else {
+                            lm2.unlock_apply_transaction_for_session(
+                                b,
+                                local,
+                                SUB,
+                                XID,
+                                STREAM,
+                                LockMode::AccessShare,
+                            )
+                            .unwrap();
+                        }
+                    }
+                }
+            };
+            stop(&mut b, &mut local);
+            assert!(f2[0].load(Acquire), "waited past a chunk not yet sent");
+            wait_for(1);
+            stop(&mut b, &mut local);
+            wait_for(2);
+            // STREAM COMMIT: finished before the lock goes.
+            f2[4].store(true, Release);
+            lm2.unlock_apply_transaction_for_session(
+                &mut b,
+                &mut local,
+                SUB,
+                XID,
+                XACT,
+                LockMode::AccessExclusive,
+            )
+            .unwrap();
+            lm2.release_all(&mut b, &mut local, true).unwrap();
+        });
+
+        // Chunk 2: STREAM START sent, the stream lock released, the chunk counted.
+        flags[0].store(true, Release);
+        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, false);
+        pending.fetch_add(1, AcqRel);
+        // Its STREAM STOP.
+        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, true);
+        flags[1].store(true, Release);
+        // STREAM COMMIT, then pa_xact_finish.
+        flags[2].store(true, Release);
+        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, false);
+        while !flags[3].load(Acquire) {
+            loom::thread::yield_now();
+        }
+        lm.lock_apply_transaction_for_session(
+            &mut la,
+            &mut la_local,
+            SUB,
+            XID,
+            XACT,
+            LockMode::AccessShare,
+            &timeouts,
+        )
+        .unwrap();
+        assert!(flags[4].load(Acquire), "the leader went on before the worker finished");
+        lm.unlock_apply_transaction_for_session(
+            &mut la,
+            &mut la_local,
+            SUB,
+            XID,
+            XACT,
+            LockMode::AccessShare,
+        )
+        .unwrap();
+        worker.join().unwrap();
+        lm.release_all(&mut la, &mut la_local, true).unwrap();
+        assert_eq!(lm.entries_in_use(), (0, 0));
+    });
+}
