@@ -308,7 +308,7 @@ fn stress_runs_every_part_and_checks_its_arguments() {
         "--duration",
         "300ms",
         "--threads",
-        "10",
+        "11",
         "--seed",
         "3",
     ]);
@@ -325,7 +325,7 @@ fn stress_runs_every_part_and_checks_its_arguments() {
         );
     }
     assert!(stdout.contains("violations 0, hangs 0"), "{stdout}");
-    fails_with(&["stress", "--threads", "3"], "at least 10 threads");
+    fails_with(&["stress", "--threads", "3"], "at least 11 threads");
     fails_with(&["stress", "--duration", "soon"], "bad --duration");
     fails_with(&["stress", "--preset", "pg99"], "valid: pg81");
 }

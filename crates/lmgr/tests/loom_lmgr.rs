@@ -299,14 +299,26 @@ fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
 
         // Chunk 2: STREAM START sent, the stream lock released, the chunk counted.
         flags[0].store(true, Release);
-        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, false);
+        stream(
+            &lm,
+            &mut la,
+            &mut la_local,
+            LockMode::AccessExclusive,
+            false,
+        );
         pending.fetch_add(1, AcqRel);
         // Its STREAM STOP.
         stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, true);
         flags[1].store(true, Release);
         // STREAM COMMIT, then pa_xact_finish.
         flags[2].store(true, Release);
-        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, false);
+        stream(
+            &lm,
+            &mut la,
+            &mut la_local,
+            LockMode::AccessExclusive,
+            false,
+        );
         while !flags[3].load(Acquire) {
             loom::thread::yield_now();
         }
@@ -320,7 +332,10 @@ fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
             &timeouts,
         )
         .unwrap();
-        assert!(flags[4].load(Acquire), "the leader went on before the worker finished");
+        assert!(
+            flags[4].load(Acquire),
+            "the leader went on before the worker finished"
+        );
         lm.unlock_apply_transaction_for_session(
             &mut la,
             &mut la_local,

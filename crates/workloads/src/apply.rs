@@ -207,3 +207,102 @@ impl PgWorkload for Apply {
         })
     }
 }
+
+/// The `apply` part of `pglocks stress`: each step replicates a small random publication
+/// (transactions running several at a time, some streamed, some aborted, updates and deletes
+/// among the inserts) through parallel apply with a tiny queue and a send timeout of a
+/// millisecond, so that sends time out and spill to files, and checks that the subscriber ends
+/// with the publisher's rows and commit order. Counts the spills as its events.
+pub(crate) struct StressPart<K> {
+    procs: pglocks_sync::ProcTable,
+    _lwlock: std::marker::PhantomData<fn() -> K>,
+}
+
+/// The `apply` stress part for `threads` threads.
+pub(crate) fn stress_part<K: pglocks_lwlock::RawLwLock>(
+    threads: usize,
+) -> std::sync::Arc<dyn crate::stress::Part> {
+    std::sync::Arc::new(StressPart::<K> {
+        procs: pglocks_sync::ProcTable::new(threads + 1),
+        _lwlock: std::marker::PhantomData,
+    })
+}
+
+impl<K: pglocks_lwlock::RawLwLock> crate::stress::Part for StressPart<K> {
+    fn name(&self) -> &'static str {
+        "apply"
+    }
+    fn events_name(&self) -> &'static str {
+        "spills"
+    }
+    fn procs(&self) -> &pglocks_sync::ProcTable {
+        &self.procs
+    }
+    fn step(
+        self: std::sync::Arc<Self>,
+        _: usize,
+        _: usize,
+        mut rng: rand::rngs::SmallRng,
+    ) -> crate::stress::Step {
+        use crate::stress::{check, Failure};
+        use rand::RngExt;
+        Box::new(move |_, t| {
+            let pcfg = PublisherConfig {
+                tables: 2,
+                small_changes: 4,
+                large_changes: rng.random_range(20..300),
+                large_every: 3,
+                work_mem_changes: rng.random_range(5..80),
+                streaming: true,
+                concurrent: rng.random_range(1..5),
+                abort_ratio: 0.1,
+                existing_ratio: 0.3,
+                seed: rng.random(),
+            };
+            let published = publish(&pcfg, 12);
+            let cfg = ApplyConfig {
+                streaming: Streaming::Parallel,
+                max_parallel_apply_workers: rng.random_range(1..4),
+                queue_size: pglocks_shmmq::SHM_MQ_MINIMUM_SIZE + 8 * rng.random_range(1..64),
+                send_retry_interval: Duration::from_millis(1),
+                send_timeout: Duration::from_millis(1),
+                timeouts: pglocks_lmgr::LockTimeouts {
+                    deadlock_timeout: Duration::from_millis(100),
+                    lock_timeout: None,
+                },
+                ..ApplyConfig::default()
+            };
+            let bytes = published.messages.iter().map(Message::to_bytes);
+            let got = apply::<K>(&cfg, bytes)
+                .map_err(|e| Failure(format!("apply of seed {} failed: {e}", pcfg.seed)))?;
+            t.ops += 1;
+            t.events += got.stats.partial_serializations;
+            check(t, got.applied.rows == published.rows, || {
+                format!(
+                    "publication seed {}: the subscriber's {} rows differ from the publisher's {}",
+                    pcfg.seed,
+                    got.applied.rows.len(),
+                    published.rows.len()
+                )
+            })?;
+            check(
+                t,
+                got.applied.commit_order == published.commit_order,
+                || {
+                    format!(
+                        "publication seed {}: commit order {:?}, the publisher's {:?}",
+                        pcfg.seed, got.applied.commit_order, published.commit_order
+                    )
+                },
+            )
+        })
+    }
+    fn finish(
+        &self,
+        _: &mut pglocks_sync::Backend,
+        _: &crate::stress::Tally,
+        _: &mut crate::stress::Tally,
+    ) -> Result<(), crate::stress::Failure> {
+        Ok(())
+    }
+}

@@ -23,7 +23,9 @@
 //!   order without a gap, or was reset, and at the end has everything or a reset;
 //! - `bufmgr`: reads of more pages than buffers (evictions): a pinned buffer holds the page
 //!   asked for;
-//! - `select-only` and `tpcb-like`: the macro transactions, which must not fail.
+//! - `select-only` and `tpcb-like`: the macro transactions, which must not fail;
+//! - `apply`: small random publications through parallel apply with tiny queues (spills): the
+//!   subscriber ends with the publisher's rows and commit order.
 //!
 //! When every thread has stopped, each part checks its end state: lock tables and fast-path
 //! slots empty, every WAL and commit-log LWLock free, no pins left, counters exact, every row's
@@ -1028,6 +1030,7 @@ pub const PARTS: &[&str] = &[
     "bufmgr",
     "select-only",
     "tpcb-like",
+    "apply",
 ];
 
 impl MakeWithLwLock for Build<'_> {
@@ -1112,6 +1115,7 @@ impl Build<'_> {
             }),
             crate::pgbench::stress_part::<K, R>(s, crate::pgbench::Kind::SelectOnly, n(8))?,
             crate::pgbench::stress_part::<K, R>(s, crate::pgbench::Kind::TpcbLike, n(9))?,
+            crate::apply::stress_part::<K>(n(10)),
         ];
         Ok(parts)
     }
@@ -1347,7 +1351,7 @@ mod tests {
     #[test]
     fn too_few_threads_is_refused() {
         let e = stress(&config("pg18", 3, 10)).unwrap_err().to_string();
-        assert!(e.contains("at least 10 threads"), "{e}");
+        assert!(e.contains("at least 11 threads"), "{e}");
     }
 
     /// A "spinlock" that lets everyone in.
