@@ -315,6 +315,29 @@ pub fn apply<K: RawLwLock>(
     })
 }
 
+/// Models `pa_lock_stream`/`pa_unlock_stream` and `pa_lock_transaction`/`pa_unlock_transaction`
+/// (applyparallelworker.c): takes (`lock`) or releases a session lock in `mode` on object
+/// `objid` of remote transaction `xid`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply_lock<K: RawLwLock>(
+    sub: &Subscriber<K>,
+    b: &mut Backend,
+    local: &mut LocalLocks,
+    cfg: &ApplyConfig,
+    xid: u32,
+    objid: u16,
+    mode: LockMode,
+    lock: bool,
+) -> Result<(), ApplyError> {
+    let (lm, suboid) = (sub.lock_manager(), cfg.subscription);
+    if lock {
+        lm.lock_apply_transaction_for_session(b, local, suboid, xid, objid, mode, &cfg.timeouts)?;
+    } else {
+        lm.unlock_apply_transaction_for_session(b, local, suboid, xid, objid, mode)?;
+    }
+    Ok(())
+}
+
 /// Where a streamed transaction's messages go.
 #[derive(Debug)]
 enum Dest {
@@ -398,7 +421,8 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                         w.write(bytes)?;
                         self.stats.spooled_messages += 1;
                     }
-                    Some(&mut Dest::Worker(id)) => self.send_change(id, bytes)?,
+                    // Mid-chunk the leader does not hold the stream lock.
+                    Some(&mut Dest::Worker(id)) => self.send_or_spool(id, bytes, false)?,
                     None => return Err(order("a change of a transaction not streamed")),
                 }
             }
@@ -408,7 +432,7 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                     let i = self.index(id);
                     if !self.pool[i].serialize_changes {
                         // Locked before the worker can see STREAM STOP, so it waits.
-                        self.lock_stream(xid)?;
+                        self.stream_lock(xid, true)?;
                         if !self.send(id, bytes)? {
                             self.switch_to_partial_serialize(id, true)?;
                         }
@@ -433,13 +457,10 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                     Some(Dest::Spool(w)) if commit => self.apply_spooled(w, xid)?,
                     Some(Dest::Spool(w)) => spool::discard(w)?,
                     Some(Dest::Worker(id)) => {
-                        let i = self.index(id);
-                        if !self.pool[i].serialize_changes && !self.send(id, bytes)? {
-                            self.switch_to_partial_serialize(id, true)?;
-                        }
+                        // Since its last STREAM STOP the leader holds the stream lock.
+                        self.send_or_spool(id, bytes, true)?;
                         let i = self.index(id);
                         if self.pool[i].serialize_changes {
-                            self.write_partial(id, bytes)?;
                             let w = self.pool[i].spool.take().expect("serializing");
                             let path = w.finish()?;
                             self.pool[i].shared.serialize_done(path);
@@ -489,7 +510,7 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                 if self.send(id, bytes)? {
                     // Let the worker past its wait for this chunk.
                     if !first {
-                        self.unlock_stream(xid)?;
+                        self.stream_lock(xid, false)?;
                     }
                     self.pool[i].shared.add_pending_stream();
                 } else {
@@ -500,26 +521,24 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
         Ok(())
     }
 
-    /// `handle_streamed_transaction`'s send for one change: to the queue, or once serializing,
-    /// to the file.
-    fn send_change(&mut self, id: u32, bytes: &[u8]) -> Result<(), ApplyError> {
+    /// A message for worker `id` (a change, or the transaction's end): to its queue, or once
+    /// serializing to the file — switching when the send times out (`handle_streamed_transaction`,
+    /// `apply_handle_stream_commit`). `stream_locked`: whether the leader holds the stream lock.
+    fn send_or_spool(
+        &mut self,
+        id: u32,
+        bytes: &[u8],
+        stream_locked: bool,
+    ) -> Result<(), ApplyError> {
         let i = self.index(id);
         if !self.pool[i].serialize_changes && !self.send(id, bytes)? {
-            // Mid-chunk the leader does not hold the stream lock.
-            self.switch_to_partial_serialize(id, false)?;
+            self.switch_to_partial_serialize(id, stream_locked)?;
         }
         let i = self.index(id);
-        if self.pool[i].serialize_changes {
-            self.write_partial(id, bytes)?;
+        if let Some(w) = self.pool[i].spool.as_mut() {
+            w.write(bytes)?;
+            self.stats.spooled_messages += 1;
         }
-        Ok(())
-    }
-
-    fn write_partial(&mut self, id: u32, bytes: &[u8]) -> Result<(), ApplyError> {
-        let i = self.index(id);
-        let w = self.pool[i].spool.as_mut().expect("serializing");
-        w.write(bytes)?;
-        self.stats.spooled_messages += 1;
         Ok(())
     }
 
@@ -571,7 +590,7 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
         // Held to the end of the transaction: the worker must not wait for a STREAM STOP
         // that now goes to the file.
         if !stream_locked {
-            self.lock_stream(xid)?;
+            self.stream_lock(xid, true)?;
         }
         self.pool[i]
             .shared
@@ -581,28 +600,14 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
 
     /// `pa_xact_finish`: lets the worker go on, waits for its commit or abort, frees it.
     fn xact_finish(&mut self, id: u32, xid: u32) -> Result<(), ApplyError> {
-        self.unlock_stream(xid)?;
+        self.stream_lock(xid, false)?;
         self.wait_for_xact_state(id, XactState::Started)?;
         // pa_wait_for_xact_finish: the worker holds the lock until it has finished.
-        self.sub.lock_manager().lock_apply_transaction_for_session(
-            &mut self.b,
-            &mut self.local,
-            self.cfg.subscription,
-            xid,
-            PARALLEL_APPLY_LOCK_XACT,
-            LockMode::AccessShare,
-            &self.cfg.timeouts,
-        )?;
-        self.sub
-            .lock_manager()
-            .unlock_apply_transaction_for_session(
-                &mut self.b,
-                &mut self.local,
-                self.cfg.subscription,
-                xid,
-                PARALLEL_APPLY_LOCK_XACT,
-                LockMode::AccessShare,
-            )?;
+        let (sub, cfg, xact) = (self.sub, self.cfg, PARALLEL_APPLY_LOCK_XACT);
+        for take in [true, false] {
+            let (b, local) = (&mut self.b, &mut self.local);
+            apply_lock(sub, b, local, cfg, xid, xact, LockMode::AccessShare, take)?;
+        }
         let i = self.index(id);
         if self.pool[i].shared.xact_state() != XactState::Finished {
             return Err(self.worker_error(i));
@@ -620,45 +625,16 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
             if self.pool[i].shared.failed() {
                 return Err(self.worker_error(i));
             }
-            let start = Instant::now();
-            if self.b.wait_latch(Some(start + STATE_POLL)) {
-                self.b.reset_latch();
-            }
-            self.b.stats.waits.record(
-                "LogicalParallelApplyStateChange",
-                "latch",
-                start.elapsed().as_nanos() as u64,
-            );
+            self.b
+                .wait_latch_event(Some(STATE_POLL), "LogicalParallelApplyStateChange");
         }
     }
 
-    /// `pa_lock_stream(xid, AccessExclusiveLock)`.
-    fn lock_stream(&mut self, xid: u32) -> Result<(), ApplyError> {
-        self.sub.lock_manager().lock_apply_transaction_for_session(
-            &mut self.b,
-            &mut self.local,
-            self.cfg.subscription,
-            xid,
-            PARALLEL_APPLY_LOCK_STREAM,
-            LockMode::AccessExclusive,
-            &self.cfg.timeouts,
-        )?;
-        Ok(())
-    }
-
-    /// `pa_unlock_stream(xid, AccessExclusiveLock)`.
-    fn unlock_stream(&mut self, xid: u32) -> Result<(), ApplyError> {
-        self.sub
-            .lock_manager()
-            .unlock_apply_transaction_for_session(
-                &mut self.b,
-                &mut self.local,
-                self.cfg.subscription,
-                xid,
-                PARALLEL_APPLY_LOCK_STREAM,
-                LockMode::AccessExclusive,
-            )?;
-        Ok(())
+    /// `pa_lock_stream(xid, AccessExclusiveLock)` (`take`) or `pa_unlock_stream`.
+    fn stream_lock(&mut self, xid: u32, take: bool) -> Result<(), ApplyError> {
+        let (sub, cfg, b, local) = (self.sub, self.cfg, &mut self.b, &mut self.local);
+        let (stream, mode) = (PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessExclusive);
+        apply_lock(sub, b, local, cfg, xid, stream, mode, take)
     }
 
     /// Models `pa_allocate_worker` and `pa_launch_parallel_worker`: a free worker from the

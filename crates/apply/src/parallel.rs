@@ -20,7 +20,8 @@
 //! its spinlock, and the pending-chunk count is an atomic as in PostgreSQL.
 
 use crate::leader::{
-    ApplyConfig, ApplyError, WorkerExit, PARALLEL_APPLY_LOCK_STREAM, PARALLEL_APPLY_LOCK_XACT,
+    apply_lock, ApplyConfig, ApplyError, WorkerExit, PARALLEL_APPLY_LOCK_STREAM,
+    PARALLEL_APPLY_LOCK_XACT,
 };
 use crate::proto::Message;
 use crate::serial::StreamError;
@@ -33,7 +34,7 @@ use pglocks_sync::{Backend, ProcTable};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `LogicalParallelApplyLoop`'s latch wait when there is nothing to do.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -254,15 +255,8 @@ impl<K: RawLwLock> Worker<'_, K> {
                 }
                 ShmMqResult::WouldBlock => {
                     if !self.process_spooled_messages_if_required()? {
-                        let start = Instant::now();
-                        if self.b.wait_latch(Some(start + IDLE_WAIT)) {
-                            self.b.reset_latch();
-                        }
-                        self.b.stats.waits.record(
-                            "LogicalParallelApplyMain",
-                            "latch",
-                            start.elapsed().as_nanos() as u64,
-                        );
+                        self.b
+                            .wait_latch_event(Some(IDLE_WAIT), "LogicalParallelApplyMain");
                     }
                 }
                 ShmMqResult::Detached if self.shared.stopping() => return Ok(()),
@@ -277,7 +271,12 @@ impl<K: RawLwLock> Worker<'_, K> {
             Message::StreamStart { first_segment, .. } => {
                 if first_segment {
                     let xid = self.shared.xid();
-                    self.lock(xid, PARALLEL_APPLY_LOCK_XACT, LockMode::AccessExclusive)?;
+                    self.session_lock(
+                        xid,
+                        PARALLEL_APPLY_LOCK_XACT,
+                        LockMode::AccessExclusive,
+                        true,
+                    )?;
                     self.shared.set_xact_state(XactState::Started);
                     // logicalrep_worker_wakeup: the leader may be waiting for this.
                     self.b.procs().set_latch(self.shared.leader_procno);
@@ -319,7 +318,12 @@ impl<K: RawLwLock> Worker<'_, K> {
     /// the state once it has the lock), then the transaction lock released.
     fn finish(&mut self, xid: u32) -> Result<(), ApplyError> {
         self.shared.set_xact_state(XactState::Finished);
-        self.unlock(xid, PARALLEL_APPLY_LOCK_XACT, LockMode::AccessExclusive)
+        self.session_lock(
+            xid,
+            PARALLEL_APPLY_LOCK_XACT,
+            LockMode::AccessExclusive,
+            false,
+        )
     }
 
     /// `pa_decr_and_wait_stream_block`.
@@ -339,9 +343,7 @@ impl<K: RawLwLock> Worker<'_, K> {
             .fetch_sub(1, Ordering::AcqRel)
             == 1
         {
-            let xid = self.shared.xid();
-            self.lock(xid, PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessShare)?;
-            self.unlock(xid, PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessShare)?;
+            self.wait_for_stream_lock()?;
         }
         Ok(())
     }
@@ -354,9 +356,7 @@ impl<K: RawLwLock> Worker<'_, K> {
         }
         if st == FilesetState::SerializeInProgress {
             // Wait for the leader to finish the file: it holds the stream lock till then.
-            let xid = self.shared.xid();
-            self.lock(xid, PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessShare)?;
-            self.unlock(xid, PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessShare)?;
+            self.wait_for_stream_lock()?;
             st = self.shared.fileset_state();
         }
         match st {
@@ -374,31 +374,24 @@ impl<K: RawLwLock> Worker<'_, K> {
         Ok(true)
     }
 
-    /// `pa_lock_stream` / `pa_lock_transaction` (session locks).
-    fn lock(&mut self, xid: u32, objid: u16, mode: LockMode) -> Result<(), ApplyError> {
-        self.sub.lock_manager().lock_apply_transaction_for_session(
-            &mut self.b,
-            &mut self.local,
-            self.cfg.subscription,
-            xid,
-            objid,
-            mode,
-            &self.cfg.timeouts,
-        )?;
-        Ok(())
+    /// `pa_lock_stream` / `pa_lock_transaction` (`take`), or their unlocks.
+    fn session_lock(
+        &mut self,
+        xid: u32,
+        objid: u16,
+        mode: LockMode,
+        take: bool,
+    ) -> Result<(), ApplyError> {
+        let (sub, cfg, b, local) = (self.sub, self.cfg, &mut self.b, &mut self.local);
+        apply_lock(sub, b, local, cfg, xid, objid, mode, take)
     }
 
-    fn unlock(&mut self, xid: u32, objid: u16, mode: LockMode) -> Result<(), ApplyError> {
-        self.sub
-            .lock_manager()
-            .unlock_apply_transaction_for_session(
-                &mut self.b,
-                &mut self.local,
-                self.cfg.subscription,
-                xid,
-                objid,
-                mode,
-            )?;
+    /// Waits until the leader releases the stream lock: takes it `AccessShare` and gives it back.
+    fn wait_for_stream_lock(&mut self) -> Result<(), ApplyError> {
+        let xid = self.shared.xid();
+        for take in [true, false] {
+            self.session_lock(xid, PARALLEL_APPLY_LOCK_STREAM, LockMode::AccessShare, take)?;
+        }
         Ok(())
     }
 

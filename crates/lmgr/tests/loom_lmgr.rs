@@ -174,6 +174,27 @@ fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
     });
 }
 
+/// A session lock of parallel apply on object `objid` of remote transaction 900 of
+/// subscription 16600: taken (`take`) or released.
+fn apply_lock(
+    lm: &LockManager<pglocks_lwlock::AtomicLwLock>,
+    b: &mut pglocks_sync::Backend,
+    local: &mut pglocks_lmgr::LocalLocks,
+    objid: u16,
+    mode: LockMode,
+    take: bool,
+) {
+    let (sub, xid) = (16_600, 900);
+    if take {
+        let t = LockTimeouts::default();
+        lm.lock_apply_transaction_for_session(b, local, sub, xid, objid, mode, &t)
+            .unwrap();
+    } else {
+        lm.unlock_apply_transaction_for_session(b, local, sub, xid, objid, mode)
+            .unwrap();
+    }
+}
+
 /// Parallel apply's handshake (applyparallelworker.c) on the lock manager, for a transaction
 /// streamed in two chunks: the leader holds the *stream lock* `AccessExclusive` from before it
 /// sends a chunk's `STREAM STOP` until it has sent the next `STREAM START` (and at commit until
@@ -186,13 +207,10 @@ fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
 #[test]
 fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
     use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
-    const SUB: u32 = 16_600;
-    const XID: u32 = 900;
+    use LockMode::{AccessExclusive, AccessShare};
     const STREAM: u16 = 0;
     const XACT: u16 = 1;
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(2));
-    builder.check(|| {
+    pglocks_sync::loom_builder(2).check(|| {
         let procs = ProcTable::new(2);
         let mut cfg = LockManagerConfig::new(2);
         cfg.partitions = 1;
@@ -207,20 +225,10 @@ fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
         ]);
         // pending_stream_count: chunk 1 is sent.
         let pending = Arc::new(AtomicU32::new(1));
-        let timeouts = LockTimeouts::default();
         let mut la = procs.attach().unwrap();
         let mut la_local = lm.connect(&mut la, 5).unwrap();
-        let stream = |lm: &LockManager<_>, b: &mut _, l: &mut _, mode, lock: bool| {
-            if lock {
-                lm.lock_apply_transaction_for_session(b, l, SUB, XID, STREAM, mode, &timeouts)
-                    .unwrap();
-            } else {
-                lm.unlock_apply_transaction_for_session(b, l, SUB, XID, STREAM, mode)
-                    .unwrap();
-            }
-        };
         // Chunk 1's STREAM STOP: locked before it is sent.
-        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, true);
+        apply_lock(&lm, &mut la, &mut la_local, STREAM, AccessExclusive, true);
 
         let (lm2, p2, f2, pending2) = (
             Arc::clone(&lm),
@@ -231,51 +239,19 @@ fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
         let worker = loom::thread::spawn(move || {
             let mut b = p2.attach().unwrap();
             let mut local = lm2.connect(&mut b, 5).unwrap();
-            let t = LockTimeouts::default();
             let wait_for = |i: usize| {
                 while !f2[i].load(Acquire) {
                     loom::thread::yield_now();
                 }
             };
             // First STREAM START: the transaction lock, then "started".
-            lm2.lock_apply_transaction_for_session(
-                &mut b,
-                &mut local,
-                SUB,
-                XID,
-                XACT,
-                LockMode::AccessExclusive,
-                &t,
-            )
-            .unwrap();
+            apply_lock(&lm2, &mut b, &mut local, XACT, AccessExclusive, true);
             f2[3].store(true, Release);
             // pa_decr_and_wait_stream_block at each STREAM STOP.
-            let mut stop = |b: &mut _, local: &mut _| {
+            let stop = |b: &mut _, local: &mut _| {
                 if pending2.fetch_sub(1, AcqRel) == 1 {
-                    for lock in [true, false] {
-                        if lock {
-                            lm2.lock_apply_transaction_for_session(
-                                b,
-                                local,
-                                SUB,
-                                XID,
-                                STREAM,
-                                LockMode::AccessShare,
-                                &t,
-                            )
-                            .unwrap();
-                        } else {
-                            lm2.unlock_apply_transaction_for_session(
-                                b,
-                                local,
-                                SUB,
-                                XID,
-                                STREAM,
-                                LockMode::AccessShare,
-                            )
-                            .unwrap();
-                        }
-                    }
+                    apply_lock(&lm2, b, local, STREAM, AccessShare, true);
+                    apply_lock(&lm2, b, local, STREAM, AccessShare, false);
                 }
             };
             stop(&mut b, &mut local);
@@ -285,66 +261,29 @@ fn parallel_apply_stream_and_transaction_locks_keep_commit_order() {
             wait_for(2);
             // STREAM COMMIT: finished before the lock goes.
             f2[4].store(true, Release);
-            lm2.unlock_apply_transaction_for_session(
-                &mut b,
-                &mut local,
-                SUB,
-                XID,
-                XACT,
-                LockMode::AccessExclusive,
-            )
-            .unwrap();
+            apply_lock(&lm2, &mut b, &mut local, XACT, AccessExclusive, false);
             lm2.release_all(&mut b, &mut local, true).unwrap();
         });
 
         // Chunk 2: STREAM START sent, the stream lock released, the chunk counted.
         flags[0].store(true, Release);
-        stream(
-            &lm,
-            &mut la,
-            &mut la_local,
-            LockMode::AccessExclusive,
-            false,
-        );
+        apply_lock(&lm, &mut la, &mut la_local, STREAM, AccessExclusive, false);
         pending.fetch_add(1, AcqRel);
         // Its STREAM STOP.
-        stream(&lm, &mut la, &mut la_local, LockMode::AccessExclusive, true);
+        apply_lock(&lm, &mut la, &mut la_local, STREAM, AccessExclusive, true);
         flags[1].store(true, Release);
         // STREAM COMMIT, then pa_xact_finish.
         flags[2].store(true, Release);
-        stream(
-            &lm,
-            &mut la,
-            &mut la_local,
-            LockMode::AccessExclusive,
-            false,
-        );
+        apply_lock(&lm, &mut la, &mut la_local, STREAM, AccessExclusive, false);
         while !flags[3].load(Acquire) {
             loom::thread::yield_now();
         }
-        lm.lock_apply_transaction_for_session(
-            &mut la,
-            &mut la_local,
-            SUB,
-            XID,
-            XACT,
-            LockMode::AccessShare,
-            &timeouts,
-        )
-        .unwrap();
+        apply_lock(&lm, &mut la, &mut la_local, XACT, AccessShare, true);
         assert!(
             flags[4].load(Acquire),
             "the leader went on before the worker finished"
         );
-        lm.unlock_apply_transaction_for_session(
-            &mut la,
-            &mut la_local,
-            SUB,
-            XID,
-            XACT,
-            LockMode::AccessShare,
-        )
-        .unwrap();
+        apply_lock(&lm, &mut la, &mut la_local, XACT, AccessShare, false);
         worker.join().unwrap();
         lm.release_all(&mut la, &mut la_local, true).unwrap();
         assert_eq!(lm.entries_in_use(), (0, 0));

@@ -99,7 +99,6 @@ use pglocks_spin::SpinLock;
 use pglocks_sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::sync::Arc;
-use pglocks_sync::time::Instant;
 use pglocks_sync::{Backend, CachePadded, ProcTable};
 
 pub use send::{SHM_SEND_RETRY_INTERVAL_MS, SHM_SEND_TIMEOUT_MS};
@@ -540,12 +539,7 @@ fn set_latch(procs: &ProcTable, procno: u32) {
 /// latch is set, counted as wait event `event`.
 #[cold]
 fn wait_latch(b: &mut Backend, event: &'static str) {
-    let start = Instant::now();
-    b.wait_latch(None);
-    b.reset_latch();
-    b.stats
-        .waits
-        .record(event, "latch", start.elapsed().as_nanos() as u64);
+    b.wait_latch_event(None, event);
 }
 
 /// Models `shm_mq_handle` (shm_mq.c): one backend's private state for its end of a queue.

@@ -277,16 +277,8 @@ impl ShmMqHandle {
                 ShmMqResult::WouldBlock => {}
                 done => return Ok(done),
             }
-            let slept = Instant::now();
             // WaitLatch with WL_TIMEOUT: woken by a latch-set or not, try again.
-            if b.wait_latch(Some(slept + retry_interval)) {
-                b.reset_latch();
-            }
-            b.stats.waits.record(
-                "LogicalApplySendData",
-                "latch",
-                slept.elapsed().as_nanos() as u64,
-            );
+            b.wait_latch_event(Some(retry_interval), "LogicalApplySendData");
             match start {
                 None => start = Some(Instant::now()),
                 Some(s) if s.elapsed() >= timeout => return Ok(ShmMqResult::WouldBlock),

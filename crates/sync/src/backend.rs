@@ -261,6 +261,24 @@ impl Backend {
         slot.latch.wait(&slot.sem, deadline)
     }
 
+    /// The wait of PostgreSQL's latch loops: `WaitLatch` until the latch is set or `timeout`
+    /// has passed (`None`: no timeout), `ResetLatch` if it was set, and the time counted as
+    /// wait event `event`. Returns whether the latch was set.
+    pub fn wait_latch_event(
+        &mut self,
+        timeout: Option<crate::time::Duration>,
+        event: &'static str,
+    ) -> bool {
+        let start = crate::time::Instant::now();
+        let set = self.wait_latch(timeout.map(|t| start + t));
+        if set {
+            self.reset_latch();
+        }
+        let waited = start.elapsed().as_nanos() as u64;
+        self.stats.waits.record(event, "latch", waited);
+        set
+    }
+
     /// `ResetLatch(MyLatch)`.
     #[inline]
     pub fn reset_latch(&self) {

@@ -9,9 +9,7 @@ use pglocks_sync::sync::Arc;
 use pglocks_sync::Semaphore;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(2));
-    b.check(f);
+    pglocks_sync::loom_builder(2).check(f);
 }
 
 #[test]
