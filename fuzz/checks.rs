@@ -174,3 +174,19 @@ impl Default for ClogReader {
         Self::new()
     }
 }
+
+/// A pgoutput message (proto.c's layouts), read as outside and inside a stream: every input
+/// decodes to a message or a typed error, never a panic; a message it accepts decodes again
+/// to itself from the bytes it encodes to (its text values may be written differently, as
+/// `007` for 7, so the bytes themselves need not match).
+pub fn pgoutput(bytes: &[u8]) -> Option<pglocks::apply::Message> {
+    let mut first = None;
+    for in_stream in [false, true] {
+        if let Ok(m) = pglocks::apply::Message::decode(bytes, in_stream) {
+            let again = pglocks::apply::Message::decode(&m.to_bytes(), in_stream);
+            assert_eq!(again, Ok(m), "{bytes:?} (in a stream: {in_stream})");
+            first = first.or(Some(m));
+        }
+    }
+    first
+}

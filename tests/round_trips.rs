@@ -160,6 +160,29 @@ proptest! {
     }
 
     #[test]
+    fn pgoutput_bytes_never_panic_and_accepted_messages_read_back(
+        kind in prop::sample::select(b"BCIUDSEcAZ".to_vec()),
+        rest in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let mut bytes = vec![kind];
+        bytes.extend(rest);
+        checks::pgoutput(&bytes);
+    }
+
+    #[test]
+    fn pgoutput_messages_of_the_publisher_read_back(seed in any::<u64>()) {
+        let cfg = pglocks::apply::PublisherConfig {
+            large_changes: 30,
+            work_mem_changes: 10,
+            seed,
+            ..Default::default()
+        };
+        for m in pglocks::apply::publish(&cfg, 6).messages {
+            prop_assert_eq!(checks::pgoutput(&m.to_bytes()).is_some(), true);
+        }
+    }
+
+    #[test]
     fn isolation_spec_text_never_panics(text in "\\PC{0,200}") {
         checks::isolation_spec(&text);
     }
