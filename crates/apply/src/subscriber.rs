@@ -7,18 +7,23 @@
 //! in the unique index, `_bt_check_unique`; an uncommitted update or delete, `heap_update`'s
 //! `xmax`) waits for that transaction with `XactLockTableWait`, then looks again: committed,
 //! the row is as it left it; aborted, as before it. Only then does the change apply, or meet a
-//! conflict (18's `insert_exists`, `update_missing`, `delete_missing`). Every local transaction
+//! conflict (18's `insert_exists`, `update_missing`, `delete_missing`). An update or delete
+//! first queues on the row's tuple lock (`heap_acquire_tuplock`: `ExclusiveLock` for an update
+//! that keeps the key, `AccessExclusiveLock` for a delete), held until the change is made, so
+//! that several waiters for one row get it in turn; an insert waits in the unique index without
+//! one. Every local transaction
 //! holds the lock on its own xid (`XactLockTableInsert`) until it ends, so the deadlock detector
 //! sees these waits — the waits that parallel apply's leader and workers can close into a cycle.
 //!
-//! Shortcuts: one mutex over the rows stands in for buffer content locks; the local xids are a
+//! Shortcuts: one mutex over the rows stands in for buffer content locks; a row's TID is made
+//! from its key (block `key / 200`, line pointer `key % 200 + 1`); the local xids are a
 //! counter, not the ProcArray's (a transaction counts as running from `begin` to the end of
 //! `commit`/`abort`, and leaves the running set before it releases its locks, as
 //! `ProcArrayEndTransaction` comes before `LockReleaseAll`).
 
 use crate::proto::Change;
 use crate::serial::{changed_row, Conflict, Tables};
-use pglocks_lmgr::{LmgrError, LocalLocks, LockManager, LockTimeouts};
+use pglocks_lmgr::{LmgrError, LocalLocks, LockManager, LockMode, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::Backend;
 use std::collections::{BTreeMap, HashSet};
@@ -136,41 +141,60 @@ impl<K: RawLwLock> Subscriber<K> {
     ) -> Result<(), LmgrError> {
         let row = (rel, change.key());
         std::hint::black_box(pglocks_sync::hint::busy_work(self.row_work, row.1 as u64));
-        loop {
+        // The tuple lock an update or delete queues on before it waits, once it must wait.
+        let tuple_mode = match change {
+            Change::Insert(_) => None,
+            Change::Update(_) => Some(LockMode::Exclusive),
+            Change::Delete(_) => Some(LockMode::AccessExclusive),
+        };
+        let tid = ((row.1 / 200) as u32, (row.1.rem_euclid(200) + 1) as u16);
+        let relation = (local.database(), rel);
+        let mut tuple_locked = None;
+        let result = loop {
             let mut rows = lock(&self.rows);
             let state = rows.entry(row).or_default();
-            match state.pending {
-                Some((other, _)) if other != txn.xid => {
-                    drop(rows);
-                    let running = |_: &mut Backend, x: u32| {
-                        Ok::<_, LmgrError>(lock(&self.running).contains(&x))
-                    };
-                    self.lm
-                        .xact_lock_table_wait(b, local, other, &self.timeouts, running, Ok)?;
-                    continue;
+            if let Some((other, _)) = state.pending.filter(|&(x, _)| x != txn.xid) {
+                drop(rows);
+                if let (None, Some(mode)) = (tuple_locked, tuple_mode) {
+                    let t = &self.timeouts;
+                    if let Err(e) = self.lm.lock_tuple(b, local, relation, tid, mode, t) {
+                        break Err(e);
+                    }
+                    tuple_locked = Some(mode);
                 }
-                _ => {}
+                let running =
+                    |_: &mut Backend, x: u32| Ok::<_, LmgrError>(lock(&self.running).contains(&x));
+                let waited =
+                    self.lm
+                        .xact_lock_table_wait(b, local, other, &self.timeouts, running, Ok);
+                if let Err(e) = waited {
+                    break Err(e);
+                }
+                continue;
             }
             // The row as this transaction sees it.
             let seen = match state.pending {
                 Some((_, v)) => v,
                 None => state.committed,
             };
-            let after = match changed_row(seen, rel, change) {
-                Ok(after) => after,
+            match changed_row(seen, rel, change) {
+                Ok(after) => {
+                    if state.pending.is_none() {
+                        txn.touched.push(row);
+                    }
+                    state.pending = Some((txn.xid, after));
+                }
                 Err(c) => {
                     drop(rows);
                     lock(&self.conflicts).push(c);
-                    return Ok(());
                 }
-            };
-            let first_touch = state.pending.is_none();
-            state.pending = Some((txn.xid, after));
-            if first_touch {
-                txn.touched.push(row);
             }
-            return Ok(());
+            break Ok(());
+        };
+        if let Some(mode) = tuple_locked {
+            self.lm.unlock_tuple(b, local, relation, tid, mode)?;
         }
+        result
     }
 
     /// Commits `txn`, which applied remote transaction `remote_xid`: its changes become the
