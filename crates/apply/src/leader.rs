@@ -422,7 +422,9 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                         self.stats.spooled_messages += 1;
                     }
                     // Mid-chunk the leader does not hold the stream lock.
-                    Some(&mut Dest::Worker(id)) => self.send_or_spool(id, bytes, false)?,
+                    Some(&mut Dest::Worker(id)) => {
+                        self.send_or_spool(id, bytes, false)?;
+                    }
                     None => return Err(order("a change of a transaction not streamed")),
                 }
             }
@@ -433,10 +435,8 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
                     if !self.pool[i].serialize_changes {
                         // Locked before the worker can see STREAM STOP, so it waits.
                         self.stream_lock(xid, true)?;
-                        if !self.send(id, bytes)? {
-                            self.switch_to_partial_serialize(id, true)?;
-                        }
                     }
+                    self.send_or_spool(id, bytes, true)?;
                 }
             }
             Message::StreamCommit { xid, .. } | Message::StreamAbort { xid, .. }
@@ -505,41 +505,42 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
         }
         self.stream = Some(xid);
         if let Some(&Dest::Worker(id)) = self.dests.get(&xid) {
-            let i = self.index(id);
-            if !self.pool[i].serialize_changes {
-                if self.send(id, bytes)? {
-                    // Let the worker past its wait for this chunk.
-                    if !first {
-                        self.stream_lock(xid, false)?;
-                    }
-                    self.pool[i].shared.add_pending_stream();
-                } else {
-                    self.switch_to_partial_serialize(id, !first)?;
+            // Between chunks the leader holds the stream lock, except before the first.
+            if self.send_or_spool(id, bytes, !first)? {
+                // Let the worker past its wait for this chunk.
+                if !first {
+                    self.stream_lock(xid, false)?;
                 }
+                let i = self.index(id);
+                self.pool[i].shared.add_pending_stream();
             }
         }
         Ok(())
     }
 
-    /// A message for worker `id` (a change, or the transaction's end): to its queue, or once
-    /// serializing to the file — switching when the send times out (`handle_streamed_transaction`,
-    /// `apply_handle_stream_commit`). `stream_locked`: whether the leader holds the stream lock.
+    /// A message for worker `id`: to its queue, or once serializing to the file, switching
+    /// when the send times out (`handle_streamed_transaction` and the `apply_handle_stream_*`
+    /// functions, which write `STREAM START`, `STREAM STOP` and the end to the file too, for the
+    /// worker to replay). `stream_locked`: whether the leader holds the stream lock. Returns
+    /// whether the message went to the queue.
     fn send_or_spool(
         &mut self,
         id: u32,
         bytes: &[u8],
         stream_locked: bool,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<bool, ApplyError> {
         let i = self.index(id);
-        if !self.pool[i].serialize_changes && !self.send(id, bytes)? {
+        if !self.pool[i].serialize_changes {
+            if self.send(id, bytes)? {
+                return Ok(true);
+            }
             self.switch_to_partial_serialize(id, stream_locked)?;
         }
         let i = self.index(id);
-        if let Some(w) = self.pool[i].spool.as_mut() {
-            w.write(bytes)?;
-            self.stats.spooled_messages += 1;
-        }
-        Ok(())
+        let w = self.pool[i].spool.as_mut().expect("serializing");
+        w.write(bytes)?;
+        self.stats.spooled_messages += 1;
+        Ok(false)
     }
 
     /// `apply_spooled_messages` at `STREAM COMMIT` of a spooled transaction: replays the file

@@ -145,8 +145,17 @@ fn full_queue_to_a_waiting_worker_spills_to_a_file_instead_of_deadlocking() {
         ..config()
     };
     for round in 0..3 {
-        let got = apply::<AtomicLwLock>(&cfg, messages.iter().map(Message::to_bytes))
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        // The walreceiver hands over 302 once PA-1 has had time to apply 301's first chunk:
+        // had PA-2 updated key 1 first, PA-1 would wait for PA-2 instead — a cycle through the
+        // leader's commit wait that the deadlock detector reports, as PostgreSQL's would.
+        let source = messages.iter().enumerate().map(|(i, m)| {
+            if i == 6 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            m.to_bytes()
+        });
+        let got = apply::<AtomicLwLock>(&cfg, source)
+            .unwrap_or_else(|e| panic!("round {round}: {e} / {:?}", e.detail()));
         assert_eq!(got.applied.rows, serial.rows, "round {round}");
         assert_eq!(got.applied.rows.get(&(REL, 1)), Some(&2));
         assert_eq!(got.applied.commit_order, vec![300, 301, 302]);
