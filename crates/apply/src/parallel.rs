@@ -194,6 +194,7 @@ pub(crate) fn worker_main<K: RawLwLock>(
         mq: Some(mq),
         txn: None,
         buf: Vec::new(),
+        replaying: false,
     };
     let result = pa.run();
     let cleanup = pa.exit();
@@ -234,6 +235,8 @@ struct Worker<'a, K: RawLwLock> {
     /// The local transaction applying the remote one.
     txn: Option<LocalTxn>,
     buf: Vec<u8>,
+    /// Whether the messages come from a spool file.
+    replaying: bool,
 }
 
 impl<K: RawLwLock> Worker<'_, K> {
@@ -270,6 +273,13 @@ impl<K: RawLwLock> Worker<'_, K> {
         match Message::decode(bytes, true)? {
             Message::StreamStart { first_segment, .. } => {
                 if first_segment {
+                    if self.replaying {
+                        // The leader's very first send to this worker timed out.
+                        self.b
+                            .stats
+                            .events
+                            .count("apply.first_segments_replayed", 1);
+                    }
                     let xid = self.shared.xid();
                     self.session_lock(
                         xid,
@@ -365,7 +375,10 @@ impl<K: RawLwLock> Worker<'_, K> {
             FilesetState::Ready => {
                 let path = lock(&self.shared.state).spool.take();
                 if let Some(path) = path {
-                    spool::replay(&path, |m| self.dispatch(m))?;
+                    self.replaying = true;
+                    let replayed = spool::replay(&path, |m| self.dispatch(m));
+                    self.replaying = false;
+                    replayed?;
                 }
                 self.shared.set_fileset_state(FilesetState::Empty);
             }
