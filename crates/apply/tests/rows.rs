@@ -29,6 +29,46 @@ fn update(key: i64, value: i64) -> Change {
     Change::Update(Row { key, value })
 }
 
+fn insert(key: i64, value: i64) -> Change {
+    Change::Insert(Row { key, value })
+}
+
+/// A backend that, in a thread, applies `change` in one transaction and commits it as remote
+/// transaction `xid`.
+fn in_a_thread(
+    sub: &Arc<Subscriber<AtomicLwLock>>,
+    procs: &ProcTable,
+    change: Change,
+    xid: u32,
+) -> std::thread::JoinHandle<()> {
+    let (sub, procs) = (Arc::clone(sub), procs.clone());
+    std::thread::spawn(move || {
+        let mut b = procs.attach().unwrap();
+        let mut local = sub.lock_manager().connect(&mut b, DB).unwrap();
+        let mut t = sub.begin(&mut b, &mut local).unwrap();
+        sub.apply(&mut b, &mut local, &mut t, REL, change).unwrap();
+        sub.commit(&mut b, &mut local, t, xid).unwrap();
+    })
+}
+
+/// Whether another backend could take tuple (0, `offset`) of the table in `mode` now.
+fn tuple_free(
+    sub: &Subscriber<AtomicLwLock>,
+    procs: &ProcTable,
+    offset: u16,
+    mode: LockMode,
+) -> bool {
+    let mut c = procs.attach().unwrap();
+    let lm = sub.lock_manager();
+    let mut local = lm.connect(&mut c, DB).unwrap();
+    let tag = LockTag::tuple(DB, REL, 0, offset);
+    let got = lm
+        .conditional_acquire(&mut c, &mut local, tag, mode, LockOwner::Transaction)
+        .unwrap();
+    lm.release_all(&mut c, &mut local, false).unwrap();
+    got == LockAcquireResult::Ok
+}
+
 /// Waits until backend `procno` sleeps in a lock queue.
 fn until_waiting(sub: &Subscriber<AtomicLwLock>, procno: usize) {
     while !sub.lock_manager().is_waiting(procno) {
@@ -44,44 +84,16 @@ fn an_update_waits_for_the_updater_holding_the_tuple_lock_and_applies_after_its_
         let mut a_local = sub.lock_manager().connect(&mut a, DB).unwrap();
         // Key 7 committed as 1, then updated to 2 by a transaction still running.
         let mut t0 = sub.begin(&mut a, &mut a_local).unwrap();
-        sub.apply(
-            &mut a,
-            &mut a_local,
-            &mut t0,
-            REL,
-            Change::Insert(Row { key: 7, value: 1 }),
-        )
-        .unwrap();
+        sub.apply(&mut a, &mut a_local, &mut t0, REL, insert(7, 1))
+            .unwrap();
         sub.commit(&mut a, &mut a_local, t0, 100).unwrap();
         let mut t1 = sub.begin(&mut a, &mut a_local).unwrap();
         sub.apply(&mut a, &mut a_local, &mut t1, REL, update(7, 2))
             .unwrap();
-
-        let (sub2, procs2) = (Arc::clone(&sub), procs.clone());
-        let waiter = std::thread::spawn(move || {
-            let mut b = procs2.attach().unwrap();
-            let mut local = sub2.lock_manager().connect(&mut b, DB).unwrap();
-            let mut t2 = sub2.begin(&mut b, &mut local).unwrap();
-            sub2.apply(&mut b, &mut local, &mut t2, REL, update(7, 3))
-                .unwrap();
-            sub2.commit(&mut b, &mut local, t2, 102).unwrap();
-        });
+        let waiter = in_a_thread(&sub, &procs, update(7, 3), 102);
         until_waiting(&sub, 1);
         // The waiter holds key 7's tuple lock while it sleeps on the updater's xid.
-        let tuple = LockTag::tuple(DB, REL, 0, 8);
-        let mut c = procs.attach().unwrap();
-        let mut c_local = sub.lock_manager().connect(&mut c, DB).unwrap();
-        let got = sub
-            .lock_manager()
-            .conditional_acquire(
-                &mut c,
-                &mut c_local,
-                tuple,
-                LockMode::Exclusive,
-                LockOwner::Transaction,
-            )
-            .unwrap();
-        assert_eq!(got, LockAcquireResult::NotAvailable);
+        assert!(!tuple_free(&sub, &procs, 8, LockMode::Exclusive));
         if commit {
             sub.commit(&mut a, &mut a_local, t1, 101).unwrap();
         } else {
@@ -111,48 +123,12 @@ fn an_insert_of_a_key_inserted_by_a_running_transaction_waits_then_conflicts_or_
         let mut a = procs.attach().unwrap();
         let mut a_local = sub.lock_manager().connect(&mut a, DB).unwrap();
         let mut t1 = sub.begin(&mut a, &mut a_local).unwrap();
-        sub.apply(
-            &mut a,
-            &mut a_local,
-            &mut t1,
-            REL,
-            Change::Insert(Row { key: 9, value: 1 }),
-        )
-        .unwrap();
-        let (sub2, procs2) = (Arc::clone(&sub), procs.clone());
-        let waiter = std::thread::spawn(move || {
-            let mut b = procs2.attach().unwrap();
-            let mut local = sub2.lock_manager().connect(&mut b, DB).unwrap();
-            let mut t2 = sub2.begin(&mut b, &mut local).unwrap();
-            sub2.apply(
-                &mut b,
-                &mut local,
-                &mut t2,
-                REL,
-                Change::Insert(Row { key: 9, value: 2 }),
-            )
+        sub.apply(&mut a, &mut a_local, &mut t1, REL, insert(9, 1))
             .unwrap();
-            sub2.commit(&mut b, &mut local, t2, 202).unwrap();
-        });
+        let waiter = in_a_thread(&sub, &procs, insert(9, 2), 202);
         until_waiting(&sub, 1);
         // No tuple lock for an insert: the row's tag is free.
-        let mut c = procs.attach().unwrap();
-        let mut c_local = sub.lock_manager().connect(&mut c, DB).unwrap();
-        let tuple = LockTag::tuple(DB, REL, 0, 10);
-        let got = sub
-            .lock_manager()
-            .conditional_acquire(
-                &mut c,
-                &mut c_local,
-                tuple,
-                LockMode::AccessExclusive,
-                LockOwner::Transaction,
-            )
-            .unwrap();
-        assert_eq!(got, LockAcquireResult::Ok);
-        sub.lock_manager()
-            .release_all(&mut c, &mut c_local, false)
-            .unwrap();
+        assert!(tuple_free(&sub, &procs, 10, LockMode::AccessExclusive));
         if commit {
             sub.commit(&mut a, &mut a_local, t1, 201).unwrap();
         } else {
