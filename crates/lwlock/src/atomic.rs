@@ -170,6 +170,31 @@ impl WaitListLock for SeparateMutex {
     }
 }
 
+/// What `LWLockAttemptLock` does when it finds the lock taken.
+pub trait AttemptRule: Send + Sync + 'static {
+    /// Compare-and-swap the unchanged word in anyway (PostgreSQL: the swap "doubles as a memory
+    /// barrier"), so that a failed attempt takes the line exclusive as the successful one would.
+    const SWAP_WHEN_TAKEN: bool;
+}
+
+/// PostgreSQL's rule (9.5–18): always compare-and-swap, even when the lock is seen taken.
+#[derive(Debug)]
+pub struct SwapAlways;
+
+impl AttemptRule for SwapAlways {
+    const SWAP_WHEN_TAKEN: bool = true;
+}
+
+/// A prototype, not PostgreSQL: return "must wait" on a visibly taken lock without writing to
+/// the word, so that waiters only read the line (test-and-test-and-set). Offered as the impl
+/// `read-first` of the LWLock workloads; no preset uses it.
+#[derive(Debug)]
+pub struct ReadFirst;
+
+impl AttemptRule for ReadFirst {
+    const SWAP_WHEN_TAKEN: bool = false;
+}
+
 fn wait_link(slot: &ProcSlot) -> &ProcListNode {
     &slot.lw_wait_link
 }
@@ -178,19 +203,23 @@ fn wait_link(slot: &ProcSlot) -> &ProcListNode {
 /// guarded by the word's `LOCKED` bit (9.6+, `W` = [`LockedBit`]) or by a spinlock of its own
 /// (9.5, `W` = [`SeparateMutex`]).
 #[derive(Debug)]
-pub struct AtomicLwLock<L: StateLayout = Pg96Layout, W: WaitListLock = LockedBit> {
+pub struct AtomicLwLock<
+    L: StateLayout = Pg96Layout,
+    W: WaitListLock = LockedBit,
+    A: AttemptRule = SwapAlways,
+> {
     tranche: TrancheId,
     state: AtomicU32,
     wait_list: W,
     waiters: UnsafeCell<ProcList>,
-    _layout: PhantomData<L>,
+    _layout: PhantomData<(L, A)>,
 }
 
 // SAFETY: `waiters` is only touched between wait_list_lock and wait_list_unlock, which exclude
 // each other through the LOCKED bit (acquire on set, release on clear); the rest is atomics.
-unsafe impl<L: StateLayout, W: WaitListLock> Sync for AtomicLwLock<L, W> {}
+unsafe impl<L: StateLayout, W: WaitListLock, A: AttemptRule> Sync for AtomicLwLock<L, W, A> {}
 
-impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
+impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     /// Models `LWLockInitialize`: a free lock of tranche `name`, `RELEASE_OK` set.
     pub fn new(name: &'static str) -> Self {
         Self {
@@ -219,9 +248,12 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// Models `LWLockAttemptLock`: takes the lock in `mode` (exclusive or shared) if it is free;
     /// returns whether the caller must wait.
     ///
-    /// As in PostgreSQL the shared count is not checked for overflow: it fits below
-    /// `LW_VAL_EXCLUSIVE` because there are at most `MAX_BACKENDS` backends (a [`ProcTable`]
-    /// refuses more), each holding a lock shared once.
+    /// As in PostgreSQL the word is compare-and-swapped in either case — with one more holder
+    /// when the lock is free, unchanged when it is taken — and the attempt is repeated until a
+    /// swap succeeds, so even a failed attempt is a write to the line (with [`ReadFirst`], a
+    /// prototype, a taken lock is only read). The shared count is not checked for overflow: it
+    /// fits below `LW_VAL_EXCLUSIVE` because there are at most `MAX_BACKENDS` backends (a
+    /// [`ProcTable`] refuses more), each holding a lock shared once.
     #[inline(always)]
     pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
         let exclusive = mode == LwLockMode::Exclusive;
@@ -232,26 +264,32 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             } else {
                 old & L::VAL_EXCLUSIVE == 0
             };
-            if !free {
-                return true;
-            }
-            let add = if exclusive {
-                L::VAL_EXCLUSIVE
+            let desired = if free {
+                old + if exclusive {
+                    L::VAL_EXCLUSIVE
+                } else {
+                    L::VAL_SHARED
+                }
+            } else if A::SWAP_WHEN_TAKEN {
+                old
             } else {
-                L::VAL_SHARED
+                return true;
             };
-            match self
-                .state
-                .compare_exchange_weak(old, old + add, Acquire, Relaxed)
-            {
-                Ok(_) => return false,
-                Err(now) => old = now,
+            match self.state.compare_exchange(old, desired, Acquire, Relaxed) {
+                Ok(_) => return !free,
+                Err(now) => {
+                    old = now;
+                    pglocks_sync::hint::model_yield();
+                }
             }
         }
     }
 
-    /// Locks the wait queue (see [`WaitListLock`]).
+    /// Locks the wait queue (see [`WaitListLock`]), counted with `LWLOCK_STATS` on.
     fn wait_list_lock(&self, b: &mut Backend) -> Result<(), LwLockError> {
+        if let Some(c) = b.stats.lwlock.tranche(self.tranche) {
+            c.wait_list_lock += 1;
+        }
         self.wait_list.lock::<L>(&self.state, b, self.tranche)
     }
 
@@ -306,7 +344,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
             if on_list {
                 w.delete(procs, wait_link, me);
             }
-            if w.is_empty() {
+            if w.is_empty() && self.state.load(Relaxed) & L::HAS_WAITERS != 0 {
                 self.state.fetch_and(!L::HAS_WAITERS, Relaxed);
             }
         });
@@ -426,7 +464,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     /// Models `LWLockWakeup`: under the wait-list lock, takes off the queue every wait-until-free
     /// waiter and either the first exclusive waiter (if it comes before any shared one) or every
     /// shared waiter; then, in one compare-and-swap, sets `RELEASE_OK` only if nobody but
-    /// wait-until-free waiters was woken, clears `HAS_WAITERS` if the queue is now empty, and
+    /// wait-until-free waiters was woken, clears `HAS_WAITERS` if nobody was woken at all, and
     /// releases the wait-list lock; then tells each woken backend and posts its semaphore.
     #[cold]
     fn wakeup(&self, b: &mut Backend) -> Result<(), LwLockError> {
@@ -435,7 +473,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         let mut wake = ProcList::new();
         let mut new_release_ok = true;
         let mut woke_somebody = false;
-        let queue_empty = self.with_waiters(|w| {
+        self.with_waiters(|w| {
             w.for_each_modify(procs, wait_link, |w, p| {
                 let slot = procs.slot(p as usize);
                 let mode = LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed));
@@ -451,7 +489,6 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
                 slot.lw_waiting.store(PENDING_WAKEUP, Relaxed);
                 mode != LwLockMode::Exclusive
             });
-            w.is_empty()
         });
         let (mut set, mut clear) = (0, 0);
         if new_release_ok {
@@ -459,7 +496,10 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
         } else {
             clear |= L::RELEASE_OK;
         }
-        if queue_empty {
+        // Only when nobody was woken, not when the queue is now empty: after a wake-up that
+        // emptied it, the flag stays, and the next release that finds RELEASE_OK runs this
+        // again and clears it then.
+        if wake.is_empty() {
             clear |= L::HAS_WAITERS;
         }
         self.wait_list
@@ -469,7 +509,7 @@ impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
     }
 }
 
-impl<L: StateLayout, W: WaitListLock> AtomicLwLock<L, W> {
+impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     /// Models `LWLockConflictsWithVar`: `None` if the caller must wait (the lock is held
     /// exclusively and the variable still reads `oldval`), else what it found. Shared holders are
     /// ignored, as in PostgreSQL.
@@ -689,17 +729,44 @@ mod tests {
     }
 
     #[test]
-    fn wait_until_free_only_keeps_release_ok() {
-        let procs = ProcTable::new(2);
-        let mut a = procs.attach().unwrap();
-        let mut w = procs.attach().unwrap();
-        let lock: AtomicLwLock = AtomicLwLock::new("test");
-        lock.acquire(&mut a, X).unwrap();
-        lock.queue_self(&mut w, W).unwrap();
-        lock.release(&mut a).unwrap();
-        let st = lock.state();
-        assert_ne!(st & Pg96Layout::RELEASE_OK, 0);
-        assert_eq!(st & Pg96Layout::HAS_WAITERS, 0);
+    fn has_waiters_outlives_a_wake_up_that_empties_the_queue() {
+        // LWLockWakeup clears HAS_WAITERS only when it woke nobody: after waking the only
+        // (wait-until-free) waiter the flag stays, so the next release, finding RELEASE_OK
+        // still set, runs the wake-up again — taking the wait-list lock — and clears it then.
+        fn check<L: StateLayout, Q: WaitListLock>() {
+            let procs = ProcTable::new(2);
+            let mut a = procs.attach().unwrap();
+            let mut w = procs.attach().unwrap();
+            a.stats.lwlock.set_enabled(true);
+            let lock: AtomicLwLock<L, Q> = AtomicLwLock::new("test");
+            lock.acquire(&mut a, X).unwrap();
+            lock.queue_self(&mut w, W).unwrap();
+            lock.release(&mut a).unwrap();
+            let st = lock.state();
+            assert_ne!(
+                st & L::RELEASE_OK,
+                0,
+                "only a wait-until-free waiter was woken"
+            );
+            assert_ne!(st & L::HAS_WAITERS, 0, "somebody was woken: the flag stays");
+            let t = pglocks_sync::tranche::tranche_id("test");
+            let taken = |a: &mut Backend| a.stats.lwlock.tranche(t).unwrap().wait_list_lock;
+            let before = taken(&mut a);
+            lock.acquire(&mut a, X).unwrap();
+            lock.release(&mut a).unwrap();
+            assert_eq!(taken(&mut a), before + 1, "the release ran LWLockWakeup");
+            assert_eq!(lock.state() & L::HAS_WAITERS, 0, "and it woke nobody");
+            lock.acquire(&mut a, X).unwrap();
+            lock.release(&mut a).unwrap();
+            assert_eq!(
+                taken(&mut a),
+                before + 1,
+                "the flag is clear: no more wake-ups"
+            );
+        }
+        check::<Pg96Layout, LockedBit>();
+        check::<Pg95Layout, SeparateMutex>();
+        check::<Pg18Layout, LockedBit>();
     }
 
     #[test]

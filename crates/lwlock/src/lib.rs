@@ -3,12 +3,15 @@
 //!
 //! # The algorithm (9.6 and later, [`AtomicLwLock`])
 //! The whole lock is one 32-bit state word: an exclusive bit and a count of shared holders, plus
-//! three flags — `HAS_WAITERS` (the wait queue is not empty), `RELEASE_OK` (a releaser may wake
+//! three flags — `HAS_WAITERS` (somebody may be queued: set by every queueing backend, cleared by
+//! a wake-up that found nobody to wake or by a backend that dequeues itself from a queue it
+//! leaves empty, so it can outlive the last waiter by one release), `RELEASE_OK` (a releaser may wake
 //! waiters; cleared while woken waiters have not yet run, so that a stream of releases does not
 //! wake the whole queue one by one) and `LOCKED` (the wait queue itself is being changed: a tiny
 //! spinlock inside the word, taken with `fetch_or` and waited for with s_lock's spin-delay loop).
 //!
-//! Acquiring is a compare-and-swap when the lock is free. When it is not, the backend queues itself
+//! Acquiring is a compare-and-swap, made whether or not the lock looks free (on a taken lock it
+//! swaps the unchanged word in, a write that doubles as a memory barrier). When the lock was taken, the backend queues itself
 //! (at the tail; wait-until-free waiters at the head) and **tries once more**: between its first
 //! look and its queueing, the holder may have released without seeing anyone to wake, and the
 //! second attempt closes that window. If the second attempt succeeds, the backend takes itself off
@@ -52,10 +55,6 @@
 //! - Misuse that PostgreSQL reports with `elog(ERROR)` returns [`LwLockError`]; the PANICs for
 //!   impossible states are debug assertions.
 //! - Interrupt holdoff (`HOLD_INTERRUPTS`) has nothing to model and is left out.
-//! - [`AtomicLwLock::attempt_lock`] returns without a compare-and-swap when the lock is visibly
-//!   taken (PostgreSQL swaps the unchanged value in anyway); the second attempt's correctness rests
-//!   on both attempts and the queueing being operations on the one state word, whose modification
-//!   order every thread agrees on.
 //! - 9.5 and 9.6 found a dequeuing backend by scanning the queue; the model uses the wait states
 //!   of 16 for every release (the same outcome, without the quadratic scan).
 //! - `held_lwlocks[]` entries are one word (address and mode packed), so recording a lock is
@@ -73,8 +72,8 @@ pub mod tranche;
 pub mod var;
 
 pub use atomic::{
-    AtomicLwLock, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout, SeparateMutex, StateLayout,
-    WaitListLock,
+    AtomicLwLock, AttemptRule, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout, ReadFirst,
+    SeparateMutex, StateLayout, SwapAlways, WaitListLock,
 };
 
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
@@ -203,7 +202,7 @@ macro_rules! impl_raw_lwlock {
     };
 }
 
-impl_raw_lwlock!(AtomicLwLock<L, W>, L: StateLayout, W: WaitListLock);
+impl_raw_lwlock!(AtomicLwLock<L, W, A>, L: StateLayout, W: WaitListLock, A: AttemptRule);
 impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'static);
 
 /// The sleep of `LWLockAcquire` and friends: waits on the backend's semaphore until a releaser

@@ -352,3 +352,65 @@ fn handoff_no_barging_between_release_and_hand_over() {
         n.join().unwrap();
     });
 }
+
+/// One thread takes the lock, releases it and then raises a flag (all relaxed: no
+/// synchronisation); the other reads the flag and, seeing it raised, makes one
+/// `LWLockAttemptLock`. Returns whether that attempt said "must wait".
+fn attempt_after_a_seen_release<K: RawLwLock + AttemptProbe>() -> impl Fn() -> bool {
+    || {
+        let procs = procs(2);
+        let lock = Arc::new(K::new("test"));
+        let raised = Arc::new(AtomicBool::new(false));
+        let (l2, r2) = (Arc::clone(&lock), Arc::clone(&raised));
+        let mut holder = procs.attach().unwrap();
+        let t = loom::thread::spawn(move || {
+            l2.acquire(&mut holder, LwLockMode::Exclusive).unwrap();
+            l2.release(&mut holder).unwrap();
+            r2.store(true, Ordering::Relaxed);
+        });
+        let must_wait = raised.load(Ordering::Relaxed) && lock.attempt(LwLockMode::Exclusive);
+        t.join().unwrap();
+        must_wait
+    }
+}
+
+/// `LWLockAttemptLock` without locking: the bare attempt.
+trait AttemptProbe {
+    fn attempt(&self, mode: LwLockMode) -> bool;
+}
+
+impl<L: StateLayout, W: pglocks_lwlock::WaitListLock, A: pglocks_lwlock::AttemptRule> AttemptProbe
+    for AtomicLwLock<L, W, A>
+{
+    fn attempt(&self, mode: LwLockMode) -> bool {
+        self.attempt_lock(mode)
+    }
+}
+
+#[test]
+fn attempt_lock_swaps_even_when_taken_so_it_never_acts_on_a_stale_word() {
+    // PostgreSQL's attempt always compare-and-swaps (the swap "doubles as a memory barrier"):
+    // a read-modify-write reads the newest value of the word, so once a release happened
+    // before the attempt in any order the thread could observe, the attempt sees the lock free.
+    let f = attempt_after_a_seen_release::<Atomic>();
+    model_bounded(2, move || {
+        assert!(!f(), "the attempt acted on a stale word")
+    });
+}
+
+#[test]
+fn a_read_first_attempt_can_act_on_a_stale_word() {
+    // The prototype that returns on a visibly taken lock without a swap may read a value older
+    // than a release the thread has already seen the effects of — the deviation the swap
+    // prevents, and the reason the model had to lose it.
+    static STALE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let f = attempt_after_a_seen_release::<
+        AtomicLwLock<Pg96Layout, pglocks_lwlock::LockedBit, pglocks_lwlock::ReadFirst>,
+    >();
+    model_bounded(2, move || {
+        if f() {
+            STALE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(STALE.load(std::sync::atomic::Ordering::Relaxed));
+}

@@ -112,6 +112,9 @@ pub struct LwLockCounters {
     pub dequeue_self: u64,
     /// `spin_delay_count`: spin-delay sleeps while taking the wait-list lock.
     pub spin_delay: u64,
+    /// Times the wait-list lock was taken (9.5+: to queue, dequeue, wake or read a variable);
+    /// PostgreSQL's `LWLOCK_STATS` has no such counter.
+    pub wait_list_lock: u64,
     /// Nanoseconds asleep on the semaphore.
     pub wait_ns: u64,
 }
@@ -123,6 +126,7 @@ impl LwLockCounters {
         self.block += o.block;
         self.dequeue_self += o.dequeue_self;
         self.spin_delay += o.spin_delay;
+        self.wait_list_lock += o.wait_list_lock;
         self.wait_ns += o.wait_ns;
     }
 }
@@ -229,7 +233,8 @@ impl LwLockStats {
 
     /// The counters as wait-table rows, the shape of the report's `waits` array: per tranche,
     /// `shacq` and `exacq` (acquisitions), `blk` (sleeps, with the time asleep), `dequeue self`
-    /// and `spindelay` — the fields of PostgreSQL's `LWLOCK_STATS` output line.
+    /// and `spindelay` — the fields of PostgreSQL's `LWLOCK_STATS` output line — and the model's
+    /// own `waitlist lock` (wait-list lock acquisitions).
     pub fn rows(&self) -> Vec<WaitEntry> {
         let mut rows = Vec::new();
         for (lock, c) in self.tranches() {
@@ -239,6 +244,7 @@ impl LwLockStats {
                 ("blk", c.block, c.wait_ns),
                 ("dequeue self", c.dequeue_self, 0),
                 ("spindelay", c.spin_delay, 0),
+                ("waitlist lock", c.wait_list_lock, 0),
             ] {
                 if count > 0 {
                     rows.push(WaitEntry {

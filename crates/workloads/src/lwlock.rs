@@ -13,9 +13,9 @@ use crate::{proc_table, work, WorkloadError};
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lwlock::{
-    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding, Pad128,
-    Pad32, Pad64, Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock,
-    SpinlockProtectedLwLock,
+    AtomicLwLock, HandoffLwLock, LockedBit, LwLockError, LwLockMode, MutexWaitListLwLock,
+    NoPadding, Pad128, Pad32, Pad64, Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock,
+    ReadFirst, SpinlockProtectedLwLock,
 };
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
@@ -31,6 +31,10 @@ pub const IMPLS: &[(&str, &str)] = &[
     (
         "parking_lot-lwlock",
         "parking_lot's RawRwLock behind the LWLock trait (with the held-locks array)",
+    ),
+    (
+        "read-first",
+        "a prototype: 9.6's LWLock whose attempt only reads a taken lock, without PostgreSQL's compare-and-swap of the unchanged word",
     ),
     (
         "handoff",
@@ -307,6 +311,7 @@ pub(crate) fn series(
         "pg" => with_pg_lwlock(settings, make),
         "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
         "parking_lot-lwlock" => make.make::<Lw<ParkingLotLwLock>>(),
+        "read-first" => make.make::<Lw<AtomicLwLock<Pg96Layout, LockedBit, ReadFirst>>>(),
         "handoff" => make.make::<Lw<HandoffLwLock>>(),
         "std" => make.make::<std::sync::RwLock<()>>(),
         "floor" => make.make::<Floor>(),
