@@ -36,7 +36,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             return Ok(self.pin == PinMethod::HeaderLock
                 || desc.state.load(pglocks_sync::atomic::Ordering::Relaxed) & BM_VALID != 0);
         }
-        let state = desc.update_unlocked(b, self.pin, |s| {
+        let state = desc.update_unlocked(b, self.pin, self.hdr, |s| {
             let mut s = s + BUF_REFCOUNT_ONE;
             if usage_count(s) < BM_MAX_USAGE_COUNT {
                 s += BUF_USAGECOUNT_ONE;
@@ -68,7 +68,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         match refs.remove(buf_id) {
             None => Err(BufMgrError::NotPinned(buf_id)),
             Some(0) => desc
-                .update_unlocked(b, self.pin, |s| s - BUF_REFCOUNT_ONE)
+                .update_unlocked(b, self.pin, self.hdr, |s| s - BUF_REFCOUNT_ONE)
                 .map(drop),
             Some(_) => Ok(()),
         }
@@ -116,7 +116,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// A pinned buffer's tag (`BufferGetTag`).
     pub fn buffer_tag(&self, b: &mut Backend, buffer: Buffer) -> Result<BufferTag, BufMgrError> {
         let desc = self.desc(buffer.id())?;
-        let state = desc.lock(b)?;
+        let state = desc.lock(b, self.hdr)?;
         let tag = desc.tag(state);
         desc.unlock(state);
         Ok(tag)
@@ -198,7 +198,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             }
 
             // Is the victim still ours alone? A lookup of its old tag may have pinned it.
-            let state = desc.lock(b)?;
+            let state = desc.lock(b, self.hdr)?;
             if refcount(state) == 1 && state & BM_DIRTY == 0 {
                 break (buf_id, (state, old));
             }
@@ -259,7 +259,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let io_lock = &self.io_locks[buf_id as usize];
         let state = loop {
             io_lock.acquire(b, LwLockMode::Exclusive)?;
-            let state = desc.lock(b)?;
+            let state = desc.lock(b, self.hdr)?;
             if state & BM_IO_IN_PROGRESS == 0 {
                 break state;
             }
@@ -292,7 +292,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         set_valid: bool,
     ) -> Result<(), BufMgrError> {
         let desc = &self.descs[buf_id as usize];
-        let mut state = desc.lock(b)?;
+        let mut state = desc.lock(b, self.hdr)?;
         state &= !(BM_IO_IN_PROGRESS | BM_IO_ERROR);
         if set_valid {
             state |= BM_VALID;
@@ -307,7 +307,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     fn wait_io(&self, b: &mut Backend, buf_id: u32) -> Result<(), BufMgrError> {
         let desc = &self.descs[buf_id as usize];
         loop {
-            let state = desc.lock(b)?;
+            let state = desc.lock(b, self.hdr)?;
             desc.unlock(state);
             if state & BM_IO_IN_PROGRESS == 0 {
                 return Ok(());
@@ -338,7 +338,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             return Ok(false);
         };
         let desc = &self.descs[buf_id as usize];
-        let state = desc.lock(b)?;
+        let state = desc.lock(b, self.hdr)?;
         if state & BM_TAG_VALID == 0 || desc.tag(state) != tag {
             desc.unlock(state);
             return Ok(false);
@@ -363,7 +363,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let lock = self.table.lock(self.table.partition_of(old_hash));
         loop {
             lock.acquire(b, LwLockMode::Exclusive)?;
-            let mut state = desc.lock(b)?;
+            let mut state = desc.lock(b, self.hdr)?;
             if state & BM_TAG_VALID == 0 || desc.tag(state) != old_tag {
                 // Someone else evicted it meanwhile.
                 desc.unlock(state);

@@ -101,6 +101,33 @@ pub enum PinMethod {
     Cas,
 }
 
+/// How a buffer header lock is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderLock {
+    /// 9.6–18 `LockBufHdr`: a `fetch_or` of `BM_LOCKED` on every try (a locked read-modify-write
+    /// even while the bit is seen set), `perform_spin_delay` between tries, and
+    /// `finish_spin_delay` at the end even when the first try succeeded.
+    FetchOr,
+    /// ≤ 9.5: `LockBufHdr` was `SpinLockAcquire(&buf->buf_hdr_lock)`, s_lock.h's `S_LOCK`: one
+    /// `TAS`; only if that fails, s_lock's loop of `TAS_SPIN` and spin delays, ended by
+    /// `finish_spin_delay`. `TAS_SPIN` reads the lock first when `tas_spin` (x86_64 from 9.4).
+    SLock {
+        /// s_lock.h's `TAS_SPIN` reads before the exchange.
+        tas_spin: bool,
+    },
+}
+
+impl HeaderLock {
+    /// The header lock of a release whose pins are `pin` and whose `TAS_SPIN` reads first
+    /// when `tas_spin`: the pin by compare-exchange and 9.6's `LockBufHdr` came together.
+    pub fn of_release(pin: PinMethod, tas_spin: bool) -> Self {
+        match pin {
+            PinMethod::Cas => HeaderLock::FetchOr,
+            PinMethod::HeaderLock => HeaderLock::SLock { tas_spin },
+        }
+    }
+}
+
 /// Models `BufferDesc` padded to 64 bytes (`BufferDescPadded`, `BUFFERDESC_PAD_TO_SIZE`).
 #[repr(C, align(64))]
 pub(crate) struct BufferDesc {
@@ -142,14 +169,13 @@ impl BufferDesc {
         self.tag.with_mut(|t| unsafe { *t = tag });
     }
 
-    /// Models `LockBufHdr`: sets `BM_LOCKED`, spinning with `perform_spin_delay` while another
-    /// backend has it. Returns the state word, locked.
-    #[inline]
-    pub fn lock(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
+    /// `BM_LOCKED`'s test-and-set: sets the bit and returns the word as it was before.
+    #[inline(always)]
+    fn test_and_set(&self) -> u32 {
         #[cfg(not(loom))]
-        let old = self.state.fetch_or(BM_LOCKED, Acquire);
+        return self.state.fetch_or(BM_LOCKED, Acquire);
         #[cfg(loom)]
-        let old = {
+        {
             let s = self.state.load(Relaxed);
             match self
                 .state
@@ -158,29 +184,47 @@ impl BufferDesc {
                 Ok(_) => s & !BM_LOCKED,
                 Err(_) => s | BM_LOCKED,
             }
-        };
-        if old & BM_LOCKED == 0 {
-            return Ok(old | BM_LOCKED);
         }
-        self.lock_slow(b)
     }
 
+    /// Models `LockBufHdr`: sets `BM_LOCKED` as the release did (see [`HeaderLock`]).
+    /// Returns the state word, locked.
+    #[inline]
+    pub fn lock(&self, b: &mut Backend, how: HeaderLock) -> Result<u32, BufMgrError> {
+        let old = self.test_and_set();
+        if old & BM_LOCKED != 0 {
+            return self.lock_slow(b, how);
+        }
+        if how == HeaderLock::FetchOr {
+            // 9.6+ end every LockBufHdr with finish_spin_delay, so an uncontended lock raises
+            // the backend's spins_per_delay (by 100, up to 1000) as s_lock does after a spin.
+            SpinDelayStatus::new().finish_spin_delay(b);
+        }
+        Ok(old | BM_LOCKED)
+    }
+
+    /// The retries of [`Self::lock`]: a spin delay, then (9.6+) another fetch-or or (≤ 9.5,
+    /// s_lock) `TAS_SPIN`, which reads the bit first when the release's `tas_spin` says so.
     #[cold]
-    fn lock_slow(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
+    fn lock_slow(&self, b: &mut Backend, how: HeaderLock) -> Result<u32, BufMgrError> {
         let mut delay = SpinDelayStatus::new();
+        // s_lock tries TAS_SPIN once before its first delay; LockBufHdr delays first.
+        let mut spin_first = how != HeaderLock::FetchOr;
         loop {
-            delay
-                .perform_spin_delay(b)
-                .map_err(|e| BufMgrError::stuck("buffer header", e))?;
-            let s = self.state.load(Relaxed);
-            if s & BM_LOCKED == 0
-                && self
-                    .state
-                    .compare_exchange(s, s | BM_LOCKED, Acquire, Relaxed)
-                    .is_ok()
-            {
-                delay.finish_spin_delay(b);
-                return Ok(s | BM_LOCKED);
+            if !spin_first {
+                delay
+                    .perform_spin_delay(b)
+                    .map_err(|e| BufMgrError::stuck("buffer header", e))?;
+            }
+            spin_first = false;
+            let seen_busy = matches!(how, HeaderLock::SLock { tas_spin: true })
+                && self.state.load(Relaxed) & BM_LOCKED != 0;
+            if !seen_busy {
+                let old = self.test_and_set();
+                if old & BM_LOCKED == 0 {
+                    delay.finish_spin_delay(b);
+                    return Ok(old | BM_LOCKED);
+                }
             }
         }
     }
@@ -215,10 +259,11 @@ impl BufferDesc {
         &self,
         b: &mut Backend,
         method: PinMethod,
+        how: HeaderLock,
         f: impl Fn(u32) -> u32,
     ) -> Result<u32, BufMgrError> {
         if method == PinMethod::HeaderLock {
-            let new = f(self.lock(b)?);
+            let new = f(self.lock(b, how)?);
             self.unlock(new);
             return Ok(new & !BM_LOCKED);
         }
@@ -283,5 +328,73 @@ impl PrivateRefCount {
             self.pins.remove(&buf_id);
         }
         Some(left)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_sync::ProcTable;
+
+    /// A backend's `spins_per_delay` after `n` uncontended header locks taken `how`.
+    fn spins_after(how: HeaderLock, n: usize) -> (u32, u32) {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let desc = BufferDesc::new(FREENEXT_NOT_IN_LIST);
+        let start = b.spin.spins_per_delay;
+        for _ in 0..n {
+            let s = desc.lock(&mut b, how).unwrap();
+            assert_eq!(s & BM_LOCKED, BM_LOCKED);
+            desc.unlock(s);
+        }
+        assert_eq!(desc.state.load(Relaxed), 0);
+        (start, b.spin.spins_per_delay)
+    }
+
+    #[test]
+    fn lock_buf_hdr_finishes_its_spin_delay_even_uncontended() {
+        // 9.6+: every LockBufHdr ends with finish_spin_delay, which, having never slept, raises
+        // the estimate by 100 up to MAX_SPINS_PER_DELAY.
+        let (start, after_one) = spins_after(HeaderLock::FetchOr, 1);
+        assert_eq!(after_one, (start + 100).min(1000));
+        assert_eq!(spins_after(HeaderLock::FetchOr, 20).1, 1000);
+    }
+
+    #[test]
+    fn s_lock_leaves_the_estimate_alone_when_the_first_tas_wins() {
+        // <= 9.5: S_LOCK calls s_lock (and so finish_spin_delay) only after a failed TAS.
+        for tas_spin in [false, true] {
+            let (start, after) = spins_after(HeaderLock::SLock { tas_spin }, 5);
+            assert_eq!(after, start);
+        }
+    }
+
+    #[test]
+    fn a_contended_header_lock_is_had_once_the_holder_unlocks() {
+        for how in [
+            HeaderLock::FetchOr,
+            HeaderLock::SLock { tas_spin: false },
+            HeaderLock::SLock { tas_spin: true },
+        ] {
+            let procs = ProcTable::new(2);
+            let desc = std::sync::Arc::new(BufferDesc::new(FREENEXT_NOT_IN_LIST));
+            let mut a = procs.attach().unwrap();
+            let held = desc.lock(&mut a, how).unwrap();
+            let d2 = std::sync::Arc::clone(&desc);
+            let mut other = procs.attach().unwrap();
+            let t = std::thread::spawn(move || {
+                let s = d2.lock(&mut other, how).unwrap();
+                d2.unlock(s + BUF_REFCOUNT_ONE);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert_eq!(
+                refcount(desc.state.load(Relaxed)),
+                0,
+                "{how:?}: not while held"
+            );
+            desc.unlock(held);
+            t.join().unwrap();
+            assert_eq!(refcount(desc.state.load(Relaxed)), 1, "{how:?}");
+        }
     }
 }

@@ -201,7 +201,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             };
             // A buffer on the freelist may have been pinned by a lookup since it went there.
             let desc = &self.descs[buf_id as usize];
-            let state = desc.lock(b)?;
+            let state = desc.lock(b, self.hdr)?;
             if refcount(state) == 0 && usage_count(state) == 0 {
                 return Ok(Some((buf_id, state)));
             }
@@ -255,7 +255,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             };
             ticks += 1;
             let desc: &BufferDesc = &self.descs[buf_id as usize];
-            let mut state = desc.lock(b)?;
+            let mut state = desc.lock(b, self.hdr)?;
             if refcount(state) == 0 {
                 if usage_count(state) == 0 {
                     b.stats.events.sample("bufmgr.sweep_ticks", ticks);

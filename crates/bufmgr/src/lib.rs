@@ -56,7 +56,7 @@ pub mod desc;
 pub mod freelist;
 pub mod tag;
 
-pub use desc::{PinMethod, PrivateRefCount, BM_MAX_USAGE_COUNT};
+pub use desc::{HeaderLock, PinMethod, PrivateRefCount, BM_MAX_USAGE_COUNT};
 pub use freelist::VictimSearch;
 pub use tag::{BufferTag, ForkNumber};
 
@@ -83,6 +83,9 @@ pub struct BufMgrConfig {
     pub pin: PinMethod,
     /// The simulated time of reading one page in.
     pub read_latency: Duration,
+    /// s_lock.h's `TAS_SPIN` reads the lock before the exchange (x86_64 from 9.4): how ≤ 9.5's
+    /// header spinlock retries ([`HeaderLock`]).
+    pub tas_spin: bool,
 }
 
 impl BufMgrConfig {
@@ -94,6 +97,7 @@ impl BufMgrConfig {
             victim_search: VictimSearch::AtomicClockHand,
             pin: PinMethod::Cas,
             read_latency: Duration::ZERO,
+            tas_spin: true,
         }
     }
 
@@ -200,6 +204,7 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     strategy: StrategyControl<K>,
     victim_search: VictimSearch,
     pin: PinMethod,
+    hdr: HeaderLock,
     read_latency: Duration,
 }
 
@@ -223,6 +228,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             strategy: StrategyControl::new(n),
             victim_search: cfg.victim_search,
             pin: cfg.pin,
+            hdr: HeaderLock::of_release(cfg.pin, cfg.tas_spin),
             read_latency: cfg.read_latency,
         })
     }
@@ -247,7 +253,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// A buffer's tag, counts and validity, read under its header lock.
     pub fn buffer_info(&self, b: &mut Backend, buf_id: u32) -> Result<BufferInfo, BufMgrError> {
         let d = self.desc(buf_id)?;
-        let state = d.lock(b)?;
+        let state = d.lock(b, self.hdr)?;
         let tag = d.tag(state);
         d.unlock(state);
         Ok(BufferInfo {

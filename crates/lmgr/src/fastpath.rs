@@ -173,14 +173,15 @@ impl Slots {
     }
 
     /// Models `FastPathGrantRelationLock`: records `mode` on `rel` in an existing slot for it
-    /// or a free one of its group `g`; `false` if the group is full. The second value says
-    /// whether a new slot was taken.
+    /// or a free one of its group `g` — the last free one the scan passed, as PostgreSQL's
+    /// scan keeps overwriting its candidate; `false` if the group is full. The second value
+    /// says whether a new slot was taken.
     pub fn grant(&mut self, g: usize, rel: u32, mode: LockMode) -> (bool, bool) {
         let mut unused = None;
         for s in 0..FP_LOCK_SLOTS_PER_GROUP {
             let slot = g * FP_LOCK_SLOTS_PER_GROUP + s;
             if slot_bits(self.lock_bits[g], s) == 0 {
-                unused = unused.or(Some(s));
+                unused = Some(s);
             } else if self.rel_id[slot] == rel {
                 debug_assert_eq!(self.lock_bits[g] & mode_bit(s, mode), 0);
                 self.lock_bits[g] |= mode_bit(s, mode);
@@ -372,6 +373,23 @@ mod tests {
             s.holds(0, 116, AccessShare),
             "reading the modes clears nothing"
         );
+    }
+
+    #[test]
+    fn a_new_relation_takes_the_last_free_slot_of_its_group() {
+        let mut s = slots(2);
+        let g = 1;
+        let at = |s: &Slots, rel| {
+            (0..FP_LOCK_SLOTS_PER_GROUP).find(|&i| s.rel_id[g * FP_LOCK_SLOTS_PER_GROUP + i] == rel)
+        };
+        s.grant(g, 7, AccessShare);
+        assert_eq!(at(&s, 7), Some(15));
+        s.grant(g, 8, AccessShare);
+        assert_eq!(at(&s, 8), Some(14));
+        s.ungrant(g, 7, AccessShare);
+        s.grant(g, 9, RowShare);
+        assert_eq!(at(&s, 9), Some(15), "the freed last slot again");
+        assert_eq!(s.lock_bits[0], 0, "other groups untouched");
     }
 
     #[test]

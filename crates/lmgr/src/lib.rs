@@ -347,21 +347,27 @@ impl<K: RawLwLock> LockManager<K> {
         Ok((slots, self.fast_path.strong_total()))
     }
 
-    /// `EligibleForRelationFastPath` for a backend of `database`.
+    /// `EligibleForRelationFastPath` for a backend of `database`: a weak lock on a relation of
+    /// the backend's own database, and only once it is connected to one (`MyDatabaseId` is
+    /// `InvalidOid`, 0, before that).
     fn eligible(&self, database: u32, tag: &LockTag, mode: LockMode) -> bool {
         self.fast_path.layout() != FastPathLayout::None
             && weak(mode)
             && tag.kind == LockTagType::Relation
             && tag.method == LockMethodId::Default
             && tag.field1 == database
+            && database != 0
     }
 
-    /// `ConflictsWithRelationFastPath`.
+    /// `ConflictsWithRelationFastPath`: a strong lock on a relation of a real database (a
+    /// shared catalog's tag has database `InvalidOid`, and no weak lock on it is ever taken
+    /// by the fast path, so nothing needs transferring).
     fn conflicts_with_fast_path(&self, tag: &LockTag, mode: LockMode) -> bool {
         self.fast_path.layout() != FastPathLayout::None
             && strong(mode)
             && tag.kind == LockTagType::Relation
             && tag.method == LockMethodId::Default
+            && tag.field1 != 0
     }
 
     /// Models `ConditionalLockAcquire` (`LockAcquireExtended` with `dontWait`): grants `mode`
@@ -489,6 +495,9 @@ impl<K: RawLwLock> LockManager<K> {
         match joined {
             Joined::Granted => Ok(true),
             Joined::WouldWait => Ok(false),
+            // 17+: a NOWAIT request that would close a cycle just is not available, as
+            // `LockAcquireExtended` turns `JoinWaitQueue`'s error status into for `dontWait`.
+            Joined::EarlyDeadlock(_) if wait.is_none() => Ok(false),
             Joined::EarlyDeadlock(cycle) => Err(LmgrError::Deadlock { cycle }),
             Joined::Waiting => {
                 let timeouts = wait.expect("only a waiting request joins the queue");
@@ -557,21 +566,26 @@ impl<K: RawLwLock> LockManager<K> {
             return Ok(());
         }
         let l = local.locks.remove(&(tag, mode)).expect("looked up above");
-        self.release_lock(b, local.database, &mut local.fast_path_used, tag, mode, &l)
+        // LockRelease tries the fast path whenever the relation's group has slots in use, not
+        // only for locks it took there (LockReleaseAll goes by the lock, `proclock == NULL`).
+        let try_fast_path = self.eligible(local.database, &tag, mode)
+            && local.fast_path_used[self.fast_path.layout().group_of(tag.field2)] > 0;
+        self.release_lock(b, try_fast_path, &mut local.fast_path_used, tag, mode, &l)
     }
 
-    /// The shared part of `LockRelease` and `LockReleaseAll`, once no reference is left.
+    /// The shared part of `LockRelease` and `LockReleaseAll`, once no reference is left: the
+    /// fast path first if `try_fast_path`, then the main table.
     fn release_lock(
         &self,
         b: &mut Backend,
-        database: u32,
+        try_fast_path: bool,
         fast_path_used: &mut [u32],
         tag: LockTag,
         mode: LockMode,
         l: &LocalLock,
     ) -> Result<(), LmgrError> {
         let me = b.procno();
-        if l.via_fast_path && self.eligible(database, &tag, mode) {
+        if try_fast_path {
             let rel = tag.field2;
             let group = self.fast_path.layout().group_of(rel);
             let (released, used) = self
@@ -638,7 +652,8 @@ impl<K: RawLwLock> LockManager<K> {
             if l.n_locks() > 0 || result.is_err() {
                 return true;
             }
-            result = self.release_lock(b, local.database, &mut local.fast_path_used, tag, mode, l);
+            let try_fast_path = l.via_fast_path;
+            result = self.release_lock(b, try_fast_path, &mut local.fast_path_used, tag, mode, l);
             released += 1;
             result.is_err()
         });
@@ -709,6 +724,81 @@ mod tests {
         assert_eq!(lm.entries_in_use(), (0, 0), "fast path again");
         let e = lm.release(&mut a, &mut la, t, RowShare, tx).unwrap_err();
         assert_eq!(e.to_string(), "you don't own a lock of type RowShareLock");
+    }
+
+    #[test]
+    fn no_fast_path_before_a_database_and_no_transfer_for_shared_relations() {
+        let (procs, lm) = setup(FastPathLayout::Slots16);
+        let (mut a, mut b) = (procs.attach().unwrap(), procs.attach().unwrap());
+        let tx = LockOwner::Transaction;
+        // MyDatabaseId is InvalidOid until the backend is connected to a database.
+        let mut la = lm.connect(&mut a, 0).unwrap();
+        lm.conditional_acquire(&mut a, &mut la, LockTag::relation(0, 1262), AccessShare, tx)
+            .unwrap();
+        assert_eq!(
+            lm.entries_in_use(),
+            (1, 1),
+            "in the table, not the fast path"
+        );
+        // A strong lock on a shared catalog (database 0) counts in no strong-lock counter.
+        let mut lb = lm.connect(&mut b, 5).unwrap();
+        lm.conditional_acquire(
+            &mut b,
+            &mut lb,
+            LockTag::relation(0, 1260),
+            AccessExclusive,
+            tx,
+        )
+        .unwrap();
+        assert_eq!(lm.fast_path_in_use(&mut b).unwrap(), (0, 0));
+        lm.conditional_acquire(
+            &mut b,
+            &mut lb,
+            LockTag::relation(5, 1),
+            AccessExclusive,
+            tx,
+        )
+        .unwrap();
+        assert_eq!(lm.fast_path_in_use(&mut b).unwrap(), (0, 1));
+        lm.release_all(&mut a, &mut la, false).unwrap();
+        lm.release_all(&mut b, &mut lb, false).unwrap();
+        assert_eq!(lm.entries_in_use(), (0, 0));
+        assert_eq!(lm.fast_path_in_use(&mut b).unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn lock_release_tries_the_fast_path_whenever_its_group_has_locks() {
+        let (procs, lm) = setup(FastPathLayout::Slots16);
+        let mut a = procs.attach().unwrap();
+        let mut la = lm.connect(&mut a, 5).unwrap();
+        let tx = LockOwner::Transaction;
+        for rel in 0..17 {
+            lm.conditional_acquire(&mut a, &mut la, LockTag::relation(5, rel), AccessShare, tx)
+                .unwrap();
+        }
+        assert_eq!(lm.entries_in_use(), (1, 1), "the 17th did not fit");
+        a.stats.lwlock.set_enabled(true);
+        let fp = pglocks_sync::tranche::tranche_id("LockFastPath");
+        // Relation 16 is in the table, but 16 fast-path slots are in use: LockRelease looks
+        // in them first (an fpInfoLock acquisition), then releases in the table.
+        lm.release(&mut a, &mut la, LockTag::relation(5, 16), AccessShare, tx)
+            .unwrap();
+        assert_eq!(a.stats.lwlock.tranche(fp).unwrap().ex_acquire, 1);
+        assert_eq!(lm.entries_in_use(), (0, 0));
+        for rel in 0..16 {
+            lm.release(&mut a, &mut la, LockTag::relation(5, rel), AccessShare, tx)
+                .unwrap();
+        }
+        assert_eq!(a.stats.lwlock.tranche(fp).unwrap().ex_acquire, 17);
+        // No slot in use: a table lock is released without looking (the strong lock's
+        // acquisition visited every backend's fpInfoLock; its release takes none).
+        lm.conditional_acquire(&mut a, &mut la, LockTag::relation(5, 1), Share, tx)
+            .unwrap();
+        let taken = a.stats.lwlock.tranche(fp).unwrap().ex_acquire;
+        assert_eq!(taken, 17 + 3);
+        lm.release(&mut a, &mut la, LockTag::relation(5, 1), Share, tx)
+            .unwrap();
+        assert_eq!(a.stats.lwlock.tranche(fp).unwrap().ex_acquire, taken);
     }
 
     #[test]

@@ -250,6 +250,30 @@ fn from_17_a_nowait_request_may_jump_the_queue_as_a_waiting_one_would() {
 }
 
 #[test]
+fn from_17_a_nowait_request_that_would_close_a_cycle_is_not_available() {
+    // b holds Share and waits for Exclusive behind a's Share; a's NOWAIT Exclusive would have
+    // to go ahead of b (b waits for a) and wait for b's Share: the early deadlock of
+    // JoinWaitQueue, which for a dontWait request 17+ report as "not available".
+    for pg17 in [false, true] {
+        let w = World::with(FastPathLayout::None, pg17);
+        let (a, b) = (w.session(), w.session());
+        assert_eq!(a.run(Cmd::Lock(1, Share, long())), ok());
+        assert_eq!(b.run(Cmd::Lock(1, Share, long())), ok());
+        b.run_blocked(&w, Cmd::Lock(1, Exclusive, long()));
+        assert_eq!(
+            a.run(Cmd::Nowait(1, Exclusive)),
+            Ok(LockAcquireResult::NotAvailable),
+            "pg17 rule: {pg17}"
+        );
+        assert!(!b.done(), "b still waits for a's Share");
+        assert_eq!(a.run(Cmd::Commit), ok());
+        assert_eq!(b.reply(), ok());
+        assert_eq!(b.run(Cmd::Commit), ok());
+        assert_eq!(w.lm.entries_in_use(), (0, 0));
+    }
+}
+
+#[test]
 fn two_upgraders_meet_in_an_early_deadlock() {
     let w = World::new(FastPathLayout::Slots16);
     let (a, b) = (w.session(), w.session());

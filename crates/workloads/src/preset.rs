@@ -762,6 +762,7 @@ impl Settings {
             victim_search: self.victim_search,
             pin: self.buffer_pin,
             read_latency: self.read_latency,
+            tas_spin: self.tas_spin,
         }
     }
 
