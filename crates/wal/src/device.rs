@@ -7,8 +7,10 @@
 //! [`FlushDevice`] trait so that the lock-level model of the WAL writer can be
 //! run against a real disk, a simulated disk, or no disk at all:
 //!
-//! * [`NullDevice`]: writes and flushes do nothing, as with `fsync = off`
-//!   (PostgreSQL still writes, but never waits for the disk).
+//! * [`NullDevice`]: `fsync = off`. Flushes do nothing, as `issue_xlog_fsync`
+//!   does with `enableFsync` off, and so `commit_delay` is not slept
+//!   ([`FlushDevice::fsync_enabled`]); writes do nothing either (PostgreSQL
+//!   still writes to the kernel, without waiting for the disk).
 //! * [`SimulatedDevice`]: writes cost nothing and ignore the bytes; each flush
 //!   sleeps for one draw of a [`FlushLatency`] ("2ms", "1ms..3ms", ...). This
 //!   gives the group-commit logic a storage of known, adjustable speed.
@@ -227,6 +229,15 @@ pub trait FlushDevice: Send + 'static {
     /// Makes everything written so far durable (models `issue_xlog_fsync`);
     /// `upto` is the end position of the writes (for bookkeeping/tests).
     fn flush(&mut self, upto: u64) -> Result<(), DeviceError>;
+
+    /// `enableFsync`, the `fsync` setting: false for a device that models
+    /// `fsync = off` ([`NullDevice`]), whose flush returns at once. The WAL
+    /// reads it once, when it is made: with it off, `XLogFlush` (9.3+) and
+    /// `RecordTransactionCommit` (≤ 9.2) never sleep `commit_delay`. The
+    /// default: true.
+    fn fsync_enabled(&self) -> bool {
+        true
+    }
 }
 
 /// A boxed device is a device, so callers can hold `Box<dyn FlushDevice>`
@@ -251,6 +262,10 @@ impl<D: FlushDevice + ?Sized> FlushDevice for Box<D> {
     fn flush(&mut self, upto: u64) -> Result<(), DeviceError> {
         (**self).flush(upto)
     }
+
+    fn fsync_enabled(&self) -> bool {
+        (**self).fsync_enabled()
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -258,7 +273,8 @@ impl<D: FlushDevice + ?Sized> FlushDevice for Box<D> {
 // ---------------------------------------------------------------------------
 
 /// A device that does nothing: models `fsync = off`, where `issue_xlog_fsync`
-/// returns at once (and here the write costs nothing either).
+/// returns at once and `commit_delay` is never slept (and here the write costs
+/// nothing either). `flush_device=null` (or `fsync=off`) in the workloads.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NullDevice;
 
@@ -276,6 +292,10 @@ impl FlushDevice for NullDevice {
 
     fn flush(&mut self, _upto: u64) -> Result<(), DeviceError> {
         Ok(())
+    }
+
+    fn fsync_enabled(&self) -> bool {
+        false
     }
 }
 
@@ -1147,6 +1167,11 @@ impl FlushDevice for RecordingDevice {
         self.flushed.fetch_max(upto, Ordering::SeqCst);
         self.flush_calls.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// The inner device's, or true when there is none.
+    fn fsync_enabled(&self) -> bool {
+        self.inner.as_ref().map_or(true, |d| d.fsync_enabled())
     }
 }
 

@@ -102,6 +102,10 @@ impl<D: FlushDevice> FlushDevice for FaultyDevice<D> {
             }),
         }
     }
+
+    fn fsync_enabled(&self) -> bool {
+        self.inner.fsync_enabled()
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Models the flush half of xlog.c and xact.c: `XLogFlush` (group commit), `XLogWrite`,
-//! `MinimumActiveBackends` (procarray.c) and the WAL part of `RecordTransactionCommit`.
+//! `XLogNeedsFlush`, `MinimumActiveBackends` (procarray.c) and the WAL part of
+//! `RecordTransactionCommit` (its asynchronous branch is in the `walwriter` module).
 //!
 //! `XLogWrite` runs only under `WALWriteLock`. It hands the device the buffer pages from how far
 //! WAL is written up to the request, in runs that stop at the end of the ring and of a segment
@@ -98,17 +99,29 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     }
 
     /// `CommitDelay > 0 && enableFsync && MinimumActiveBackends(CommitSiblings)`: should a
-    /// committer sleep `commit_delay` now?
+    /// committer sleep `commit_delay` now? Never with `fsync = off`: there is no fsync for
+    /// more commits to share.
     fn wants_commit_delay(&self, b: &Backend) -> bool {
         !self.cfg.commit_delay.is_zero()
+            && self.enable_fsync
             && self.minimum_active_backends(b, self.cfg.commit_siblings)
     }
 
     /// The WAL part of `RecordTransactionCommit` (xact.c): inserts a commit record for `xid`,
-    /// (≤ 9.2: sleeps `commit_delay`), and flushes it. Clears the backend's active mark.
+    /// then, with `synchronous_commit` on, (≤ 9.2: sleeps `commit_delay`) and flushes it
+    /// (`XLogFlush`); with it off, hands its end to the WAL writer (`XLogSetAsyncXactLSN`,
+    /// [`Wal::set_async_xact_lsn`]) and returns without waiting for any flush or taking
+    /// `WALWriteLock`. Returns the record's end. Clears the backend's active mark.
+    ///
+    /// Shortcut: PostgreSQL also commits synchronously when the transaction drops relations
+    /// (`nrels > 0`) or forces it (`forceSyncCommit`); the model's transactions do neither.
     pub fn commit(&self, b: &mut Backend, w: &mut WalBackend, xid: u32) -> Result<u64, WalError> {
         self.set_active(b, true);
+        let synchronous = self.cfg.synchronous_commit;
         let committed = self.insert(b, w, &Record::commit(xid)).and_then(|end| {
+            if !synchronous {
+                return self.set_async_xact_lsn(b, w, end).map(|()| end);
+            }
             if !self.cfg.commit_delay_in_flush && self.wants_commit_delay(b) {
                 self.commit_delay(b);
             }
@@ -117,8 +130,27 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         self.set_active(b, false);
         if committed.is_ok() {
             b.stats.events.count("wal.commits", 1);
+            if !synchronous {
+                b.stats.events.count("wal.async_commits", 1);
+            }
         }
         committed
+    }
+
+    /// Models `XLogNeedsFlush`: is WAL not yet known durable up to `record`? Looks at the
+    /// backend's own `LogwrtResult` first, then refreshes it under `info_lck`. (`SetHintBits`
+    /// asks it before hinting a tuple whose transaction committed asynchronously.)
+    pub fn needs_flush(
+        &self,
+        b: &mut Backend,
+        w: &mut WalBackend,
+        record: u64,
+    ) -> Result<bool, WalError> {
+        if record <= w.logwrt.flush {
+            return Ok(false);
+        }
+        w.logwrt = self.write_result(b)?;
+        Ok(record > w.logwrt.flush)
     }
 
     /// Models `XLogFlush`: returns once WAL is durable up to `record`, having flushed it itself

@@ -42,7 +42,29 @@
 //! commit). Only if not does it try again. The backend that gets the lock is the leader: it
 //! checks once more, optionally sleeps `commit_delay` (9.3: only the leader, and only when at
 //! least `commit_siblings` other backends are in a transaction) so that more commits join, then
-//! writes and flushes everything that is inserted, not just its own record.
+//! writes and flushes everything that is inserted, not just its own record. With `fsync = off`
+//! (a device whose [`FlushDevice::fsync_enabled`] is false, such as [`NullDevice`]) nobody
+//! sleeps `commit_delay`: there is no fsync to share.
+//!
+//! # Asynchronous commit and the WAL writer (8.3+)
+//! With `synchronous_commit = off` ([`WalConfig::synchronous_commit`]) a commit inserts its
+//! record and does not flush it: `XLogSetAsyncXactLSN` raises `asyncXactLSN` under `info_lck`
+//! and, when there is enough for it to do, sets the WAL writer's latch. Neither `XLogFlush` nor
+//! `WALWriteLock` is on the commit's path any more; the locks left are the insertion's and
+//! `info_lck`. The WAL writer, a background process ([`Wal::wal_writer_main`]), runs
+//! `XLogBackgroundFlush` every `wal_writer_delay` (200 ms) or when woken: it writes up to the
+//! last completed page of the posted write request, or, when that is already flushed, up to
+//! `asyncXactLSN`, taking `WALWriteLock` with a plain acquire as any writer does. An
+//! asynchronous commit is durable after at most a few of its rounds.
+//!
+//! The WAL writer changed with the releases ([`WalWriter`]): 8.3–9.1 slept `wal_writer_delay`
+//! unconditionally and no commit could wake it; 9.2 gave it a latch, which an asynchronous
+//! commit sets when a whole page is waiting to be flushed, and a hibernation (after 50 idle
+//! rounds it sleeps 25 times longer, and any asynchronous commit wakes it); 9.6 added
+//! `wal_writer_flush_after` (1 MB): the WAL writer still writes every round, but fsyncs only
+//! when `wal_writer_delay` has passed since its last fsync or that much WAL is unflushed; 17
+//! wakes it only for a commit that raises `asyncXactLSN` with `wal_writer_flush_after` of WAL
+//! unflushed.
 //!
 //! # Earlier releases
 //! - ≤ 9.3 ([`Insertion::OneLock`]): one `WALInsertLock` was held while reserving *and* copying,
@@ -51,7 +73,9 @@
 //! - ≤ 9.1 ([`FlushWait::Acquire`]): `XLogFlush` queued for `WALWriteLock` with a plain acquire,
 //!   so the backends that a flush had already covered still took the lock one after another.
 //! - ≤ 9.2: `commit_delay` was slept by every committing backend, before `XLogFlush`
-//!   ([`WalConfig::commit_delay_in_flush`] off).
+//!   ([`WalConfig::commit_delay_in_flush`] off), and only by a synchronous commit.
+//! - ≤ 8.2 ([`WalWriter::Absent`]): no WAL writer and no asynchronous commit; a configuration
+//!   with `synchronous_commit` off is refused.
 //!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles, and a backend's static variables in xlog.c
@@ -82,6 +106,10 @@
 //!   PostgreSQL's `elog(ERROR)` would until the abort's `LWLockReleaseAll`.
 //! - Commits per flush are counted by walking the records each write covers (only when
 //!   [`WalConfig::count_commits`] is on); PostgreSQL does not count them.
+//! - The WAL writer is a thread that runs [`Wal::wal_writer_main`] with a [`Backend`] of its
+//!   own (an auxiliary process in PostgreSQL); it stops when [`Wal::shutdown_wal_writer`] is
+//!   called (the postmaster's SIGTERM). Its other shortcuts are listed in that function's
+//!   documentation and in [`Wal::background_flush`]'s.
 
 pub mod device;
 pub mod faulty;
@@ -89,6 +117,7 @@ mod flush;
 mod insert;
 pub mod pos;
 pub mod record;
+mod walwriter;
 
 mod buffers;
 
@@ -101,11 +130,14 @@ pub use flush::WriteResult;
 pub use pglocks_sync::fault::{Fault, FaultPlan, Faults, IoOp};
 pub use pos::{lsn, Layout, DEFAULT_WAL_SEGMENT_SIZE, XLOG_BLCKSZ};
 pub use record::{ReadRecord, Record};
+pub use walwriter::{WalWriterState, HIBERNATE_FACTOR, LOOPS_UNTIL_HIBERNATE};
 
 use buffers::Buffers;
 use pglocks_lwlock::{AtomicVar, LwLockError, LwLockMode, LwLockVar, RawLwLock, VarProtocol};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError, SpinLock};
-use pglocks_sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Release};
+use pglocks_sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release,
+};
 use pglocks_sync::sync::Mutex;
 use pglocks_sync::time::Duration;
 use pglocks_sync::{Backend, CachePadded};
@@ -122,6 +154,13 @@ pub const DEFAULT_WAL_BUFFERS: usize = 512;
 pub const DEFAULT_COMMIT_SIBLINGS: u32 = 5;
 /// `XLogRecordMaxSize` (xlogrecord.h): the largest record.
 pub const XLOG_RECORD_MAX_SIZE: u64 = 1020 * 1024 * 1024;
+/// `wal_writer_delay`'s default (walwriter.c's `WalWriterDelay`, 200 ms).
+pub const DEFAULT_WAL_WRITER_DELAY: Duration = Duration::from_millis(200);
+/// `wal_writer_delay`'s range in PostgreSQL: 1 ms to 10 s.
+pub const WAL_WRITER_DELAY_RANGE: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_secs(10));
+/// `DEFAULT_WAL_WRITER_FLUSH_AFTER` (9.6+): 1 MB, in `XLOG_BLCKSZ` pages.
+pub const DEFAULT_WAL_WRITER_FLUSH_AFTER: u64 = 128;
 
 /// How records get into the WAL buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +178,25 @@ pub enum FlushWait {
     Acquire,
     /// 9.2+: `LWLockAcquireOrWait`, re-checking after the holder's flush.
     AcquireOrWait,
+}
+
+/// The release's WAL writer (walwriter.c) and how an asynchronous commit wakes it
+/// (`XLogSetAsyncXactLSN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalWriter {
+    /// ≤ 8.2: no WAL writer, and no asynchronous commit.
+    Absent,
+    /// 8.3–9.1: sleeps `wal_writer_delay` between rounds (`pg_usleep`); an asynchronous commit
+    /// only records its LSN and never wakes it.
+    Timed,
+    /// 9.2–16: sleeps on its latch and hibernates when idle; an asynchronous commit sets the
+    /// latch when a whole page past the flushed point is waiting, or when the writer
+    /// hibernates.
+    Latch,
+    /// 17+: as [`WalWriter::Latch`], but a commit sets the latch only if it raised
+    /// `asyncXactLSN` and `wal_writer_flush_after` of WAL is unflushed (or the writer
+    /// hibernates).
+    LatchFlushAfter,
 }
 
 /// The settings of one WAL.
@@ -165,11 +223,23 @@ pub struct WalConfig {
     pub max_backends: usize,
     /// Count commits per flush (a distribution in the stats; costs a walk over written records).
     pub count_commits: bool,
+    /// `synchronous_commit`: on, a commit flushes its record (`XLogFlush`); off (8.3+), it
+    /// leaves that to the WAL writer (`XLogSetAsyncXactLSN`).
+    pub synchronous_commit: bool,
+    /// The release's WAL writer.
+    pub wal_writer: WalWriter,
+    /// `wal_writer_delay`: the WAL writer's sleep between rounds (1 ms to 10 s).
+    pub wal_writer_delay: Duration,
+    /// `wal_writer_flush_after` (9.6+), in pages: the WAL writer fsyncs before
+    /// `wal_writer_delay` has passed only once this much is unflushed; 0 (and every release
+    /// before 9.6) fsyncs every round.
+    pub wal_writer_flush_after: u64,
 }
 
 impl WalConfig {
     /// 9.4–16's WAL for `max_backends` backends: 8 insertion locks, `LWLockAcquireOrWait`,
-    /// `commit_delay` off, 4 MB of buffers, 16 MB segments.
+    /// `commit_delay` off, 4 MB of buffers, 16 MB segments, synchronous commits, and 9.6–16's
+    /// WAL writer (200 ms, 1 MB).
     pub fn new(max_backends: usize) -> Self {
         Self {
             insertion: Insertion::Locks(NUM_XLOGINSERT_LOCKS),
@@ -182,6 +252,10 @@ impl WalConfig {
             segment_size: DEFAULT_WAL_SEGMENT_SIZE,
             max_backends,
             count_commits: false,
+            synchronous_commit: true,
+            wal_writer: WalWriter::Latch,
+            wal_writer_delay: DEFAULT_WAL_WRITER_DELAY,
+            wal_writer_flush_after: DEFAULT_WAL_WRITER_FLUSH_AFTER,
         }
     }
 
@@ -211,6 +285,18 @@ impl WalConfig {
         }
         if self.max_backends == 0 {
             return bad("max_backends must be at least 1".into());
+        }
+        if !self.synchronous_commit && self.wal_writer == WalWriter::Absent {
+            return bad(
+                "synchronous_commit = off needs the WAL writer, which arrived in 8.3".into(),
+            );
+        }
+        let (least, most) = WAL_WRITER_DELAY_RANGE;
+        if !(least..=most).contains(&self.wal_writer_delay) {
+            return bad(format!(
+                "wal_writer_delay must be 1 ms to 10 s, not {:?}",
+                self.wal_writer_delay
+            ));
         }
         Ok(())
     }
@@ -280,11 +366,16 @@ struct InsertPos {
     prev: Option<u64>,
 }
 
-/// Write requests and results under `info_lck` (`XLogCtl->LogwrtRqst`, `LogwrtResult`).
+/// What is under `info_lck`: write requests and results (`XLogCtl->LogwrtRqst`,
+/// `LogwrtResult`), `asyncXactLSN` and `WalWriterSleeping`.
 #[derive(Debug, Clone, Copy, Default)]
 struct Info {
     request: WriteResult,
     result: WriteResult,
+    /// The end of the latest asynchronous commit's record.
+    async_xact_lsn: u64,
+    /// The WAL writer hibernates (9.2+): any asynchronous commit should wake it.
+    wal_writer_sleeping: bool,
 }
 
 /// The shared WAL: xlog.c's `XLogCtl` and the locks around it, for backends using LWLock
@@ -313,7 +404,17 @@ pub struct Wal<K: RawLwLock, P: VarProtocol = AtomicVar, R: RawSpinLock = PgSpin
     failed: AtomicBool,
     /// That failure's message, set before `failed`.
     failure: Mutex<Option<String>>,
+    /// `enableFsync`: false when the device models `fsync = off`.
+    enable_fsync: bool,
+    /// The WAL writer's proc number, whose latch an asynchronous commit sets
+    /// (`ProcGlobal->walwriterLatch`); [`NO_WAL_WRITER`] while none runs.
+    wal_writer_proc: AtomicUsize,
+    /// The WAL writer is asked to exit (its SIGTERM); never cleared.
+    wal_writer_shutdown: AtomicBool,
 }
+
+/// [`Wal`]'s `wal_writer_proc` when no WAL writer runs.
+const NO_WAL_WRITER: usize = usize::MAX;
 
 /// A backend's own WAL state: the static variables of xlog.c (`lockToTry`, `MyLockNo`,
 /// `holdingAllLocks`, `LogwrtResult`, `GetXLogBuffer`'s cache) and a record scratch buffer.
@@ -373,18 +474,23 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                 Info {
                     request: written,
                     result: written,
+                    async_xact_lsn: 0,
+                    wal_writer_sleeping: false,
                 },
             )),
             write_lock: CachePadded::new(K::new("WALWrite")),
             buf_mapping_lock: CachePadded::new(K::new("WALBufMapping")),
             initialized_upto: CachePadded::new(AtomicU64::new(segment_start)),
             buffers: Buffers::new(cfg.wal_buffers),
+            enable_fsync: device.fsync_enabled(),
             writer: Mutex::new(flush::Writer::new(device, written, start)),
             active: (0..cfg.max_backends)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
+            wal_writer_proc: AtomicUsize::new(NO_WAL_WRITER),
+            wal_writer_shutdown: AtomicBool::new(false),
             cfg,
         })
     }
@@ -438,6 +544,12 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             lock.release(b)?;
         }
         Ok(self.insert_pos.try_lock().is_some() && self.info.try_lock().is_some())
+    }
+
+    /// `enableFsync`: false when the device models `fsync = off`
+    /// ([`FlushDevice::fsync_enabled`]); then nobody sleeps `commit_delay`.
+    pub fn enable_fsync(&self) -> bool {
+        self.enable_fsync
     }
 
     /// Has a write or fsync failed (and the WAL become unusable)?

@@ -1,13 +1,16 @@
-//! proptest state machine: one backend's inserts, flushes and segment switches against a
-//! sequential reference that lays WAL out byte by byte (skipping a 40-byte header at every
-//! segment start and a 24-byte one at every other page start) instead of through usable byte
-//! positions: every returned LSN, every record read back (position, prev-link, payload) and
-//! every flush must agree with it.
+//! proptest state machine: one backend's inserts, flushes, segment switches and (with
+//! `synchronous_commit = off`) asynchronous commits, and the WAL writer's rounds
+//! (`XLogBackgroundFlush`), against a sequential reference that lays WAL out byte by byte
+//! (skipping a 40-byte header at every segment start and a 24-byte one at every other page
+//! start) instead of through usable byte positions: every returned LSN, every record read back
+//! (position, prev-link, payload) and every flush must agree with it. An asynchronous commit
+//! flushes nothing; a WAL writer's round flushes whole pages first, and two rounds in a row make
+//! every asynchronous commit durable.
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_sync::ProcTable;
-use pglocks_wal::{Insertion, NullDevice, Record, Wal, WalConfig};
+use pglocks_wal::{Insertion, NullDevice, Record, Wal, WalConfig, WalWriter};
 use proptest::prelude::*;
 
 const SEG: u64 = 64 * 1024;
@@ -18,6 +21,10 @@ enum Op {
     Insert(usize),
     Flush,
     Switch,
+    /// A commit: synchronous or not, as the WAL is configured.
+    Commit,
+    /// Two rounds of the WAL writer.
+    BackgroundFlush,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -25,6 +32,17 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (1usize..3000).prop_map(Op::Insert),
         2 => Just(Op::Flush),
         1 => Just(Op::Switch),
+        3 => Just(Op::Commit),
+        2 => Just(Op::BackgroundFlush),
+    ]
+}
+
+fn wal_writer() -> impl Strategy<Value = Option<WalWriter>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(WalWriter::Timed)),
+        Just(Some(WalWriter::Latch)),
+        Just(Some(WalWriter::LatchFlushAfter)),
     ]
 }
 
@@ -76,17 +94,28 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn wal_matches_a_byte_by_byte_layout(ops in prop::collection::vec(op(), 1..60), one_lock in any::<bool>()) {
+    fn wal_matches_a_byte_by_byte_layout(
+        ops in prop::collection::vec(op(), 1..60),
+        one_lock in any::<bool>(),
+        asynchronous in wal_writer(),
+    ) {
         let cfg = WalConfig {
             insertion: if one_lock { Insertion::OneLock } else { Insertion::Locks(8) },
             segment_size: SEG,
             wal_buffers: 1024,
-            ..WalConfig::new(1)
+            synchronous_commit: asynchronous.is_none(),
+            wal_writer: asynchronous.unwrap_or(WalWriter::Latch),
+            // Every round fsyncs (9.6+ would wait for wal_writer_delay or 1 MB).
+            wal_writer_flush_after: 0,
+            ..WalConfig::new(2)
         };
         let wal: Wal<AtomicLwLock<Pg96Layout>> = Wal::new(cfg, Box::new(NullDevice)).unwrap();
-        let procs = ProcTable::new(1);
+        let procs = ProcTable::new(2);
         let mut b = procs.attach().unwrap();
         let mut w = wal.backend();
+        let mut writer = procs.attach().unwrap();
+        let mut st = wal.wal_writer_start(&mut writer).unwrap();
+        let mut last_commit = 0;
         let mut m = Model { pos: SEG, prev: 0, records: Vec::new() };
         let mut last_end = SEG; // nothing inserted: WAL ends where segment 1 begins
         for (i, op) in ops.iter().enumerate() {
@@ -104,6 +133,34 @@ proptest! {
                 Op::Flush => {
                     wal.flush(&mut b, &mut w, last_end).unwrap();
                     prop_assert!(wal.write_result(&mut b).unwrap().flush >= last_end);
+                }
+                Op::Commit => {
+                    let before = wal.write_result(&mut b).unwrap().flush;
+                    let rec = Record::commit(i as u32);
+                    let end = wal.commit(&mut b, &mut w, i as u32).unwrap();
+                    let (start, model_end) = m.lay(rec.total_len());
+                    prop_assert_eq!(end, model_end);
+                    m.records.push((start, m.prev, rec.payload.to_vec()));
+                    m.prev = start;
+                    last_end = end;
+                    last_commit = end;
+                    let after = wal.write_result(&mut b).unwrap().flush;
+                    if asynchronous.is_some() {
+                        prop_assert_eq!(after, before, "an asynchronous commit flushed");
+                        prop_assert_eq!(wal.async_xact_lsn(&mut b).unwrap(), end);
+                    } else {
+                        prop_assert!(after >= end);
+                    }
+                }
+                Op::BackgroundFlush => {
+                    wal.background_flush(&mut writer, &mut st).unwrap();
+                    let first = wal.write_result(&mut b).unwrap().flush;
+                    prop_assert!(first % PAGE == 0 || first >= last_commit,
+                        "a round flushes whole pages, or up to the newest async commit");
+                    wal.background_flush(&mut writer, &mut st).unwrap();
+                    let second = wal.write_result(&mut b).unwrap().flush;
+                    prop_assert!(second >= first && second >= last_commit);
+                    prop_assert!(second <= m.pos.max(SEG), "flushed past the end of WAL");
                 }
                 Op::Switch => {
                     let got = wal.switch_segment(&mut b, &mut w).unwrap();

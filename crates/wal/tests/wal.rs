@@ -9,7 +9,8 @@ use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::Ordering::SeqCst;
 use pglocks_sync::ProcTable;
 use pglocks_wal::{
-    FlushWait, Insertion, NullDevice, Record, RecordingDevice, Wal, WalConfig, WalError,
+    FlushDevice, FlushWait, Insertion, NullDevice, Record, RecordingDevice, Wal, WalConfig,
+    WalError, WalWriter,
 };
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -232,10 +233,20 @@ fn single_lock_and_plain_acquire_still_group_commit_safely() {
     }
 }
 
-/// Three backends each commit `commits` times on a WAL of `cfg` (null device); returns their
-/// statistics, merged.
-fn three_committers(cfg: WalConfig, commits: u32) -> pglocks_sync::stats::BackendStats {
-    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(NullDevice)).unwrap());
+/// Three backends each commit `commits` times on a WAL of `cfg` (a device of no cost, with
+/// `fsync` on, or the null device, `fsync = off`); returns their statistics, merged.
+fn three_committers(
+    cfg: WalConfig,
+    commits: u32,
+    fsync: bool,
+) -> pglocks_sync::stats::BackendStats {
+    let device: Box<dyn FlushDevice> = if fsync {
+        Box::new(RecordingDevice::new())
+    } else {
+        Box::new(NullDevice)
+    };
+    let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, device).unwrap());
+    assert_eq!(wal.enable_fsync(), fsync);
     let procs = ProcTable::new(4);
     let mut all = pglocks_sync::stats::BackendStats::default();
     std::thread::scope(|s| {
@@ -260,15 +271,15 @@ fn three_committers(cfg: WalConfig, commits: u32) -> pglocks_sync::stats::Backen
 }
 
 /// Commits from three backends with a 50 µs `commit_delay` and `commit_siblings` = 0 (so
-/// the delay is always due): returns (commits, flushes, `CommitDelay` sleeps).
-fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
+/// the delay is always due, given `fsync`): returns (commits, flushes, `CommitDelay` sleeps).
+fn commit_delays(in_flush: bool, insertion: Insertion, fsync: bool) -> (u64, u64, u64) {
     let cfg = WalConfig {
         commit_delay: Duration::from_micros(50),
         commit_siblings: 0,
         commit_delay_in_flush: in_flush,
         ..config(4, insertion, 64)
     };
-    let all = three_committers(cfg, 40);
+    let all = three_committers(cfg, 40, fsync);
     let counters = all.events.counters();
     let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     let sleeps = all
@@ -284,13 +295,60 @@ fn commit_delays(in_flush: bool, insertion: Insertion) -> (u64, u64, u64) {
 fn commit_delay_is_slept_by_the_leader_from_93_and_by_every_committer_before() {
     for insertion in [Insertion::Locks(8), Insertion::OneLock] {
         // 9.3+: one sleep per flush, by the backend about to flush.
-        let (commits, flushes, sleeps) = commit_delays(true, insertion);
+        let (commits, flushes, sleeps) = commit_delays(true, insertion, true);
         assert_eq!(commits, 120);
         assert_eq!(sleeps, flushes, "{insertion:?}");
         // <= 9.2: every committer sleeps before XLogFlush.
-        let (commits, _, sleeps) = commit_delays(false, insertion);
+        let (commits, _, sleeps) = commit_delays(false, insertion, true);
         assert_eq!(sleeps, commits, "{insertion:?}");
     }
+}
+
+#[test]
+fn commit_delay_is_not_slept_with_fsync_off() {
+    // `enableFsync` is checked in XLogFlush (9.3+) and in RecordTransactionCommit (<= 9.2).
+    for in_flush in [true, false] {
+        for insertion in [Insertion::Locks(8), Insertion::OneLock] {
+            let (commits, flushes, sleeps) = commit_delays(in_flush, insertion, false);
+            assert_eq!(commits, 120);
+            assert!(flushes > 0);
+            assert_eq!(sleeps, 0, "{insertion:?}, in flush: {in_flush}");
+        }
+    }
+}
+
+#[test]
+fn an_async_commit_is_not_flushed_and_never_sleeps_commit_delay() {
+    let cfg = WalConfig {
+        commit_delay: Duration::from_micros(50),
+        commit_siblings: 0,
+        commit_delay_in_flush: false,
+        synchronous_commit: false,
+        ..config(4, Insertion::OneLock, 64)
+    };
+    let all = three_committers(cfg, 40, true);
+    let counters = all.events.counters();
+    let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
+    assert_eq!((get("wal.commits"), get("wal.async_commits")), (120, 120));
+    assert_eq!(get("wal.flushes"), 0);
+    assert!(all.waits.entries().iter().all(|e| e.lock != "CommitDelay"));
+}
+
+#[test]
+fn asynchronous_commit_is_refused_before_83() {
+    let cfg = WalConfig {
+        synchronous_commit: false,
+        wal_writer: WalWriter::Absent,
+        ..config(2, Insertion::OneLock, 64)
+    };
+    let e = Wal::<Lw>::new(cfg, Box::new(NullDevice)).err().unwrap();
+    assert!(e.to_string().contains("8.3"), "{e}");
+    let cfg = WalConfig {
+        wal_writer_delay: Duration::ZERO,
+        ..config(2, Insertion::OneLock, 64)
+    };
+    let e = Wal::<Lw>::new(cfg, Box::new(NullDevice)).err().unwrap();
+    assert!(e.to_string().contains("wal_writer_delay"), "{e}");
 }
 
 #[test]
@@ -316,7 +374,7 @@ fn commits_are_counted_per_flush() {
         count_commits: true,
         ..config(4, Insertion::Locks(8), 64)
     };
-    let all = three_committers(cfg, 200);
+    let all = three_committers(cfg, 200, false);
     let counters = all.events.counters();
     let get = |n: &str| counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     assert_eq!(get("wal.commits"), 600);
