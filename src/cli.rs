@@ -430,7 +430,14 @@ fn print_list() {
         .max()
         .unwrap_or(0);
     for p in workloads::PRESETS {
-        println!("  {:<width$} {}", p.name, p.summary);
+        let same = p.same_as().map(|q| q.name);
+        let text = match (p.summary, same) {
+            ("", Some(q)) => format!("{}: no modelled change, the rules of {q}", p.version),
+            ("", None) => p.version.to_string(),
+            (s, Some(q)) => format!("{s} (no modelled change: the rules of {q})"),
+            (s, None) => s.to_string(),
+        };
+        println!("  {:<width$} {text}", p.name);
     }
     println!("\nknobs (--set knob=value, applied on top of the preset):");
     let width = workloads::KNOBS
@@ -459,10 +466,14 @@ fn preset_cell(s: &workloads::Settings, k: &str) -> String {
     }
 }
 
-/// The knobs whose values differ between releases, one row each, one column per preset
-/// (DESIGN §5's table, from the presets themselves).
+/// The knobs whose values differ between releases, one row each, one column per preset that
+/// has a modelled change (DESIGN §5's table, from the presets themselves).
 fn print_preset_table(knob_width: usize) {
-    let settings: Vec<_> = workloads::PRESETS.iter().map(|p| p.settings()).collect();
+    let presets: Vec<&workloads::Preset> = workloads::PRESETS
+        .iter()
+        .filter(|p| p.same_as().is_none())
+        .collect();
+    let settings: Vec<_> = presets.iter().map(|p| p.settings()).collect();
     let rows: Vec<(&str, Vec<String>)> = workloads::KNOBS
         .iter()
         .map(|(k, _)| {
@@ -471,7 +482,7 @@ fn print_preset_table(knob_width: usize) {
         })
         .filter(|(_, v): &(&str, Vec<String>)| v.iter().any(|x| x != &v[0]))
         .collect();
-    let widths: Vec<usize> = workloads::PRESETS
+    let widths: Vec<usize> = presets
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -482,10 +493,10 @@ fn print_preset_table(knob_width: usize) {
         .collect();
     println!(
         "
-what the presets set differently (every other knob is the same in all):"
+what the releases with a modelled change set differently (every other knob is the same in all):"
     );
     let mut line = format!("  {:<knob_width$}", "knob");
-    for (p, w) in workloads::PRESETS.iter().zip(&widths) {
+    for (p, w) in presets.iter().zip(&widths) {
         line += &format!(" {:<w$}", p.name);
     }
     println!("{}", line.trim_end());

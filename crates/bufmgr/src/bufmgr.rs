@@ -32,8 +32,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let desc = self.desc(buf_id)?;
         if refs.get(buf_id) > 0 {
             refs.add(buf_id);
-            // ≤ 9.5 trusts an earlier pin to mean a valid page; 9.6 reads BM_VALID.
-            return Ok(self.pin == PinMethod::HeaderLock
+            // Up to 16 an earlier pin means a valid page; 17 reads BM_VALID, unlocked.
+            return Ok(!self.repeat_pin_reads_valid
                 || desc.state.load(pglocks_sync::atomic::Ordering::Relaxed) & BM_VALID != 0);
         }
         let state = desc.update_unlocked(b, self.pin, self.hdr, |s| {
@@ -396,5 +396,30 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// The victim search in force.
     pub fn victim_search(&self) -> VictimSearch {
         self.victim_search
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{BufMgr, BufMgrConfig, PrivateRefCount};
+    use pglocks_lwlock::AtomicLwLock;
+    use pglocks_sync::ProcTable;
+
+    #[test]
+    fn a_repeat_pin_reads_bm_valid_only_from_17() {
+        for reads in [false, true] {
+            let cfg = BufMgrConfig {
+                repeat_pin_reads_valid: reads,
+                ..BufMgrConfig::new(4)
+            };
+            let pool: BufMgr<AtomicLwLock> = BufMgr::new(&cfg).unwrap();
+            let procs = ProcTable::new(1);
+            let mut b = procs.attach().unwrap();
+            let mut refs = PrivateRefCount::default();
+            // A buffer with no valid page: the first pin reads the flag it sets.
+            assert!(!pool.pin_buffer(&mut b, &mut refs, 0).unwrap());
+            // Up to 16 a second pin takes the first to mean the page is valid.
+            assert_eq!(pool.pin_buffer(&mut b, &mut refs, 0).unwrap(), !reads);
+        }
     }
 }

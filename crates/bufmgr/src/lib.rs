@@ -86,6 +86,9 @@ pub struct BufMgrConfig {
     /// s_lock.h's `TAS_SPIN` reads the lock before the exchange (x86_64 from 9.4): how ≤ 9.5's
     /// header spinlock retries ([`HeaderLock`]).
     pub tas_spin: bool,
+    /// 17+ (`StartReadBuffers`): a repeat pin reads `BM_VALID`, since the backend may have
+    /// started a read it has not waited for; before, an earlier pin meant a valid page.
+    pub repeat_pin_reads_valid: bool,
 }
 
 impl BufMgrConfig {
@@ -98,6 +101,7 @@ impl BufMgrConfig {
             pin: PinMethod::Cas,
             read_latency: Duration::ZERO,
             tas_spin: true,
+            repeat_pin_reads_valid: false,
         }
     }
 
@@ -205,6 +209,7 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     victim_search: VictimSearch,
     pin: PinMethod,
     hdr: HeaderLock,
+    repeat_pin_reads_valid: bool,
     read_latency: Duration,
 }
 
@@ -229,6 +234,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             victim_search: cfg.victim_search,
             pin: cfg.pin,
             hdr: HeaderLock::of_release(cfg.pin, cfg.tas_spin),
+            repeat_pin_reads_valid: cfg.repeat_pin_reads_valid,
             read_latency: cfg.read_latency,
         })
     }

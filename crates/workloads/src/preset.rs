@@ -15,7 +15,7 @@ use pglocks_slru::clog::{clog_autotune_buffers, ClogConfig};
 use pglocks_slru::Victim;
 use pglocks_sync::fault::FaultPlan;
 use pglocks_sync::time::Duration;
-use pglocks_wal::{FlushLatency, FlushWait, Insertion, WalConfig};
+use pglocks_wal::{FlushLatency, FlushWait, Insertion, WalConfig, WalWriter};
 
 /// The knob values in force for a series.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +41,9 @@ pub struct Settings {
     pub victim_search: VictimSearch,
     /// bufmgr.c: a pin under the buffer header lock (≤ 9.5) or by compare-exchange (9.6+).
     pub buffer_pin: PinMethod,
+    /// bufmgr.c (17+): a backend's repeat pin of a buffer reads `BM_VALID` (a read it started
+    /// may not have finished); before, an earlier pin meant a valid page.
+    pub repeat_pin_reads_valid: bool,
     /// Workload `buffer-lookup`: the share of reads that go to the hot pages (which stay in
     /// the buffers); the rest miss.
     pub hit_ratio: f64,
@@ -75,6 +78,17 @@ pub struct Settings {
     pub flush_device: FlushDeviceKind,
     /// The simulated device's flush latency.
     pub flush_latency: FlushLatency,
+    /// xact.c: `synchronous_commit`: on, a commit flushes its record (`XLogFlush`); off
+    /// (8.3+), it leaves that to the WAL writer (workloads `wal-commit`, `tpcb-like`,
+    /// `insert-commit`).
+    pub synchronous_commit: bool,
+    /// walwriter.c: `wal_writer_delay`, the WAL writer's sleep between rounds.
+    pub wal_writer_delay: Duration,
+    /// walwriter.c: the release's WAL writer (none before 8.3; a timed sleep 8.3–9.1; a latch
+    /// 9.2–16; from 17 woken only once `wal_writer_flush_after` of WAL is waiting).
+    pub wal_writer: WalWriter,
+    /// xlog.c (9.6+): `wal_writer_flush_after`, in pages (0, before 9.6: fsync every round).
+    pub wal_writer_flush_after: u64,
     /// Workload `wal-insert`: payload bytes per record.
     pub record_size: u32,
     /// clog.c: `CLOGShmemBuffers` of the release, from `shared_buffers` (see [`ClogSizing`]).
@@ -223,7 +237,8 @@ pub enum FlushDeviceKind {
     Simulated,
     /// Real 16 MB segment files in a temporary directory, with `fdatasync`.
     File,
-    /// No I/O at all (`fsync = off`).
+    /// `fsync = off`: flushes return at once and `commit_delay` is not slept (and here writes
+    /// cost nothing either).
     Null,
 }
 
@@ -238,51 +253,81 @@ impl FlushDeviceKind {
     }
 }
 
+/// A PostgreSQL major release, as `PG_VERSION_NUM` writes its first minor release: 80100 for
+/// 8.1, 90600 for 9.6, 100000 for 10, 180000 for 18. Release rules compare versions, as
+/// PostgreSQL's own comments do ("from 9.2", "17+").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(pub u32);
+
+/// The version of release `major.minor` (`minor` is 0 from 10 on).
+pub const fn v(major: u32, minor: u32) -> Version {
+    Version(major * 10_000 + minor * 100)
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (major, minor) = (self.0 / 10_000, self.0 / 100 % 100);
+        if major >= 10 {
+            write!(f, "{major}")
+        } else {
+            write!(f, "{major}.{minor}")
+        }
+    }
+}
+
 /// One PostgreSQL release.
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
     /// `pg96`, `pg17`, …
     pub name: &'static str,
-    /// What a user reads in `pglocks list`.
+    /// The release.
+    pub version: Version,
+    /// What changed in it that the models show; empty for a release without a modelled
+    /// change, which has the rules of the last release before it that had one
+    /// ([`Preset::same_as`]).
     pub summary: &'static str,
-    tas_spin: bool,
-    delay_in_ms: bool,
-    lwlock: LwLockVariant,
+    /// The 2007 Unisys patches on top of 8.2 (not a release).
+    unisys: bool,
 }
 
-const fn preset(
-    name: &'static str,
-    summary: &'static str,
-    tas_spin: bool,
-    delay_in_ms: bool,
-    lwlock: LwLockVariant,
-) -> Preset {
+const fn preset(name: &'static str, version: Version, summary: &'static str) -> Preset {
     Preset {
         name,
+        version,
         summary,
-        tas_spin,
-        delay_in_ms,
-        lwlock,
+        unisys: false,
     }
 }
 
 use LwLockVariant::{Atomic, Atomic18, AtomicWithMutex, SpinlockProtected};
 
-/// Every preset, oldest first.
+/// Every preset, oldest first: every major release from 8.1 to 18, and 8.2 with the Unisys
+/// patches.
 pub const PRESETS: &[Preset] = &[
-    preset("pg81", "8.1: adaptive spins_per_delay arrives; one lock-manager lock", false, true, SpinlockProtected),
-    preset("pg82", "8.2: lock manager and buffer mapping split into 16 partitions", false, true, SpinlockProtected),
-    preset("pg82uis", "8.2 with the 2007 Unisys patches: 2048 buffer partitions, 64-byte LWLocks, read-first TAS", true, true, SpinlockProtected),
-    preset("pg91", "9.1: the last release before the fast-path lock work; XLogFlush queues for WALWriteLock", false, true, SpinlockProtected),
-    preset("pg92", "9.2: fast-path relation locks, lazy VXID locks, PGXACT, group commit (LWLockAcquireOrWait); TAS_SPIN macro (plain TAS on x86_64)", false, true, SpinlockProtected),
-    preset("pg93", "9.3: as 9.2, commit_delay slept by the flush leader only", false, true, SpinlockProtected),
-    preset("pg94", "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks", true, false, SpinlockProtected),
-    preset("pg95", "9.5: atomic LWLock state word; 128 buffer-mapping partitions", true, false, AtomicWithMutex),
-    preset("pg96", "9.6: LWLock wait list under the LOCKED bit; group XID clear", true, false, Atomic),
-    preset("pg11", "11: CLOG group update", true, false, Atomic),
-    preset("pg14", "14: dense ProcArray arrays and snapshot reuse", true, false, Atomic),
-    preset("pg17", "17: SLRU banks; lock-free WAL insertingAt", true, false, Atomic),
-    preset("pg18", "18: fast-path lock groups", true, false, Atomic18),
+    preset("pg81", v(8, 1), "8.1: adaptive spins_per_delay arrives; one lock-manager lock"),
+    preset("pg82", v(8, 2), "8.2: lock manager and buffer mapping split into 16 partitions"),
+    Preset {
+        unisys: true,
+        ..preset("pg82uis", v(8, 2), "8.2 with the 2007 Unisys patches: 2048 buffer partitions, 64-byte LWLocks, read-first TAS")
+    },
+    preset("pg83", v(8, 3), "8.3: asynchronous commit (synchronous_commit = off) and the WAL writer"),
+    preset("pg84", v(8, 4), ""),
+    preset("pg90", v(9, 0), ""),
+    preset("pg91", v(9, 1), "9.1: the last release before the fast-path lock work; XLogFlush queues for WALWriteLock"),
+    preset("pg92", v(9, 2), "9.2: fast-path relation locks, lazy VXID locks, PGXACT, group commit (LWLockAcquireOrWait); TAS_SPIN macro (plain TAS on x86_64)"),
+    preset("pg93", v(9, 3), "9.3: as 9.2, commit_delay slept by the flush leader only"),
+    preset("pg94", v(9, 4), "9.4: TAS_SPIN reads first on x86_64; spin delays in microseconds; 8 WAL insertion locks"),
+    preset("pg95", v(9, 5), "9.5: atomic LWLock state word; 128 buffer-mapping partitions"),
+    preset("pg96", v(9, 6), "9.6: LWLock wait list under the LOCKED bit; pins by compare-exchange; group XID clear"),
+    preset("pg10", v(10, 0), ""),
+    preset("pg11", v(11, 0), "11: CLOG group update"),
+    preset("pg12", v(12, 0), ""),
+    preset("pg13", v(13, 0), ""),
+    preset("pg14", v(14, 0), "14: dense ProcArray arrays and snapshot reuse; streaming of large transactions to subscribers"),
+    preset("pg15", v(15, 0), "15: shm_mq senders batch their bytes_written updates"),
+    preset("pg16", v(16, 0), "16: parallel apply of streamed transactions"),
+    preset("pg17", v(17, 0), "17: SLRU banks; lock-free WAL insertingAt; NOWAIT follows the wait-queue rule; a repeat pin reads BM_VALID"),
+    preset("pg18", v(18, 0), "18: fast-path lock groups; LWLock flags in the top bits; streaming = parallel by default"),
 ];
 
 /// The preset used when none is given.
@@ -339,7 +384,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "commit_delay",
-        "microseconds or a duration (10us, 1ms): sleep before a flush, by the leader from 9.3, by every committer before (0 = off)",
+        "microseconds or a duration (10us, 1ms): sleep before a flush, by the leader from 9.3, by every committer before (0 = off; never with fsync = off)",
     ),
     (
         "commit_siblings",
@@ -356,11 +401,23 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("wal_buffers", "N in 4..=262144: WAL buffer pages of 8 KB"),
     (
         "flush_device",
-        "simulated|file|null: WAL flushes sleep flush_latency, fdatasync real segment files, or do nothing",
+        "simulated|file|null: WAL flushes sleep flush_latency, fdatasync real segment files, or do nothing (null is fsync = off)",
+    ),
+    (
+        "fsync",
+        "on|off: off = flush_device=null (issue_xlog_fsync returns at once, commit_delay is not slept); on turns null back into the simulated device",
     ),
     (
         "flush_latency",
         "the simulated device's flush time (default 1ms): 2ms, 500us, 1ms..3ms (uniform) or 0 (also --flush-latency)",
+    ),
+    (
+        "synchronous_commit",
+        "on|off: off (8.3+) = a commit hands its record to the WAL writer (XLogSetAsyncXactLSN) instead of flushing it (wal-commit, tpcb-like, insert-commit)",
+    ),
+    (
+        "wal_writer_delay",
+        "a duration from 1ms to 10s (default 200ms): the WAL writer's sleep between rounds, with synchronous_commit = off",
     ),
     (
         "record_size",
@@ -506,13 +563,35 @@ pub const KNOBS: &[(&str, &str)] = &[
 impl Preset {
     /// The release's fast path (`on` for `--set fast_path`).
     fn fast_path(&self) -> FastPathLayout {
-        match self.name {
-            "pg81" | "pg82" | "pg82uis" | "pg91" => FastPathLayout::None,
-            "pg18" => FastPathLayout::Groups(FastPathLayout::pg18_groups(
+        match self.version {
+            r if r >= v(18, 0) => FastPathLayout::Groups(FastPathLayout::pg18_groups(
                 pglocks_lmgr::DEFAULT_MAX_LOCKS_PER_TRANSACTION,
             )),
-            _ => FastPathLayout::Slots16,
+            r if r >= v(9, 2) => FastPathLayout::Slots16,
+            _ => FastPathLayout::None,
         }
+    }
+
+    /// The release's LWLock.
+    fn lwlock(&self) -> LwLockVariant {
+        match self.version {
+            r if r >= v(18, 0) => Atomic18,
+            r if r >= v(9, 6) => Atomic,
+            r if r >= v(9, 5) => AtomicWithMutex,
+            _ => SpinlockProtected,
+        }
+    }
+
+    /// For a release without a modelled change, the release whose rules it has: the last one
+    /// before it that changed something the models show.
+    pub fn same_as(&self) -> Option<&'static Preset> {
+        let mine = self.settings();
+        PRESETS
+            .iter()
+            .rev()
+            .filter(|p| p.version < self.version && !p.unisys)
+            .take_while(|p| p.settings() == mine)
+            .last()
     }
 
     /// Looks a preset up by name.
@@ -532,86 +611,101 @@ impl Preset {
 
     /// The release's knob values.
     pub fn settings(&self) -> Settings {
+        let r = self.version;
+        let lwlock = self.lwlock();
         Settings {
-            tas_spin: self.tas_spin,
-            spin_delay_unit: if self.delay_in_ms {
+            tas_spin: r >= v(9, 4) || self.unisys,
+            spin_delay_unit: if r < v(9, 4) {
                 Duration::from_millis(1)
             } else {
                 Duration::from_micros(1)
             },
             num_delays: pglocks_sync::spin_delay::NUM_DELAYS,
             spins_per_delay: pglocks_sync::spin_delay::DEFAULT_SPINS_PER_DELAY,
-            lwlock: self.lwlock,
-            buffer_partitions: match self.name {
-                "pg81" => 1,
-                "pg82uis" => 2048,
-                "pg82" | "pg91" | "pg92" | "pg93" | "pg94" => 16,
-                _ => 128,
+            lwlock,
+            buffer_partitions: match r {
+                _ if self.unisys => 2048,
+                r if r >= v(9, 5) => 128,
+                r if r >= v(8, 2) => 16,
+                _ => 1,
             },
             nbuffers: 16_384,
-            victim_search: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92" | "pg93" | "pg94" => {
-                    VictimSearch::FreelistLock
-                }
-                _ => VictimSearch::AtomicClockHand,
+            victim_search: if r >= v(9, 5) {
+                VictimSearch::AtomicClockHand
+            } else {
+                VictimSearch::FreelistLock
             },
-            buffer_pin: match self.lwlock {
+            buffer_pin: match lwlock {
                 SpinlockProtected | AtomicWithMutex => PinMethod::HeaderLock,
                 Atomic | Atomic18 => PinMethod::Cas,
             },
+            repeat_pin_reads_valid: r >= v(17, 0),
             hit_ratio: 1.0,
             read_latency: Duration::ZERO,
-            lock_partitions: if self.name == "pg81" { 1 } else { 16 },
+            lock_partitions: if r >= v(8, 2) { 16 } else { 1 },
             fast_path: self.fast_path(),
-            nowait_checks_queue: matches!(self.name, "pg17" | "pg18"),
-            wal_insertion: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92" | "pg93" => Insertion::OneLock,
-                _ => Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS),
+            nowait_checks_queue: r >= v(17, 0),
+            wal_insertion: if r >= v(9, 4) {
+                Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS)
+            } else {
+                Insertion::OneLock
             },
-            flush_wait: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => FlushWait::Acquire,
-                _ => FlushWait::AcquireOrWait,
+            flush_wait: if r >= v(9, 2) {
+                FlushWait::AcquireOrWait
+            } else {
+                FlushWait::Acquire
             },
             commit_delay: Duration::ZERO,
             commit_siblings: pglocks_wal::DEFAULT_COMMIT_SIBLINGS,
-            commit_delay_in_flush: !matches!(
-                self.name,
-                "pg81" | "pg82" | "pg82uis" | "pg91" | "pg92"
-            ),
-            wal_var_atomic: matches!(self.name, "pg17" | "pg18"),
+            commit_delay_in_flush: r >= v(9, 3),
+            wal_var_atomic: r >= v(17, 0),
             wal_buffers: pglocks_wal::DEFAULT_WAL_BUFFERS,
             flush_device: FlushDeviceKind::Simulated,
             flush_latency: FlushLatency::Fixed(Duration::from_millis(1)),
+            synchronous_commit: true,
+            wal_writer_delay: pglocks_wal::DEFAULT_WAL_WRITER_DELAY,
+            wal_writer: match r {
+                r if r >= v(17, 0) => WalWriter::LatchFlushAfter,
+                r if r >= v(9, 2) => WalWriter::Latch,
+                r if r >= v(8, 3) => WalWriter::Timed,
+                _ => WalWriter::Absent,
+            },
+            wal_writer_flush_after: if r >= v(9, 6) {
+                pglocks_wal::DEFAULT_WAL_WRITER_FLUSH_AFTER
+            } else {
+                0
+            },
             record_size: 100,
-            clog_sizing: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => ClogSizing::Fixed8,
-                "pg92" | "pg93" | "pg94" | "pg95" => ClogSizing::UpTo32,
-                "pg17" | "pg18" => ClogSizing::Autotune,
-                _ => ClogSizing::UpTo128,
+            clog_sizing: match r {
+                r if r >= v(17, 0) => ClogSizing::Autotune,
+                r if r >= v(9, 6) => ClogSizing::UpTo128,
+                r if r >= v(9, 2) => ClogSizing::UpTo32,
+                _ => ClogSizing::Fixed8,
             },
             clog_buffers: None,
-            slru_banks: matches!(self.name, "pg17" | "pg18"),
-            slru_victim: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => Victim::PlainLru,
-                _ => Victim::AvoidIoBusy,
+            slru_banks: r >= v(17, 0),
+            slru_victim: if r >= v(9, 2) {
+                Victim::AvoidIoBusy
+            } else {
+                Victim::PlainLru
             },
-            clog_group_update: matches!(self.name, "pg11" | "pg14" | "pg17" | "pg18"),
+            clog_group_update: r >= v(11, 0),
             shared_buffers_mb: 8192,
             slru_latency: Duration::from_micros(50),
             wal_fault: FaultPlan::new(),
             slru_fault: FaultPlan::new(),
             xid_window: 100_000,
-            mq_send_pending: matches!(self.name, "pg17" | "pg18"),
+            mq_send_pending: r >= v(15, 0),
             msg_size: 64,
             queue_size: None,
-            streaming: match self.name {
-                "pg18" => Streaming::Parallel,
-                "pg14" | "pg17" => Streaming::On,
+            streaming: match r {
+                r if r >= v(18, 0) => Streaming::Parallel,
+                r if r >= v(14, 0) => Streaming::On,
                 _ => Streaming::Off,
             },
-            streaming_supported: match self.name {
-                "pg17" | "pg18" => Streaming::Parallel,
-                "pg14" => Streaming::On,
+            streaming_supported: match r {
+                r if r >= v(16, 0) => Streaming::Parallel,
+                r if r >= v(14, 0) => Streaming::On,
                 _ => Streaming::Off,
             },
             txn_size: 1_000_000,
@@ -619,19 +713,20 @@ impl Preset {
             apply_workers: pglocks_apply::leader::DEFAULT_MAX_PARALLEL_APPLY_WORKERS,
             work_mem_changes: DEFAULT_WORK_MEM_CHANGES,
             row_work: 13_000,
-            sinval_check: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => SinvalCheck::Locked,
-                _ => SinvalCheck::WaitFree,
+            sinval_check: if r >= v(9, 2) {
+                SinvalCheck::WaitFree
+            } else {
+                SinvalCheck::Locked
             },
             inval_rate: 0.0,
             inval_batch: 1,
             idle_backends: 0,
-            snapshot_layout: match self.name {
-                "pg81" | "pg82" | "pg82uis" | "pg91" => SnapshotLayout::ProcScan,
-                "pg14" | "pg17" | "pg18" => SnapshotLayout::Dense,
-                _ => SnapshotLayout::Pgxact,
+            snapshot_layout: match r {
+                r if r >= v(14, 0) => SnapshotLayout::Dense,
+                r if r >= v(9, 2) => SnapshotLayout::Pgxact,
+                _ => SnapshotLayout::ProcScan,
             },
-            group_clear: matches!(self.name, "pg96" | "pg11" | "pg14" | "pg17" | "pg18"),
+            group_clear: r >= v(9, 6),
             pgxact_padding: 0,
             backends: 100,
             commit_ratio: 0.0,
@@ -639,10 +734,10 @@ impl Preset {
             scale: 1,
             relations: 2,
             strong_every: 1000,
-            lwlock_padding: match self.name {
-                "pg82uis" => 64,
-                _ if matches!(self.lwlock, SpinlockProtected | AtomicWithMutex) => 32,
-                _ => 128,
+            lwlock_padding: match lwlock {
+                _ if self.unisys => 64,
+                SpinlockProtected | AtomicWithMutex => 32,
+                Atomic | Atomic18 => 128,
             },
             lwlock_stats: false,
             read_ratio: 0.9,
@@ -763,6 +858,7 @@ impl Settings {
             pin: self.buffer_pin,
             read_latency: self.read_latency,
             tas_spin: self.tas_spin,
+            repeat_pin_reads_valid: self.repeat_pin_reads_valid,
         }
     }
 
@@ -831,6 +927,9 @@ impl Settings {
             "wal_buffers" => self.wal_buffers.to_string(),
             "flush_device" => self.flush_device.name().to_string(),
             "flush_latency" => self.flush_latency.to_string(),
+            "fsync" => on_off(self.flush_device != FlushDeviceKind::Null),
+            "synchronous_commit" => on_off(self.synchronous_commit),
+            "wal_writer_delay" => exact(self.wal_writer_delay),
             "record_size" => self.record_size.to_string(),
             "clog_buffers" => self
                 .clog_buffers
@@ -978,6 +1077,28 @@ impl Settings {
                     .parse()
                     .map_err(|_| bad("a duration such as 2ms or 500us, a range 1ms..3ms, or 0"))?
             }
+            "fsync" => {
+                if !on_off()? {
+                    self.flush_device = FlushDeviceKind::Null
+                } else if self.flush_device == FlushDeviceKind::Null {
+                    self.flush_device = FlushDeviceKind::Simulated
+                }
+            }
+            "synchronous_commit" => {
+                let on = on_off()?;
+                if !on && self.wal_writer == WalWriter::Absent {
+                    return Err(bad(
+                        "on (asynchronous commit and the WAL writer arrived in 8.3)",
+                    ));
+                }
+                self.synchronous_commit = on
+            }
+            "wal_writer_delay" => {
+                let (least, most) = pglocks_wal::WAL_WRITER_DELAY_RANGE;
+                self.wal_writer_delay = duration(most)
+                    .filter(|d| *d >= least)
+                    .ok_or_else(|| bad("a duration from 1ms to 10s, such as 200ms"))?
+            }
             "record_size" => self.record_size = number(1, 1_000_000)?,
             "clog_buffers" => self.clog_buffers = Some(number(2, 131_072)? as usize),
             "slru_banks" => self.slru_banks = on_off()?,
@@ -1098,6 +1219,88 @@ mod tests {
             }
         }
         assert_eq!(PRESETS[0].settings().knob_value("no_such_knob"), None);
+    }
+
+    #[test]
+    fn every_major_release_from_81_to_18_is_a_preset_in_order() {
+        let releases: Vec<String> = PRESETS
+            .iter()
+            .filter(|p| !p.unisys)
+            .map(|p| p.version.to_string())
+            .collect();
+        let want = [
+            "8.1", "8.2", "8.3", "8.4", "9.0", "9.1", "9.2", "9.3", "9.4", "9.5", "9.6", "10",
+            "11", "12", "13", "14", "15", "16", "17", "18",
+        ];
+        assert_eq!(releases, want);
+        for p in PRESETS.iter().filter(|p| !p.unisys) {
+            assert_eq!(
+                p.name,
+                format!("pg{}", p.version.to_string().replace('.', ""))
+            );
+            assert!(
+                p.summary.is_empty() || p.summary.starts_with(&format!("{}:", p.version)),
+                "{}: {}",
+                p.name,
+                p.summary
+            );
+        }
+        assert!(Preset::by_name(DEFAULT_PRESET).is_ok());
+    }
+
+    #[test]
+    fn a_release_without_a_modelled_change_has_the_rules_of_the_last_one_with_one() {
+        let same = |p: &str| Preset::by_name(p).unwrap().same_as().map(|q| q.name);
+        for p in PRESETS.iter().filter(|p| p.summary.is_empty()) {
+            assert!(
+                p.same_as().is_some(),
+                "{} has no summary but rules of its own",
+                p.name
+            );
+        }
+        assert_eq!(same("pg10"), Some("pg96"));
+        assert_eq!(same("pg12"), Some("pg11"));
+        assert_eq!(same("pg13"), Some("pg11"));
+        assert_eq!(same("pg90"), Some("pg83"));
+        // Each release with a change in the models differs from the one before it.
+        for name in [
+            "pg82", "pg92", "pg93", "pg94", "pg95", "pg96", "pg11", "pg14", "pg15", "pg16", "pg17",
+            "pg18",
+        ] {
+            assert_eq!(same(name), None, "{name}");
+        }
+        // The unisys variant is never what a release is "the same as".
+        assert!(PRESETS
+            .iter()
+            .filter_map(|p| p.same_as())
+            .all(|q| !q.unisys));
+    }
+
+    #[test]
+    fn the_rules_compare_versions() {
+        let s = |p: &str| Preset::by_name(p).unwrap().settings();
+        let (s14, s15, s16) = (s("pg14"), s("pg15"), s("pg16"));
+        assert!(!s14.mq_send_pending && s15.mq_send_pending);
+        assert_eq!(
+            Settings {
+                mq_send_pending: false,
+                ..s15.clone()
+            },
+            s14
+        );
+        assert_eq!(s15.streaming_supported, Streaming::On);
+        assert_eq!(s16.streaming_supported, Streaming::Parallel);
+        assert_eq!(s16.streaming, Streaming::On);
+        assert!(!s16.repeat_pin_reads_valid && s("pg17").repeat_pin_reads_valid);
+        assert_eq!(s("pg82uis").buffer_partitions, 2048);
+        assert!(s("pg82uis").tas_spin && !s("pg82").tas_spin);
+        assert_eq!(s("pg84").buffer_partitions, 16);
+        assert_eq!(s("pg81").lock_partitions, 1);
+        assert_eq!(v(9, 6).to_string(), "9.6");
+        assert_eq!(v(18, 0).to_string(), "18");
+        assert!(v(9, 6) < v(10, 0));
+        let e = Preset::by_name("pg19").unwrap_err().to_string();
+        assert!(e.contains("pg15") && e.contains("pg83"), "{e}");
     }
 
     #[test]
