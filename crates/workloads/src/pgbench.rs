@@ -29,6 +29,9 @@
 //!      manager, and each change a WAL record (`XLogInsert`: a heap and a B-tree record);
 //!   4. `RecordTransactionCommit`: the commit record and `XLogFlush` (group commit, on the
 //!      `flush_device`), then `TransactionIdCommitTree` in the commit log (11's group update);
+//!      with `synchronous_commit = off`, `XLogSetAsyncXactLSN` instead of the flush (the WAL
+//!      writer, a thread of the run, flushes in the background) and
+//!      `TransactionIdAsyncCommitTree`, which records the commit's LSN in the commit log;
 //!   5. `ProcArrayEndTransaction` (9.6's group XID clear) and `LockReleaseAll`.
 //!
 //! - `tpcb-like` is pgbench's default transaction, five statements between `BEGIN` and `END`,
@@ -52,8 +55,10 @@
 //!   `TransactionIdIsInProgress` (the ProcArray under ProcArrayLock shared); a running updater
 //!   is waited for — the tuple lock (`LockTuple`, `ExclusiveLock`), then `XactLockTableWait` on
 //!   its xid — and an ended one's status is read from the commit log (`TransactionIdDidCommit`)
-//!   and the hint bit set, so the next backend does not ask again. Then the newest version is
-//!   updated: its xmax becomes this transaction's xid.
+//!   and the hint bit set, so the next backend does not ask again; but not while the updater's
+//!   asynchronous commit is unflushed (`SetHintBits` asks `XLogNeedsFlush`), so until the WAL
+//!   writer has flushed it every backend that meets the row asks the commit log again. Then
+//!   the newest version is updated: its xmax becomes this transaction's xid.
 //!
 //! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
 //! page, 367 keys per B-tree page: about 1 640 heap and 273 index pages per scale unit); the
@@ -619,8 +624,21 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             } else {
                 // TransactionIdDidCommit, then SetHintBits: the next reader need not ask.
                 b.stats.events.count("tpcb.xmax_lookups", 1);
-                wr.w.clog.get_status(b, xmax)?;
+                let (_, commit_lsn) = wr.w.clog.get_status(b, xmax)?;
                 s.known_completed = xmax;
+                // An asynchronous commit is hinted only once its record is flushed (the page's
+                // own LSN, which may allow it earlier, is not modelled): until then the row
+                // is taken unhinted, and the next updater asks again.
+                if commit_lsn != 0 && wr.w.wal.needs_flush(b, wr.wal, commit_lsn)? {
+                    b.stats.events.count("tpcb.hints_deferred", 1);
+                    if xmax_word
+                        .compare_exchange(word, xid, AcqRel, Acquire)
+                        .is_ok()
+                    {
+                        break;
+                    }
+                    continue;
+                }
                 let hinted = xmax | XMAX_COMMITTED;
                 let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
             }
@@ -641,7 +659,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
 
     /// `RecordTransactionCommit`: the commit record flushed (group commit, on the
     /// `flush_device`), then `TransactionIdCommitTree` in the commit log (11's group update);
-    /// then the transaction's end.
+    /// or, with `synchronous_commit = off`, handed to the WAL writer, then
+    /// `TransactionIdAsyncCommitTree` (the commit log keeps the commit's LSN); then the
+    /// transaction's end.
     fn commit(
         &self,
         b: &mut Backend,
@@ -649,7 +669,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         wr: &mut Writer<'_, K, V, R>,
         xid: u32,
     ) -> Result<(), TxnError> {
-        let lsn = wr.w.wal.commit(b, wr.wal, xid)?;
+        let end = wr.w.wal.commit(b, wr.wal, xid)?;
+        // TransactionIdCommitTree passes no LSN; the asynchronous one passes the record's end.
+        let lsn = if wr.w.wal.config().synchronous_commit {
+            0
+        } else {
+            end
+        };
         wr.w.clog
             .set_tree_status(b, xid, &[], XidStatus::Committed, lsn)?;
         self.procs.commit_tree(xid, &[])?;
@@ -667,13 +693,18 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     threads: usize,
 ) -> Result<(Arc<Cluster<K, R, P, V>>, Vec<Session>, ProcTable), HarnessError> {
     let backends = crate::procarray::registered_backends(settings, threads)?;
-    let procs = proc_table(settings, backends);
+    // The WAL writer's slot after the backends', when the workload commits asynchronously.
+    let aux = match kind {
+        Kind::SelectOnly => 0,
+        Kind::TpcbLike | Kind::InsertCommit => crate::wal::auxiliary_procs(settings),
+    };
+    let procs = proc_table(settings, backends + aux);
     let scale = u64::from(settings.scale);
     let updates = kind == Kind::TpcbLike;
     let writes = match kind {
         Kind::SelectOnly => None,
         Kind::TpcbLike | Kind::InsertCommit => {
-            let cfg = settings.wal_config(backends);
+            let cfg = crate::wal::wal_config(settings, backends + aux);
             let device = crate::wal::device(settings, cfg.segment_size)?;
             let (relid, rows_per_page) = match kind {
                 Kind::TpcbLike => (HISTORY, ROWS_PER_HISTORY_PAGE),
@@ -740,13 +771,19 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
 ) -> RunResult {
     let (cluster, sessions, procs) = build::<K, R, P, V>(settings, kind, spec.threads)?;
     let sessions = RefCell::new(sessions.into_iter().map(Some).collect::<Vec<_>>());
-    run_team(spec, &procs, |i| {
-        let cluster = Arc::clone(&cluster);
-        let mut s = sessions.borrow_mut()[i]
-            .take()
-            .expect("one session per thread");
-        move |b: &mut Backend| cluster.transaction(b, &mut s, kind)
-    })
+    let team = || {
+        run_team(spec, &procs, |i| {
+            let cluster = Arc::clone(&cluster);
+            let mut s = sessions.borrow_mut()[i]
+                .take()
+                .expect("one session per thread");
+            move |b: &mut Backend| cluster.transaction(b, &mut s, kind)
+        })
+    };
+    match &cluster.writes {
+        Some(w) => crate::wal::with_wal_writer(&w.wal, &procs, spec.warmup, team),
+        None => team(),
+    }
 }
 
 /// A macro workload under `pglocks stress`: its transactions must not fail, and at the end the
