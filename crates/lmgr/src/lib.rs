@@ -40,7 +40,7 @@ pub use deadlock::DeadlockInfo;
 pub use fastpath::{FastPathGrouping, FastPathLayout};
 pub use locktag::{LockMethodId, LockTag, LockTagType};
 pub use mode::{LockMask, LockMode};
-pub use proc::LockTimeouts;
+pub use proc::{LockTimeouts, WaitTimeout};
 pub use vxid::VirtualXid;
 
 use fastpath::{strong, weak, FastPath};

@@ -18,6 +18,11 @@
 //! soft deadlock is resolved by rewriting queues, a hard one takes the checker out of its queue
 //! with an error. `lock_timeout`, when set, cancels the wait the same way.
 //!
+//! Both timers can also be fired from outside ([`LockManager::fire_timeout`], what their signal
+//! handlers do in PostgreSQL): a caller that keeps its own clock, such as the isolation runner's
+//! virtual time, gives the waiter [`LockTimeouts::EXTERNAL`] and fires each timer when its clock
+//! says so; the waiter handles it exactly as it handles its own timer.
+//!
 //! Differences from PostgreSQL: the timers are the timeout of the semaphore sleep rather than
 //! signals or latches; a backend whose lock was granted in the instant its `lock_timeout` expired
 //! gives the lock straight back (PostgreSQL records it and releases it when the error aborts the
@@ -30,7 +35,7 @@ use crate::{LmgrError, LockManager, LockMode, LockTag};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sync::atomic::{
     AtomicU8,
-    Ordering::{Acquire, Relaxed, Release},
+    Ordering::{Acquire, Release},
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::time::{Duration, Instant};
@@ -43,6 +48,10 @@ const STATUS_WAITING: u8 = 1;
 /// `PROC_WAIT_STATUS_ERROR`: taken out of the queue (deadlock or timeout).
 const STATUS_ERROR: u8 = 2;
 
+/// Bits of [`WaitSlot::fired`]: timers fired from outside and not handled yet.
+const FIRED_DEADLOCK: u8 = 1;
+const FIRED_LOCK: u8 = 2;
+
 /// The lock-wait fields of one backend's `PGPROC`.
 struct WaitSlot {
     /// `waitStatus`: written under the partition lock of the awaited lock; read by the owner
@@ -51,6 +60,9 @@ struct WaitSlot {
     /// `waitLock`: written under the partition lock of the awaited lock; read by the deadlock
     /// checker with every partition held.
     wait_lock: UnsafeCell<Option<LockTag>>,
+    /// Timers fired by [`LockManager::fire_timeout`] (`got_deadlock_timeout` and the lock
+    /// timeout's pending cancel), cleared by the waiter once it has handled them.
+    fired: AtomicU8,
 }
 
 /// Every backend's lock-wait fields.
@@ -69,6 +81,7 @@ impl WaitSlots {
                     CachePadded::new(WaitSlot {
                         status: AtomicU8::new(STATUS_OK),
                         wait_lock: UnsafeCell::new(None),
+                        fired: AtomicU8::new(0),
                     })
                 })
                 .collect(),
@@ -80,7 +93,9 @@ impl WaitSlots {
         let slot = &self.0[procno as usize];
         // SAFETY: the caller holds `tag`'s partition lock (see `WaitSlots`).
         slot.wait_lock.with_mut(|p| unsafe { *p = Some(tag) });
-        slot.status.store(STATUS_WAITING, Relaxed);
+        // Release: whoever sees the waiting status (`is_waiting`) also sees what the backend
+        // did before it asked for the lock.
+        slot.status.store(STATUS_WAITING, Release);
     }
 
     /// `ProcWakeup`'s state change for `procno` (under its lock's partition lock); the caller
@@ -94,6 +109,15 @@ impl WaitSlots {
 
     fn status(&self, procno: u32) -> u8 {
         self.0[procno as usize].status.load(Acquire)
+    }
+
+    fn fired(&self, procno: u32) -> u8 {
+        self.0[procno as usize].fired.load(Acquire)
+    }
+
+    /// Clears `bits` of `procno`'s fired timers once they are handled.
+    fn clear_fired(&self, procno: u32, bits: u8) {
+        self.0[procno as usize].fired.fetch_and(!bits, Release);
     }
 
     /// `waitLock` of `procno`; the caller holds every partition lock.
@@ -110,6 +134,25 @@ pub struct LockTimeouts {
     pub deadlock_timeout: Duration,
     /// `lock_timeout` (9.3+): give up the wait after this long (`None` = 0 = never).
     pub lock_timeout: Option<Duration>,
+}
+
+impl LockTimeouts {
+    /// Timers that never expire by themselves within a run (`deadlock_timeout` of `INT_MAX`
+    /// ms, the largest PostgreSQL accepts, about 24.8 days; no `lock_timeout`), for a waiter
+    /// whose timers are fired from outside with [`LockManager::fire_timeout`].
+    pub const EXTERNAL: LockTimeouts = LockTimeouts {
+        deadlock_timeout: Duration::from_millis(i32::MAX as u64),
+        lock_timeout: None,
+    };
+}
+
+/// One of the two timers of a lock wait (timeout.c's `TimeoutId`s that `ProcSleep` enables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitTimeout {
+    /// `DEADLOCK_TIMEOUT`: run the deadlock check.
+    Deadlock,
+    /// `LOCK_TIMEOUT`: give up the wait with "canceling statement due to lock timeout".
+    Lock,
 }
 
 impl Default for LockTimeouts {
@@ -230,6 +273,22 @@ impl<K: RawLwLock> LockManager<K> {
                 STATUS_OK => break Ok(()),
                 _ => unreachable!("only the waiter itself sets the error status"),
             }
+            // Timers fired from outside, handled in `ProcSleep`'s order: the deadlock check
+            // first, then the interrupt of the lock timeout.
+            let fired = self.waits.fired(me);
+            if fired != 0 {
+                if fired & FIRED_DEADLOCK != 0 && !checked {
+                    checked = true;
+                    if let Err(e) = self.check_deadlock(b) {
+                        break Err(e);
+                    }
+                }
+                if fired & FIRED_LOCK != 0 {
+                    break self.cancel_wait(b, tag, mode);
+                }
+                self.waits.clear_fired(me, fired);
+                continue;
+            }
             let next = match (checked, give_up_at) {
                 (false, Some(g)) => Some(deadlock_at.min(g)),
                 (false, None) => Some(deadlock_at),
@@ -253,6 +312,8 @@ impl<K: RawLwLock> LockManager<K> {
                 }
             }
         };
+        // `disable_timeouts`: whatever fired and was not handled no longer applies.
+        self.waits.clear_fired(me, FIRED_DEADLOCK | FIRED_LOCK);
         let waited = start.elapsed().as_nanos() as u64;
         b.stats
             .waits
@@ -352,6 +413,28 @@ impl<K: RawLwLock> LockManager<K> {
         self.waits.status(procno as u32) == STATUS_WAITING
     }
 
+    /// Fires timer `timeout` of backend `procno`'s lock wait, as its signal handler does in
+    /// PostgreSQL (`CheckDeadLockAlert` sets `got_deadlock_timeout`, `LockTimeoutHandler` a
+    /// pending cancel; both set the latch, here: post the semaphore). The waiter handles it as
+    /// its own timer: the deadlock check (once per wait), or giving up the wait. `b` is the
+    /// caller's backend, any one of the same [`pglocks_sync::ProcTable`]. Fire a timer only at
+    /// a backend that waits ([`Self::is_waiting`]): one that does not would keep it and handle
+    /// it as soon as its next wait begins; whatever is left when a wait ends is dropped.
+    pub fn fire_timeout(&self, b: &Backend, procno: usize, timeout: WaitTimeout) {
+        let bit = match timeout {
+            WaitTimeout::Deadlock => FIRED_DEADLOCK,
+            WaitTimeout::Lock => FIRED_LOCK,
+        };
+        self.waits.0[procno].fired.fetch_or(bit, Release);
+        b.procs().slot(procno).sem.unlock();
+    }
+
+    /// Whether backend `procno` has a timer fired by [`Self::fire_timeout`] that it has not
+    /// finished handling (a deadlock check, or leaving the queue, still to come).
+    pub fn timeout_pending(&self, procno: usize) -> bool {
+        self.waits.fired(procno as u32) != 0
+    }
+
     /// Grants made while a partition lock is held: `ProcWakeup`'s status change, semaphores
     /// posted by the caller after the release.
     pub(crate) fn wake_into<'w>(&'w self, woken: &'w mut Vec<u32>) -> impl FnMut(u32) + 'w {
@@ -359,5 +442,108 @@ impl<K: RawLwLock> LockManager<K> {
             self.waits.finish_waiting(procno, STATUS_OK);
             woken.push(procno);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{
+        LmgrError, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag, LockTimeouts,
+        WaitTimeout,
+    };
+    use pglocks_sync::ProcTable;
+    use std::sync::{mpsc, Arc};
+
+    /// Two backends in a deadlock with timers that never fire by themselves: nothing happens
+    /// until the runner fires one; the deadlock timer finds the cycle, the lock timer of the
+    /// other waiter (after the first one left) cancels its wait.
+    #[test]
+    fn timers_fired_from_outside() {
+        let lm: Arc<LockManager> = Arc::new(LockManager::new(LockManagerConfig::new(3)));
+        let procs = ProcTable::new(3);
+        let me = procs.attach().unwrap();
+        let (a, b) = (LockTag::relation(5, 16384), LockTag::relation(5, 16385));
+        let spawn = |first: LockTag, second: LockTag| {
+            let mut be = procs.attach().unwrap();
+            let procno = be.procno();
+            let lm = Arc::clone(&lm);
+            let (tx, rx) = mpsc::channel();
+            let (go, wait_for_go) = mpsc::channel::<()>();
+            std::thread::spawn(move || {
+                let mut local = lm.connect(&mut be, 5).unwrap();
+                let (mode, owner) = (LockMode::AccessExclusive, LockOwner::Transaction);
+                let t = LockTimeouts::EXTERNAL;
+                lm.acquire(&mut be, &mut local, first, mode, owner, &t)
+                    .unwrap();
+                tx.send(None).unwrap();
+                wait_for_go.recv().unwrap();
+                let r = lm.acquire(&mut be, &mut local, second, mode, owner, &t);
+                tx.send(Some(r.map(|_| ()))).unwrap();
+                lm.release_all(&mut be, &mut local, false).unwrap();
+            });
+            (procno, rx, go)
+        };
+        let (p1, r1, go1) = spawn(a, b);
+        assert_eq!(r1.recv().unwrap(), None);
+        let (p2, r2, go2) = spawn(b, a);
+        assert_eq!(r2.recv().unwrap(), None);
+        go1.send(()).unwrap();
+        go2.send(()).unwrap();
+        while !(lm.is_waiting(p1) && lm.is_waiting(p2)) {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(
+            lm.is_waiting(p1) && lm.is_waiting(p2),
+            "no timer of its own"
+        );
+
+        lm.fire_timeout(&me, p2, WaitTimeout::Deadlock);
+        let r = r2.recv().unwrap().unwrap();
+        assert!(matches!(r, Err(LmgrError::Deadlock { .. })), "{r:?}");
+        assert!(!lm.timeout_pending(p2));
+        // p2 left the queue of `a` and its transaction ends: p1 gets `b`.
+        assert_eq!(r1.recv().unwrap(), Some(Ok(())));
+        assert!(!lm.timeout_pending(p1));
+    }
+
+    #[test]
+    fn a_fired_lock_timeout_cancels_the_wait() {
+        let lm: Arc<LockManager> = Arc::new(LockManager::new(LockManagerConfig::new(3)));
+        let procs = ProcTable::new(3);
+        let mut holder = procs.attach().unwrap();
+        let mut hl = lm.connect(&mut holder, 5).unwrap();
+        let tag = LockTag::relation(5, 16384);
+        let (mode, owner) = (LockMode::AccessExclusive, LockOwner::Transaction);
+        lm.acquire(
+            &mut holder,
+            &mut hl,
+            tag,
+            mode,
+            owner,
+            &LockTimeouts::EXTERNAL,
+        )
+        .unwrap();
+        let mut be = procs.attach().unwrap();
+        let procno = be.procno();
+        let lm2 = Arc::clone(&lm);
+        let waiter = std::thread::spawn(move || {
+            let mut local = lm2.connect(&mut be, 5).unwrap();
+            lm2.acquire(
+                &mut be,
+                &mut local,
+                tag,
+                mode,
+                owner,
+                &LockTimeouts::EXTERNAL,
+            )
+        });
+        while !lm.is_waiting(procno) {
+            std::thread::yield_now();
+        }
+        lm.fire_timeout(&holder, procno, WaitTimeout::Lock);
+        assert_eq!(waiter.join().unwrap(), Err(LmgrError::LockTimeout));
+        assert!(!lm.timeout_pending(procno) && !lm.is_waiting(procno));
+        lm.release_all(&mut holder, &mut hl, false).unwrap();
     }
 }
