@@ -6,20 +6,49 @@
 //! teardown. For each permutation (the listed ones, or every interleaving of the sessions'
 //! steps), the runner prints its header, runs the setups, then launches the steps in order as
 //! `run_permutation` does: a step whose session is still busy with an earlier step first waits
-//! for it; after each launch the step gets the chance to finish, and counts as waiting when its
-//! backend is asleep in the lock manager (what `pg_isolation_test_session_is_blocked` answers;
-//! never a timer), after which every earlier waiting step is polled for completion. Markers
-//! (`(*)`, `(other)`, `(other notices N)`) hold back completion reports as the tester does. The
-//! output is the tester's, byte for byte: `step NAME: SQL`, `… <waiting ...>`,
+//! for it (`try_complete_step` with `STEP_RETRY`, then `try_complete_steps` over the waiting
+//! steps); each step launched gets one look (`STEP_NONBLOCK`), then every earlier waiting step
+//! is looked at again in the order they started waiting (`STEP_NONBLOCK | STEP_RETRY`);
+//! at the end every waiting step is waited for (`STEP_RETRY`). Markers (`(*)`, `(other)`,
+//! `(other notices N)`) hold back completion reports as `step_has_blocker` does. The output is
+//! the tester's, byte for byte: `step NAME: SQL`, `… <waiting ...>`,
 //! `step NAME: <... completed>`, `ERROR:  message` after the step that failed, and
 //! `SESSION: WARNING:  …` for notices.
+//!
+//! # Time
+//! The tester does not learn at once that a step is blocked or done, and which completions it
+//! reports together depends on when the sessions' timers fire. The runner keeps the tester's
+//! clock as virtual time, so that a run is the same every time:
+//! - `try_complete_step` waits on the session's socket with `select()` for at most 10 ms
+//!   ([`SELECT_TIMEOUT`]); a result (or notice) that arrives ends the wait at once. With
+//!   `STEP_NONBLOCK`, each time the 10 ms pass without one, it asks whether the session is
+//!   blocked on a lock (`pg_isolation_test_session_is_blocked`: here, whether its backend waits
+//!   in the lock manager) and returns if it is. So a step still blocked costs 10 ms per look,
+//!   and `try_complete_steps` looks at the waiting steps one after the other.
+//! - Without `STEP_NONBLOCK` it waits until the result arrives (up to `PGISOLATIONTIMEOUT`).
+//! - A backend's `deadlock_timeout` and `lock_timeout` start when it begins to wait
+//!   (`ProcSleep`), at the virtual time the runner has reached; when virtual time reaches one,
+//!   the runner fires that timer in the backend ([`LockManager::fire_timeout`]) and waits until
+//!   every session has reacted (the deadlock check, an error, the waiters it freed finishing
+//!   their steps) before time moves on.
+//!
+//! Everything else takes no time: sending a step, running it, the blocked-check query. When a
+//! timer falls due at the very instant a 10 ms `select()` ends, the timer fires first (in
+//! PostgreSQL the two race: a spec should not depend on it); timers of different sessions due
+//! at the same instant fire in session order, both timers of one backend together (the
+//! deadlock check first, as `ProcSleep` handles them). Between these points nothing moves: each
+//! session is idle with its result sent, or asleep in the lock manager with no timer of its
+//! own due, so the lock manager's state, and with it the output, does not depend on how the
+//! threads are scheduled.
 //!
 //! Each backend follows PostgreSQL's transaction states: a statement outside a transaction
 //! block commits by itself; a multi-statement step runs as one implicit block; an error in a
 //! block releases the locks at once and leaves the block aborted until `COMMIT`/`ROLLBACK`.
 //!
-//! Differences from PostgreSQL: a step stuck past twice `PGISOLATIONTIMEOUT` (default 360 s)
-//! fails the run rather than being cancelled first.
+//! # Differences from PostgreSQL
+//! - A step still running after `PGISOLATIONTIMEOUT` (default 300 s, of virtual time) fails the
+//!   run; the tester would cancel it first and carry on.
+//! - A step's notices reach the tester with its result, not as they are raised.
 
 pub mod spec;
 pub mod sql;
@@ -28,13 +57,14 @@ pub use spec::{parse_spec, TestSpec};
 
 use crate::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner,
-    LockTag, LockTimeouts,
+    LockTag, LockTimeouts, WaitTimeout,
 };
 use pglocks_sync::{Backend, ProcTable};
 use spec::{all_permutations, Blocker, PermutationStep, SqlBlock};
 use sql::{Setting, Statement};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,6 +136,19 @@ struct Executor {
     /// The settings when the transaction began: a rollback restores them (guc.c's
     /// transactional `SET`).
     saved: Option<LockTimeouts>,
+    /// For a session: what the tester's clock needs to know of its lock waits (the control
+    /// connection has none and keeps real timers).
+    waits: Option<Arc<WaitInfo>>,
+}
+
+/// What a session's backend tells the runner about the lock requests that may wait: their
+/// timer settings, and a count that tells one wait from the next.
+#[derive(Debug, Default)]
+struct WaitInfo {
+    /// Lock requests made that may wait; a backend asleep in the lock manager is in the last.
+    requests: AtomicU64,
+    /// `deadlock_timeout` and `lock_timeout` of the last request.
+    timeouts: Mutex<LockTimeouts>,
 }
 
 type Outcome = Result<Option<String>, String>;
@@ -130,6 +173,7 @@ impl Executor {
             state: TxState::Idle,
             timeouts: LockTimeouts::default(),
             saved: None,
+            waits: None,
         })
     }
 
@@ -190,6 +234,18 @@ impl Executor {
         let r = if nowait {
             self.lm
                 .conditional_acquire(&mut self.b, &mut self.local, tag, mode, owner)
+        } else if let Some(w) = &self.waits {
+            // The timers are the runner's to fire, in virtual time.
+            *w.timeouts.lock().unwrap_or_else(|e| e.into_inner()) = self.timeouts;
+            w.requests.fetch_add(1, SeqCst);
+            self.lm.acquire(
+                &mut self.b,
+                &mut self.local,
+                tag,
+                mode,
+                owner,
+                &LockTimeouts::EXTERNAL,
+            )
         } else {
             let t = self.timeouts;
             self.lm
@@ -302,15 +358,41 @@ impl Executor {
     }
 }
 
+/// How long `try_complete_step` waits on a session's socket before it looks again (its
+/// `select()` timeout).
+pub const SELECT_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// How long, in real time, the sessions may take to come to rest after the runner moved
+/// (sent a step or fired a timer) before the run is declared stuck: only a bug gets there.
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The timers of a session's lock wait, in the tester's virtual time.
+#[derive(Debug, Clone, Copy)]
+struct WaitTimers {
+    /// [`WaitInfo::requests`] when the wait was seen: a new count is a new wait.
+    request: u64,
+    /// When `deadlock_timeout` falls due, until it has fired.
+    deadlock_at: Option<Duration>,
+    /// When `lock_timeout` falls due (if set), until it has fired.
+    lock_at: Option<Duration>,
+}
+
 /// A session's connection: its backend thread and what the tester knows of it.
 struct Conn {
     name: String,
     procno: usize,
     jobs: mpsc::Sender<Vec<Statement>>,
     results: mpsc::Receiver<StepResult>,
+    waits: Arc<WaitInfo>,
+    /// A query was sent and its result has not arrived.
+    busy: bool,
+    /// The result that arrived and the tester has not read yet (in the socket).
+    inbox: Option<StepResult>,
+    /// The timers of the lock wait the backend is in.
+    wait: Option<WaitTimers>,
     /// The permutation step it is running (`active_step`).
     active: Option<usize>,
-    /// A finished step's result not reported yet (left in libpq, for the tester).
+    /// A finished step's result read but not reported yet (left in libpq, for the tester).
     pending: Option<StepResult>,
     total_notices: usize,
 }
@@ -335,6 +417,8 @@ struct Tester<'a> {
     conns: Vec<Conn>,
     out: Output,
     max_step_wait: Duration,
+    /// The tester's clock (virtual time since the run began).
+    now: Duration,
     any_new_notice: bool,
     /// Per permutation step: the notice count its `notices` markers wait for.
     notice_targets: Vec<Vec<usize>>,
@@ -342,8 +426,8 @@ struct Tester<'a> {
 
 /// Runs `spec` on a lock manager configured as `config` (its backend count is set to the
 /// sessions plus the control connection) and returns what the isolation tester would print.
-/// A step that has not finished after twice `max_step_wait` fails the run (`None`: the
-/// tester's `PGISOLATIONTIMEOUT` seconds, default 360).
+/// A step that has not finished after `max_step_wait` of the tester's virtual time fails the
+/// run (`None`: the tester's `PGISOLATIONTIMEOUT` seconds, default 300).
 pub fn run_spec(
     spec: &TestSpec,
     config: LockManagerConfig,
@@ -360,6 +444,8 @@ pub fn run_spec(
     let mut conns = Vec::new();
     for session in &spec.sessions {
         let mut exec = Executor::new(Arc::clone(&lm), Arc::clone(&catalog), &procs)?;
+        let waits = Arc::new(WaitInfo::default());
+        exec.waits = Some(Arc::clone(&waits));
         let procno = exec.b.procno();
         let (jobs, job_rx) = mpsc::channel::<Vec<Statement>>();
         let (result_tx, results) = mpsc::channel();
@@ -379,6 +465,10 @@ pub fn run_spec(
             procno,
             jobs,
             results,
+            waits,
+            busy: false,
+            inbox: None,
+            wait: None,
             active: None,
             pending: None,
             total_notices: 0,
@@ -388,7 +478,7 @@ pub fn run_spec(
         std::env::var("PGISOLATIONTIMEOUT")
             .ok()
             .and_then(|s| s.parse().ok())
-            .map_or(Duration::from_secs(360), Duration::from_secs)
+            .map_or(Duration::from_secs(300), Duration::from_secs)
     });
     let mut t = Tester {
         spec,
@@ -397,6 +487,7 @@ pub fn run_spec(
         conns,
         out: Output::default(),
         max_step_wait,
+        now: Duration::ZERO,
         any_new_notice: false,
         notice_targets: Vec::new(),
     };
@@ -428,17 +519,156 @@ impl Tester<'_> {
         self.spec.steps[perm[i].step].session
     }
 
-    /// Runs a setup or teardown block on session `s`'s connection and waits for it.
-    fn run_on_session(&mut self, s: usize, block: &SqlBlock) -> Result<StepResult, IsolationError> {
-        let conn = &self.conns[s];
+    /// `PQsendQuery` on session `s`'s connection.
+    fn send(&mut self, s: usize, statements: &[Statement]) -> Result<(), IsolationError> {
+        let conn = &mut self.conns[s];
         conn.jobs
-            .send(block.statements.clone())
+            .send(statements.to_vec())
             .map_err(|_| IsolationError::Run(format!("session {} has gone", conn.name)))?;
-        conn.results
-            .recv_timeout(2 * self.max_step_wait)
-            .map_err(|_| {
-                IsolationError::Run(format!("setup of session {} never finished", conn.name))
+        conn.busy = true;
+        conn.wait = None;
+        Ok(())
+    }
+
+    /// Waits, in real time, until nothing moves any more: every session that has a query
+    /// running is asleep in the lock manager with no fired timer left to handle. Results that
+    /// arrive go to the sessions' inboxes; a wait seen for the first time starts its timers
+    /// at the current virtual time.
+    fn settle(&mut self) -> Result<(), IsolationError> {
+        let started = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            // The order of the looks matters: a result, then the fired timers, then the
+            // waits. Whatever a backend did before it sent its result, cleared a timer or
+            // went to sleep is seen by the looks that follow.
+            for conn in &mut self.conns {
+                match conn.results.try_recv() {
+                    Ok(r) => {
+                        conn.inbox = Some(r);
+                        conn.busy = false;
+                        conn.wait = None;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        return Err(IsolationError::Run(format!(
+                            "session {} has gone",
+                            conn.name
+                        )))
+                    }
+                }
+            }
+            let busy = || self.conns.iter().filter(|c| c.busy);
+            let at_rest = !busy().any(|c| self.lm.timeout_pending(c.procno))
+                && busy().all(|c| self.lm.is_waiting(c.procno));
+            if at_rest {
+                let now = self.now;
+                for conn in self.conns.iter_mut().filter(|c| c.busy) {
+                    let request = conn.waits.requests.load(SeqCst);
+                    if conn.wait.map_or(true, |w| w.request != request) {
+                        let t = *conn
+                            .waits
+                            .timeouts
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner());
+                        conn.wait = Some(WaitTimers {
+                            request,
+                            deadlock_at: Some(now + t.deadlock_timeout),
+                            lock_at: t.lock_timeout.map(|l| now + l),
+                        });
+                    }
+                }
+                return Ok(());
+            }
+            if started.elapsed() > SETTLE_LIMIT {
+                let stuck: Vec<&str> = busy().map(|c| c.name.as_str()).collect();
+                return Err(IsolationError::Run(format!(
+                    "sessions {} neither finished nor waited for a lock",
+                    stuck.join(", ")
+                )));
+            }
+            spins += 1;
+            if spins < 50 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// The next timer to fall due: its time and session.
+    fn next_timer(&self) -> Option<(Duration, usize)> {
+        self.conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.busy)
+            .filter_map(|(s, c)| {
+                let w = c.wait?;
+                let due = match (w.deadlock_at, w.lock_at) {
+                    (Some(d), Some(l)) => d.min(l),
+                    (d, l) => d.or(l)?,
+                };
+                Some((due, s))
             })
+            .min()
+    }
+
+    /// Fires session `s`'s timers due at `at` (what `handle_sig_alarm` does at that instant).
+    fn fire(&mut self, s: usize, at: Duration) {
+        let procno = self.conns[s].procno;
+        let Some(w) = self.conns[s].wait.as_mut() else {
+            return;
+        };
+        if w.deadlock_at == Some(at) {
+            w.deadlock_at = None;
+            self.lm
+                .fire_timeout(&self.control.b, procno, WaitTimeout::Deadlock);
+        }
+        if w.lock_at == Some(at) {
+            w.lock_at = None;
+            self.lm
+                .fire_timeout(&self.control.b, procno, WaitTimeout::Lock);
+        }
+    }
+
+    /// `select()` on session `s`'s socket until its result is there or virtual time reaches
+    /// `deadline` (`None`: for ever), firing the timers that fall due meanwhile. Whether the
+    /// result is there.
+    fn wait_for_result(
+        &mut self,
+        s: usize,
+        deadline: Option<Duration>,
+    ) -> Result<bool, IsolationError> {
+        loop {
+            self.settle()?;
+            if self.conns[s].inbox.is_some() {
+                return Ok(true);
+            }
+            match self.next_timer() {
+                Some((at, t)) if deadline.map_or(true, |d| at <= d) => {
+                    self.now = self.now.max(at);
+                    self.fire(t, at);
+                }
+                _ => {
+                    if let Some(d) = deadline {
+                        self.now = self.now.max(d);
+                    }
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Runs a setup or teardown block on session `s`'s connection and waits for it (`PQexec`).
+    fn run_on_session(&mut self, s: usize, block: &SqlBlock) -> Result<StepResult, IsolationError> {
+        self.send(s, &block.statements)?;
+        let deadline = self.now + self.max_step_wait;
+        if !self.wait_for_result(s, Some(deadline))? {
+            return Err(IsolationError::Run(format!(
+                "setup or teardown of session {} never finished",
+                self.conns[s].name
+            )));
+        }
+        Ok(self.conns[s].inbox.take().unwrap_or_default())
     }
 
     fn run_permutation(&mut self, perm: &[PermutationStep]) -> Result<(), IsolationError> {
@@ -470,28 +700,29 @@ impl Tester<'_> {
         for i in 0..perm.len() {
             let s = self.session_of(perm, i);
             if self.conns[s].active.is_some() {
-                let start = Instant::now();
+                let start = self.now;
                 while let Some(old) = self.conns[s].active {
+                    let before = (self.now, waiting.len());
                     if !self.try_complete_step(perm, old, RETRY)? {
                         waiting.retain(|&w| w != old);
                     }
                     self.try_complete_steps(perm, &mut waiting, NONBLOCK | RETRY)?;
-                    if self.conns[s].active.is_some() && start.elapsed() > 2 * self.max_step_wait {
+                    // A marker that never lets go: the tester spins until twice
+                    // PGISOLATIONTIMEOUT has passed.
+                    let stuck = (self.now, waiting.len()) == before;
+                    if self.conns[s].active.is_some()
+                        && (stuck || self.now - start > 2 * self.max_step_wait)
+                    {
                         return Err(IsolationError::Run(format!(
                             "step {} timed out after {} seconds",
                             self.step_name(perm, old),
-                            start.elapsed().as_secs()
+                            (2 * self.max_step_wait).as_secs()
                         )));
                     }
                 }
             }
             let step = &self.spec.steps[perm[i].step];
-            self.conns[s]
-                .jobs
-                .send(step.sql.statements.clone())
-                .map_err(|_| {
-                    IsolationError::Run(format!("session {} has gone", self.conns[s].name))
-                })?;
+            self.send(s, &step.sql.statements)?;
             self.conns[s].active = Some(i);
             self.notice_targets[i] = perm[i]
                 .blockers
@@ -536,7 +767,8 @@ impl Tester<'_> {
         Ok(())
     }
 
-    /// `try_complete_steps`: polls the waiting steps, dropping those that complete.
+    /// `try_complete_steps`: looks at the waiting steps in order, dropping those that
+    /// complete; again while a step with a marker is left and something changed.
     fn try_complete_steps(
         &mut self,
         perm: &[PermutationStep],
@@ -570,11 +802,14 @@ impl Tester<'_> {
         self.conns[s].total_notices += r.notices.len();
     }
 
-    /// Takes a finished step's result off the connection; notices are printed as they arrive.
-    fn consume(&mut self, s: usize, r: StepResult) {
-        self.print_notices(s, &r);
-        self.any_new_notice |= !r.notices.is_empty();
-        self.conns[s].pending = Some(r);
+    /// Reads a result that arrived on session `s`'s socket (`PQconsumeInput`): its notices
+    /// are printed now; the result waits to be reported.
+    fn consume(&mut self, s: usize) {
+        if let Some(r) = self.conns[s].inbox.take() {
+            self.print_notices(s, &r);
+            self.any_new_notice |= !r.notices.is_empty();
+            self.conns[s].pending = Some(r);
+        }
     }
 
     /// `try_complete_step`: true if step `i` has not completed (it waits for a lock and
@@ -592,44 +827,25 @@ impl Tester<'_> {
             let _ = writeln!(self.out.stdout, "{waiting_line}");
             return Ok(true);
         }
-        let start = Instant::now();
-        while self.conns[s].pending.is_none() {
-            let poll = if flags & NONBLOCK != 0 {
-                Duration::from_micros(200)
-            } else {
-                Duration::from_millis(100)
-            };
-            match self.conns[s].results.recv_timeout(poll) {
-                Ok(r) => {
-                    self.consume(s, r);
-                    break;
+        if self.conns[s].pending.is_none() {
+            if flags & NONBLOCK != 0 {
+                // select() for 10 ms at a time; after each, ask whether the session is blocked.
+                // Once settled, a session whose result has not come waits for a lock.
+                let deadline = self.now + SELECT_TIMEOUT;
+                if !self.wait_for_result(s, Some(deadline))? {
+                    if flags & RETRY == 0 {
+                        let _ = writeln!(self.out.stdout, "{waiting_line}");
+                    }
+                    return Ok(true);
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(IsolationError::Run(format!(
-                        "session {} has gone",
-                        self.conns[s].name
-                    )));
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            if flags & NONBLOCK != 0 && self.lm.is_waiting(self.conns[s].procno) {
-                // It may have finished while we looked.
-                if let Ok(r) = self.conns[s].results.try_recv() {
-                    self.consume(s, r);
-                    break;
-                }
-                if flags & RETRY == 0 {
-                    let _ = writeln!(self.out.stdout, "{waiting_line}");
-                }
-                return Ok(true);
-            }
-            if start.elapsed() > 2 * self.max_step_wait {
+            } else if !self.wait_for_result(s, Some(self.now + self.max_step_wait))? {
                 return Err(IsolationError::Run(format!(
                     "step {} timed out after {} seconds",
                     step.name,
-                    start.elapsed().as_secs()
+                    self.max_step_wait.as_secs()
                 )));
             }
+            self.consume(s);
         }
         if self.has_blocker(perm, i) {
             if flags & RETRY == 0 {
