@@ -4,7 +4,10 @@
 //!   copy has not finished), for a record that fits in its page and for one that crosses into a
 //!   page its inserter must initialise first (the `insertingAt` advertisement);
 //! - group commit: two backends commit concurrently and neither `XLogFlush` returns before the
-//!   device has flushed past its record.
+//!   device has flushed past its record;
+//! - asynchronous commit: a backend commits with `synchronous_commit = off` while the WAL
+//!   writer runs a round; what the round flushed reads back whole, and two more rounds after
+//!   the commit make it durable.
 //!
 //! The page bytes are std atomics (data ordered by the locks), so loom checks the protocol's
 //! interleavings, not the memory ordering of the bytes themselves.
@@ -93,5 +96,40 @@ fn group_commit_never_returns_before_the_flush() {
         let t = loom::thread::spawn(commit.clone());
         commit();
         t.join().unwrap();
+    });
+}
+
+#[test]
+fn the_wal_writer_makes_an_async_commit_durable() {
+    pglocks_sync::loom_builder(2).check(|| {
+        let procs = ProcTable::new(2);
+        let dev = RecordingDevice::new();
+        let flushed = dev.flushed_upto();
+        let cfg = WalConfig {
+            synchronous_commit: false,
+            ..config()
+        };
+        let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, Box::new(dev)).unwrap());
+        let mut writer = procs.attach().unwrap();
+        let mut st = wal.wal_writer_start(&mut writer).unwrap();
+        let t = {
+            let (wal, procs) = (Arc::clone(&wal), procs.clone());
+            loom::thread::spawn(move || {
+                let mut b = procs.attach().unwrap();
+                let mut w = wal.backend();
+                wal.commit(&mut b, &mut w, 1).unwrap()
+            })
+        };
+        wal.background_flush(&mut writer, &mut st).unwrap();
+        let upto = flushed.load(std::sync::atomic::Ordering::SeqCst);
+        if upto > wal.start() {
+            let records = wal.read_records(wal.start(), upto).unwrap();
+            assert_eq!(records.len(), 1, "the commit, whole");
+        }
+        let end = t.join().unwrap();
+        for _ in 0..2 {
+            wal.background_flush(&mut writer, &mut st).unwrap();
+        }
+        assert!(flushed.load(std::sync::atomic::Ordering::SeqCst) >= end);
     });
 }
