@@ -126,12 +126,12 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         Ok(())
     }
 
-    /// `SetLatch` of the WAL writer, if one runs; counted as `wal.walwriter_wakeups`.
+    /// `SetLatch` of the WAL writer, if one runs; counted as `wal.walwriter_latch_sets`.
     fn wake_wal_writer(&self, b: &mut Backend) {
         let procno = self.wal_writer_proc.load(SeqCst);
         if procno != NO_WAL_WRITER {
             b.procs().set_latch(procno);
-            b.stats.events.count("wal.walwriter_wakeups", 1);
+            b.stats.events.count("wal.walwriter_latch_sets", 1);
         }
     }
 
