@@ -9,7 +9,7 @@
 //! Placements, one criterion group each (as in `scaling`): `pgbench/compact`, and
 //! `pgbench/node:N` for each node of a multi-node machine. Thread counts double from 1 to twice
 //! the placement's cpus. Tables are sized by pgbench's rule (a scale at least the clients,
-//! capped at 8); `tpcb-like` commits on the `null` flush device.
+//! capped at 8); `tpcb-like` commits with `synchronous_commit = off`, as the default run does.
 //!
 //! Runs short by default (10 samples, 200 ms warm-up, 1 s measurement per point, 100 ms team
 //! runs); `PGLOCKS_BENCH_LONG=1` for criterion's defaults and 1 s team runs.
@@ -49,7 +49,7 @@ fn sweep_series(
     let scale = counts.last().copied().unwrap_or(1).clamp(1, 8);
     let mut sets = vec![format!("scale={scale}")];
     if workload == "tpcb-like" {
-        sets.push("flush_device=null".into());
+        sets.push("synchronous_commit=off".into());
     }
     let preset_def = Preset::by_name(preset).expect("a listed preset");
     let s = series(workload, preset_def, "pg", &sets).expect("the bench's settings are valid");

@@ -109,7 +109,7 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     },
     WorkloadInfo {
         name: "wal-commit",
-        summary: "a commit: insert a commit record and XLogFlush it (group commit; ideal = threads / flush_latency)",
+        summary: "a commit: insert a commit record and XLogFlush it, or with synchronous_commit = off leave it to the WAL writer (group commit; ideal = threads / flush_latency)",
         impls: wal::IMPLS,
     },
     WorkloadInfo {

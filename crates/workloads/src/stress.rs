@@ -624,6 +624,9 @@ impl FlushDevice for Watched {
         self.durable.fetch_max(upto, SeqCst);
         Ok(())
     }
+    fn fsync_enabled(&self) -> bool {
+        self.inner.fsync_enabled()
+    }
 }
 
 struct WalPart<K: RawLwLock, R: RawSpinLock> {
