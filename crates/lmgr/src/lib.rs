@@ -157,6 +157,10 @@ pub struct LockManagerConfig {
     /// 17+: a `NOWAIT` request that conflicts goes through the wait-queue rule, so it is
     /// granted when that rule would let it in ahead of the waiters (before 17 it fails at once).
     pub nowait_checks_queue: bool,
+    /// Up to 17: `ProcSleep` re-takes the partition lock exclusively once its wait has ended
+    /// (granted, or failed by its own deadlock check), for the caller to release; 18 split
+    /// `ProcSleep` and returns without it.
+    pub relock_after_sleep: bool,
 }
 
 impl LockManagerConfig {
@@ -192,6 +196,7 @@ impl LockManagerConfig {
             partitions: NUM_LOCK_PARTITIONS,
             fast_path: FastPathLayout::Slots16,
             nowait_checks_queue: false,
+            relock_after_sleep: true,
         }
     }
 }
@@ -278,6 +283,7 @@ pub struct LockManager<K: RawLwLock = AtomicLwLock> {
     fast_path: FastPath<K>,
     waits: WaitSlots,
     nowait_checks_queue: bool,
+    relock_after_sleep: bool,
 }
 
 impl<K: RawLwLock> std::fmt::Debug for LockManager<K> {
@@ -314,6 +320,7 @@ impl<K: RawLwLock> LockManager<K> {
             fast_path: FastPath::new(config.fast_path, config.max_backends),
             waits: WaitSlots::new(config.max_backends),
             nowait_checks_queue: config.nowait_checks_queue,
+            relock_after_sleep: config.relock_after_sleep,
         })
     }
 
@@ -615,7 +622,6 @@ impl<K: RawLwLock> LockManager<K> {
         procno: u32,
         mode: LockMode,
     ) -> Result<(), LmgrError> {
-        let mut woken = Vec::new();
         let p = self.table.partition_of(tag.hash_code());
         self.table.with_partition(b, p, |part| {
             let mut wakeup_needed = false;
@@ -624,9 +630,9 @@ impl<K: RawLwLock> LockManager<K> {
                     wakeup_needed = lock.ungrant(procno, mode);
                 }
             }
-            part.clean_up_and_wake(&tag, procno, wakeup_needed, &mut self.wake_into(&mut woken));
+            let procs = part.procs;
+            part.clean_up_and_wake(&tag, procno, wakeup_needed, &mut self.wake_into(procs));
         })?;
-        self.post(b, &woken);
         Ok(())
     }
 

@@ -39,7 +39,7 @@ use pglocks_sync::atomic::{
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::time::{Duration, Instant};
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::{Backend, CachePadded, ProcTable};
 
 /// proc.h's `PROC_WAIT_STATUS_OK`: not waiting, or granted.
 const STATUS_OK: u8 = 0;
@@ -314,6 +314,13 @@ impl<K: RawLwLock> LockManager<K> {
         };
         // `disable_timeouts`: whatever fired and was not handled no longer applies.
         self.waits.clear_fired(me, FIRED_DEADLOCK | FIRED_LOCK);
+        // Up to 17, a wait that ended in a grant or in its own deadlock error re-takes the
+        // partition lock (released by `WaitOnLock`'s caller); a lock timeout's error left
+        // through `LockErrorCleanup` instead, which `cancel_wait` models.
+        if self.relock_after_sleep && !matches!(result, Err(LmgrError::LockTimeout)) {
+            let p = self.table.partition_of(tag.hash_code());
+            self.table.with_partition(b, p, |_| ())?;
+        }
         let waited = start.elapsed().as_nanos() as u64;
         b.stats
             .waits
@@ -321,27 +328,19 @@ impl<K: RawLwLock> LockManager<K> {
         result
     }
 
-    /// Posts the semaphores of backends granted while a partition lock was held.
-    pub(crate) fn post(&self, b: &Backend, woken: &[u32]) {
-        for &p in woken {
-            b.procs().slot(p as usize).sem.unlock();
-        }
-    }
-
     /// Gives up a wait at `lock_timeout`: out of the queue if still in it; a lock granted in
     /// the meantime is given back (see the module's differences).
     fn cancel_wait(&self, b: &mut Backend, tag: LockTag, mode: LockMode) -> Result<(), LmgrError> {
         let me = b.procno() as u32;
-        let mut woken = Vec::new();
         let p = self.table.partition_of(tag.hash_code());
         let still_waiting = self.table.with_partition(b, p, |part| {
             let waiting = self.waits.status(me) == STATUS_WAITING;
             if waiting {
-                self.remove_from_wait_queue(part, tag, me, &mut self.wake_into(&mut woken));
+                let procs = part.procs;
+                self.remove_from_wait_queue(part, tag, me, &mut self.wake_into(procs));
             }
             waiting
         })?;
-        self.post(b, &woken);
         if !still_waiting {
             // Granted meanwhile (a grant is never taken back by others): give it back.
             self.release_in_table(b, tag, me, mode)?;
@@ -370,7 +369,6 @@ impl<K: RawLwLock> LockManager<K> {
     /// the "deadlock detected" error for a hard one.
     fn check_deadlock(&self, b: &mut Backend) -> Result<(), LmgrError> {
         let me = b.procno() as u32;
-        let mut woken = Vec::new();
         let max_backends = self.fast_path.backends();
         let outcome = self.table.with_all_partitions(b, |all| {
             if self.waits.status(me) != STATUS_WAITING {
@@ -384,7 +382,7 @@ impl<K: RawLwLock> LockManager<K> {
                 max_backends,
                 me,
             );
-            let mut wake = self.wake_into(&mut woken);
+            let mut wake = self.wake_into(all.procs);
             match state {
                 DeadlockState::NoDeadlock => Ok(()),
                 DeadlockState::Soft(orders) => {
@@ -403,7 +401,6 @@ impl<K: RawLwLock> LockManager<K> {
                 }
             }
         })?;
-        self.post(b, &woken);
         outcome
     }
 
@@ -435,12 +432,13 @@ impl<K: RawLwLock> LockManager<K> {
         self.waits.fired(procno as u32) != 0
     }
 
-    /// Grants made while a partition lock is held: `ProcWakeup`'s status change, semaphores
-    /// posted by the caller after the release.
-    pub(crate) fn wake_into<'w>(&'w self, woken: &'w mut Vec<u32>) -> impl FnMut(u32) + 'w {
+    /// Models `ProcWakeup` for a grant made while a partition lock is held: sets the waiter's
+    /// status and posts its semaphore at once, still under the partition lock, as PostgreSQL
+    /// does (a woken backend that then wants the partition lock queues for it).
+    pub(crate) fn wake_into<'w>(&'w self, procs: &'w ProcTable) -> impl FnMut(u32) + 'w {
         move |procno| {
             self.waits.finish_waiting(procno, STATUS_OK);
-            woken.push(procno);
+            procs.slot(procno as usize).sem.unlock();
         }
     }
 }
@@ -505,6 +503,47 @@ mod tests {
         // p2 left the queue of `a` and its transaction ends: p1 gets `b`.
         assert_eq!(r1.recv().unwrap(), Some(Ok(())));
         assert!(!lm.timeout_pending(p1));
+    }
+
+    /// The `LockManager` partition-lock acquisitions of a backend that waited for a lock
+    /// until another released it, under `cfg`.
+    fn partition_locks_taken_by_a_waiter(relock_after_sleep: bool) -> u64 {
+        let cfg = LockManagerConfig {
+            relock_after_sleep,
+            ..LockManagerConfig::new(2)
+        };
+        let lm: Arc<LockManager> = Arc::new(LockManager::new(cfg));
+        let procs = ProcTable::new(2);
+        let mut holder = procs.attach().unwrap();
+        let mut hl = lm.connect(&mut holder, 5).unwrap();
+        let tag = LockTag::relation(5, 16384);
+        let (mode, owner) = (LockMode::AccessExclusive, LockOwner::Transaction);
+        let t = LockTimeouts::EXTERNAL;
+        lm.acquire(&mut holder, &mut hl, tag, mode, owner, &t)
+            .unwrap();
+        let mut be = procs.attach().unwrap();
+        let procno = be.procno();
+        let lm2 = Arc::clone(&lm);
+        let waiter = std::thread::spawn(move || {
+            be.stats.lwlock.set_enabled(true);
+            let mut local = lm2.connect(&mut be, 5).unwrap();
+            lm2.acquire(&mut be, &mut local, tag, mode, owner, &t)
+                .unwrap();
+            let lm_tranche = pglocks_sync::tranche::tranche_id("LockManager");
+            be.stats.lwlock.tranche(lm_tranche).unwrap().ex_acquire
+        });
+        while !lm.is_waiting(procno) {
+            std::thread::yield_now();
+        }
+        lm.release_all(&mut holder, &mut hl, false).unwrap();
+        waiter.join().unwrap()
+    }
+
+    #[test]
+    fn up_to_17_proc_sleep_retakes_the_partition_lock_after_the_wait() {
+        // Joining the queue takes it once; up to 17 ProcSleep takes it again once granted.
+        assert_eq!(partition_locks_taken_by_a_waiter(true), 2);
+        assert_eq!(partition_locks_taken_by_a_waiter(false), 1);
     }
 
     #[test]

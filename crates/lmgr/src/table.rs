@@ -23,7 +23,7 @@ use crate::{LmgrError, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
 use pglocks_sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::{Backend, CachePadded, ProcTable};
 
 /// lock.h's `PROCLOCK`, kept inside its lock: what one backend holds of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,9 +216,11 @@ impl<K: RawLwLock> LockTable<K> {
     ) -> Result<R, LmgrError> {
         let part = &self.partitions[p];
         part.lwlock.acquire(b, LwLockMode::Exclusive)?;
+        let procs = b.procs();
         // SAFETY: the partition's LWLock is held exclusively until the release below.
         let r = part.locks.with_mut(|m| {
             f(&mut PartitionLocks {
+                procs,
                 locks: unsafe { &mut *m },
                 table_locks_used: &self.locks_used,
                 table_proclocks_used: &self.proclocks_used,
@@ -245,11 +247,14 @@ impl<K: RawLwLock> LockTable<K> {
                 return Err(e.into());
             }
         }
+        let procs = b.procs();
         let mut all = AllPartitions {
+            procs,
             parts: self
                 .partitions
                 .iter()
                 .map(|part| PartitionLocks {
+                    procs,
                     // SAFETY: every partition's LWLock is held exclusively until the releases
                     // below, and each pointer is to a different partition's map.
                     locks: part.locks.with_mut(|m| unsafe { &mut *m }),
@@ -279,6 +284,8 @@ impl<K: RawLwLock> LockTable<K> {
 
 /// One partition's lock objects, while its LWLock is held.
 pub(crate) struct PartitionLocks<'a> {
+    /// Every backend's `PGPROC`, for `ProcWakeup`'s semaphore post under the partition lock.
+    pub procs: &'a ProcTable,
     locks: &'a mut TagMap<LockTag, Lock>,
     table_locks_used: &'a AtomicUsize,
     table_proclocks_used: &'a AtomicUsize,
@@ -288,6 +295,8 @@ pub(crate) struct PartitionLocks<'a> {
 
 /// Every partition's lock objects, while all their LWLocks are held.
 pub(crate) struct AllPartitions<'a> {
+    /// Every backend's `PGPROC`.
+    pub procs: &'a ProcTable,
     parts: Vec<PartitionLocks<'a>>,
 }
 

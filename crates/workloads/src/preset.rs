@@ -58,6 +58,8 @@ pub struct Settings {
     /// lock.c (17+): a `NOWAIT` request goes through the wait-queue rule and may be granted
     /// ahead of waiters; before 17 it fails on any conflict.
     pub nowait_checks_queue: bool,
+    /// proc.c (≤ 17): `ProcSleep` re-takes the partition lock after its wait; 18 does not.
+    pub relock_after_sleep: bool,
     /// xlog.c: one `WALInsertLock` (≤ 9.3) or `NUM_XLOGINSERT_LOCKS` insertion locks (9.4+).
     pub wal_insertion: Insertion,
     /// xlog.c: `XLogFlush` waits for `WALWriteLock` with a plain acquire (≤ 9.1) or
@@ -645,6 +647,7 @@ impl Preset {
             lock_partitions: if r >= v(8, 2) { 16 } else { 1 },
             fast_path: self.fast_path(),
             nowait_checks_queue: r >= v(17, 0),
+            relock_after_sleep: r < v(18, 0),
             wal_insertion: if r >= v(9, 4) {
                 Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS)
             } else {
@@ -831,6 +834,7 @@ impl Settings {
             partitions: self.lock_partitions,
             fast_path: self.fast_path,
             nowait_checks_queue: self.nowait_checks_queue,
+            relock_after_sleep: self.relock_after_sleep,
             ..pglocks_lmgr::LockManagerConfig::new(max_backends)
         }
     }
