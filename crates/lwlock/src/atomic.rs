@@ -158,13 +158,15 @@ impl WaitListLock for SeparateMutex {
         unsafe { self.0.unlock() }
     }
 
-    /// Separate atomic operations while the spinlock is held, then its release (9.5).
+    /// 9.5's one atomic operation while the spinlock is held, then its release: a `fetch_and`
+    /// of whatever is to be cleared, or else a `fetch_or` of what is to be set (9.5 skips
+    /// setting `RELEASE_OK` when it clears `HAS_WAITERS`: the flag is already set whenever a
+    /// release runs `LWLockWakeup`).
     fn unlock_with_flags<L: StateLayout>(&self, state: &AtomicU32, set: u32, clear: u32) {
-        if set != 0 {
-            state.fetch_or(set, Relaxed);
-        }
         if clear != 0 {
             state.fetch_and(!clear, Relaxed);
+        } else if set != 0 {
+            state.fetch_or(set, Relaxed);
         }
         self.unlock::<L>(state);
     }
