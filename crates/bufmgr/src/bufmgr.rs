@@ -74,6 +74,27 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         }
     }
 
+    /// Models `LockBuffer` with `BUFFER_LOCK_SHARE` (`mode` shared) or `BUFFER_LOCK_EXCLUSIVE`:
+    /// takes the buffer's content lock, an LWLock of tranche `BufferContent`, sleeping while a
+    /// conflicting holder has it. The caller holds a pin of `buffer`.
+    #[inline]
+    pub fn lock_buffer(
+        &self,
+        b: &mut Backend,
+        buffer: Buffer,
+        mode: LwLockMode,
+    ) -> Result<(), BufMgrError> {
+        self.desc(buffer.id())?.content_lock.acquire(b, mode)?;
+        Ok(())
+    }
+
+    /// Models `LockBuffer` with `BUFFER_LOCK_UNLOCK`: releases the content lock.
+    #[inline]
+    pub fn unlock_buffer(&self, b: &mut Backend, buffer: Buffer) -> Result<(), BufMgrError> {
+        self.desc(buffer.id())?.content_lock.release(b)?;
+        Ok(())
+    }
+
     /// Models `ReleaseBuffer`.
     #[inline]
     pub fn release_buffer(
@@ -404,6 +425,41 @@ mod tests {
     use crate::{BufMgr, BufMgrConfig, PrivateRefCount};
     use pglocks_lwlock::AtomicLwLock;
     use pglocks_sync::ProcTable;
+
+    #[test]
+    fn the_content_lock_shares_the_descriptors_64_bytes() {
+        assert_eq!(
+            std::mem::size_of::<crate::desc::PaddedDesc<AtomicLwLock>>(),
+            64
+        );
+    }
+
+    #[test]
+    fn lock_buffer_takes_the_content_lock_of_tranche_buffer_content() {
+        use pglocks_lwlock::LwLockMode::{Exclusive, Shared};
+        let pool: BufMgr<AtomicLwLock> = BufMgr::new(&BufMgrConfig::new(4)).unwrap();
+        let procs = ProcTable::new(2);
+        let (mut a, mut c) = (procs.attach().unwrap(), procs.attach().unwrap());
+        a.stats.lwlock.set_enabled(true);
+        let (mut ra, mut rc) = (PrivateRefCount::default(), PrivateRefCount::default());
+        let tag = crate::BufferTag::main(5, 16384, 0);
+        let buf = pool.read_buffer(&mut a, &mut ra, tag).unwrap();
+        let same = pool.read_buffer(&mut c, &mut rc, tag).unwrap();
+        assert_eq!(buf, same);
+        pool.lock_buffer(&mut a, buf, Shared).unwrap();
+        pool.lock_buffer(&mut c, buf, Shared).unwrap();
+        pool.unlock_buffer(&mut c, buf).unwrap();
+        pool.unlock_buffer(&mut a, buf).unwrap();
+        pool.lock_buffer(&mut a, buf, Exclusive).unwrap();
+        pool.unlock_buffer(&mut a, buf).unwrap();
+        let t = pglocks_sync::tranche::tranche_id("BufferContent");
+        let counts = a.stats.lwlock.tranche(t).unwrap();
+        assert_eq!((counts.sh_acquire, counts.ex_acquire), (1, 1));
+        let e = pool.unlock_buffer(&mut a, buf).unwrap_err();
+        assert!(e.to_string().contains("is not held"), "{e}");
+        pool.release_buffer(&mut a, &mut ra, buf).unwrap();
+        pool.release_buffer(&mut c, &mut rc, same).unwrap();
+    }
 
     #[test]
     fn a_repeat_pin_reads_bm_valid_only_from_17() {

@@ -27,8 +27,10 @@
 //!   under its `BM_LOCKED` bit. The word is 32 bits, as from 9.6 to 18 (19 widens it to 64).
 //! - [`PrivateRefCount`] is one hash map per backend, not the 8-entry array with a hash table
 //!   for overflow (9.4+), and has no resource owner.
-//! - No `BM_PIN_COUNT_WAITER` wake-up in `UnpinBuffer` (no cleanup locks are modelled), no
-//!   content lock.
+//! - No `BM_PIN_COUNT_WAITER` wake-up in `UnpinBuffer` (no cleanup locks are modelled).
+//! - The content lock sits beside the header in the descriptor's 64 bytes for every release;
+//!   up to 9.5 it was an LWLock of the main array (9.5: of a tranche array of its own), on a
+//!   line of its own.
 //! - Under loom the header lock is taken with a compare-exchange instead of a fetch-or, which
 //!   loom would count as a store on every failed try (as `TestAndSet` explains).
 
@@ -128,8 +130,26 @@ impl HeaderLock {
     }
 }
 
-/// Models `BufferDesc` padded to 64 bytes (`BufferDescPadded`, `BUFFERDESC_PAD_TO_SIZE`).
+/// Models `BufferDescPadded` (`BUFFERDESC_PAD_TO_SIZE`, 64 bytes) of 9.6+: the descriptor and
+/// its buffer's content lock (`content_lock`, tranche `BufferContent`) in one cache line, so a
+/// pin and a `LockBuffer` of the same buffer touch the same line, as in PostgreSQL.
 #[repr(C, align(64))]
+pub(crate) struct PaddedDesc<K> {
+    pub desc: BufferDesc,
+    /// `content_lock`: what `LockBuffer` takes, shared to read the page, exclusive to change it.
+    pub content_lock: K,
+}
+
+impl<K> std::ops::Deref for PaddedDesc<K> {
+    type Target = BufferDesc;
+    fn deref(&self) -> &BufferDesc {
+        &self.desc
+    }
+}
+
+/// Models `BufferDesc`: the tag, the state word and the freelist link (the content lock is
+/// beside it in [`PaddedDesc`]).
+#[repr(C)]
 pub(crate) struct BufferDesc {
     /// `tag`: read and written only with the header lock held.
     tag: UnsafeCell<BufferTag>,

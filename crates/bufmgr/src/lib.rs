@@ -22,6 +22,11 @@
 //! entry, unlocks, unpins — and starts over with another victim. If not, it retags the buffer
 //! (usage count 1, not yet valid), deletes the old tag's entry and releases the partition locks.
 //!
+//! A pin keeps a page in its buffer; reading the page's contents takes the buffer's content
+//! lock shared, changing them exclusive (`LockBuffer`, an LWLock of tranche `BufferContent`
+//! beside the descriptor's header), released as soon as the page has been looked at. The
+//! B-tree root's content lock is the one line every backend of a read-only workload shares.
+//!
 //! The read itself happens outside every partition lock: the buffer is marked
 //! `BM_IO_IN_PROGRESS` (`StartBufferIO`), and a backend that finds it in the table meanwhile
 //! pins it and waits for the read to end (`WaitIO`) before using it.
@@ -61,7 +66,7 @@ pub use freelist::VictimSearch;
 pub use tag::{BufferTag, ForkNumber};
 
 use buf_table::BufTable;
-use desc::BufferDesc;
+use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_sync::time::Duration;
@@ -201,7 +206,7 @@ pub struct BufferInfo {
 /// as `P` says), and the strategy control. Models `BufferDescriptors`, `SharedBufHash` and
 /// `StrategyControl`.
 pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
-    descs: Box<[BufferDesc]>,
+    descs: Box<[PaddedDesc<K>]>,
     /// Per-buffer I/O locks (`BufferIOLWLockArray`).
     io_locks: Box<[K]>,
     table: BufTable<K, P>,
@@ -220,12 +225,13 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let n = cfg.nbuffers;
         Ok(Self {
             descs: (0..n)
-                .map(|i| {
-                    BufferDesc::new(if i + 1 == n {
+                .map(|i| PaddedDesc {
+                    desc: BufferDesc::new(if i + 1 == n {
                         desc::FREENEXT_END_OF_LIST
                     } else {
                         i as u32 + 1
-                    })
+                    }),
+                    content_lock: K::new("BufferContent"),
                 })
                 .collect(),
             io_locks: (0..n).map(|_| K::new("BufferIO")).collect(),
@@ -287,7 +293,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
 
     /// The descriptor of `buf_id`, or "bad buffer ID".
     #[inline]
-    fn desc(&self, buf_id: u32) -> Result<&BufferDesc, BufMgrError> {
+    fn desc(&self, buf_id: u32) -> Result<&PaddedDesc<K>, BufMgrError> {
         self.descs
             .get(buf_id as usize)
             .ok_or(BufMgrError::BadBuffer(buf_id))
