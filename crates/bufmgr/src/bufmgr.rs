@@ -88,6 +88,19 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         Ok(())
     }
 
+    /// Models `ConditionalLockBuffer`: the content lock exclusively if it is free right now.
+    #[inline]
+    pub fn conditional_lock_buffer(
+        &self,
+        b: &mut Backend,
+        buffer: Buffer,
+    ) -> Result<bool, BufMgrError> {
+        Ok(self
+            .desc(buffer.id())?
+            .content_lock
+            .conditional_acquire(b, LwLockMode::Exclusive)?)
+    }
+
     /// Models `LockBuffer` with `BUFFER_LOCK_UNLOCK`: releases the content lock.
     #[inline]
     pub fn unlock_buffer(&self, b: &mut Backend, buffer: Buffer) -> Result<(), BufMgrError> {

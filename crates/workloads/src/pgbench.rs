@@ -82,14 +82,15 @@
 use crate::preset::Settings;
 use crate::stress::{check, setup, Failure, Part, Step, StressError, Tally};
 use crate::{proc_table, workload_error, RunResult};
-use pglocks_bufmgr::{BufMgr, BufMgrError, BufferTag, PrivateRefCount};
+use pglocks_bufmgr::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
 use pglocks_harness::{run_team, HarnessError, TeamSpec};
 use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
     LockTimeouts,
 };
 use pglocks_lwlock::{
-    AtomicVar, LockedVar, NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock, VarProtocol,
+    AtomicVar, LockedVar, LwLockMode, NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock,
+    VarProtocol,
 };
 use pglocks_procarray::{ProcArray, ProcArrayError, Snapshot, INVALID_TRANSACTION_ID};
 use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
@@ -350,7 +351,34 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             .acquire(b, local, tag, mode, owner, &LockTimeouts::default())?)
     }
 
-    /// `ReadBuffer` + `ReleaseBuffer` of block `block` of relation `relid`.
+    /// `ReadBuffer` of block `block` of relation `relid` and `LockBuffer` in `mode`.
+    fn read_locked(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        relid: u32,
+        block: u32,
+        mode: LwLockMode,
+    ) -> Result<Buffer, TxnError> {
+        let tag = BufferTag::main(DATABASE, relid, block);
+        let buffer = self.buffers.read_buffer(b, &mut s.pins, tag)?;
+        self.buffers.lock_buffer(b, buffer, mode)?;
+        Ok(buffer)
+    }
+
+    /// `LockBuffer(BUFFER_LOCK_UNLOCK)` and `ReleaseBuffer` (`UnlockReleaseBuffer`).
+    fn unlock_release(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        buffer: Buffer,
+    ) -> Result<(), TxnError> {
+        self.buffers.unlock_buffer(b, buffer)?;
+        self.buffers.release_buffer(b, &mut s.pins, buffer)?;
+        Ok(())
+    }
+
+    /// A page looked at: read, content lock shared, unlock, release.
     fn touch(
         &self,
         b: &mut Backend,
@@ -358,15 +386,15 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         relid: u32,
         block: u32,
     ) -> Result<(), TxnError> {
-        let buffer =
-            self.buffers
-                .read_buffer(b, &mut s.pins, BufferTag::main(DATABASE, relid, block))?;
-        self.buffers.release_buffer(b, &mut s.pins, buffer)?;
-        Ok(())
+        let buffer = self.read_locked(b, s, relid, block, LwLockMode::Shared)?;
+        self.unlock_release(b, s, buffer)
     }
 
-    /// An index scan for one key: the descent from the root to the leaf holding `row`, then
-    /// its heap page.
+    /// An index scan for one key: the descent from the root to the leaf holding `row`, each
+    /// page under its content lock shared (`_bt_getroot`, then `_bt_relandgetbuf` level by
+    /// level: the parent unlocked and released before the child is read and locked; the leaf
+    /// given up once read, `_bt_drop_lock_and_maybe_pin` under an MVCC snapshot), then its
+    /// heap page, locked shared while the tuple is found (`heapam_index_fetch_tuple`).
     fn fetch_row(
         &self,
         b: &mut Backend,
@@ -480,8 +508,15 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
         let xid = self.assign_xid(b, local, wr.w)?;
         self.heap_insert(b, s, local, wr, xid)?;
-        // The index insert on the rightmost leaf (block 1 under the metapage).
-        self.touch(b, s, INSERTS_PKEY, 1)?;
+        // The index insert on the rightmost leaf (block 1 under the metapage), by 11's
+        // fast path for it (`_bt_search_insert`: the cached target block, locked with
+        // `ConditionalLockBuffer`; if that fails, locked exclusively after all — the model
+        // does not descend from the root as PostgreSQL then does).
+        let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
+        let leaf = self.buffers.read_buffer(b, &mut s.pins, tag)?;
+        if !self.buffers.conditional_lock_buffer(b, leaf)? {
+            self.buffers.lock_buffer(b, leaf, LwLockMode::Exclusive)?;
+        }
         let index = Record {
             xid,
             rmid: RM_BTREE_ID,
@@ -489,6 +524,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             payload: &BTREE_INSERT_PAYLOAD,
         };
         wr.w.wal.insert(b, wr.wal, &index)?;
+        self.unlock_release(b, s, leaf)?;
         self.commit(b, local, wr, xid)
     }
 
@@ -533,22 +569,24 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         xid: u32,
     ) -> Result<(), TxnError> {
         let table = &wr.w.append;
-        match s.target {
+        let buffer = match s.target {
             Some((block, rows)) if rows < table.rows_per_page => {
                 s.target = Some((block, rows + 1));
-                self.touch(b, s, table.relid, block)?;
+                self.read_locked(b, s, table.relid, block, LwLockMode::Exclusive)?
             }
             _ => {
                 let extend = LockTag::relation_extend(DATABASE, table.relid);
                 self.lock(b, local, extend, LockMode::Exclusive)?;
                 let block = table.pages.fetch_add(1, Relaxed);
-                self.touch(b, s, table.relid, block)?;
+                let buffer = self.read_locked(b, s, table.relid, block, LwLockMode::Exclusive)?;
                 let owner = LockOwner::Transaction;
                 self.locks
                     .release(b, local, extend, LockMode::Exclusive, owner)?;
                 s.target = Some((block, 1));
+                buffer
             }
-        }
+        };
+        // The tuple goes in and its record is written with the page locked exclusively.
         let heap = Record {
             xid,
             rmid: RM_HEAP_ID,
@@ -556,7 +594,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             payload: &HEAP_INSERT_PAYLOAD,
         };
         wr.w.wal.insert(b, wr.wal, &heap)?;
-        Ok(())
+        self.unlock_release(b, s, buffer)
     }
 
     /// An `UPDATE` of `row` by transaction `xid`: the index scan, then `heap_update` on the
@@ -580,7 +618,17 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let tid = Table::tid(row);
         let xmax_word = &table.xmax[row as usize];
         let mut tuple_locked = false;
+        // heap_update reads the page again (a pin the backend may hold already, but a
+        // mapping-table lookup all the same) and locks it exclusively; it lets the lock go
+        // while it waits for another updater, and takes it again after.
+        let page = BufferTag::main(DATABASE, table.relid, tid.0);
+        let buffer = self.buffers.read_buffer(b, &mut s.pins, page)?;
+        let mut locked = false;
         loop {
+            if !locked {
+                self.buffers.lock_buffer(b, buffer, LwLockMode::Exclusive)?;
+                locked = true;
+            }
             let word = xmax_word.load(Acquire);
             let xmax = word & !XMAX_COMMITTED;
             if xmax == INVALID_TRANSACTION_ID || word & XMAX_COMMITTED != 0 {
@@ -600,6 +648,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 .transaction_id_is_in_progress(b, xmax, recent_xmin, s.known_completed)?
             {
                 b.stats.events.count("tpcb.row_waits", 1);
+                self.buffers.unlock_buffer(b, buffer)?;
+                locked = false;
                 if !tuple_locked {
                     let none = LockTimeouts::default();
                     let mode = LockMode::Exclusive;
@@ -643,10 +693,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
             }
         }
-        if tuple_locked {
-            self.locks
-                .unlock_tuple(b, local, rel, tid, LockMode::Exclusive)?;
-        }
+        // The new version and its record are written with the page still locked.
         let update = Record {
             xid,
             rmid: RM_HEAP_ID,
@@ -654,6 +701,11 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             payload: &HEAP_UPDATE_PAYLOAD,
         };
         wr.w.wal.insert(b, wr.wal, &update)?;
+        self.unlock_release(b, s, buffer)?;
+        if tuple_locked {
+            self.locks
+                .unlock_tuple(b, local, rel, tid, LockMode::Exclusive)?;
+        }
         Ok(())
     }
 
