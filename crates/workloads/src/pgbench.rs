@@ -69,8 +69,9 @@
 //! Shortcuts: the executor's own work (tuple deforming, expression evaluation, the protocol) is
 //! not modelled — only the shared-memory calls are, so the figure is the locking ceiling of the
 //! transaction, not PostgreSQL's throughput; heap tuples are taken to have their hint bits set
-//! (no commit-log lookup), as they do in a warmed pgbench -S run. Buffer content locks, page
-//! splits, the free-space map and the row's own bytes are not modelled; the ProcArray's
+//! (no commit-log lookup), as they do in a warmed pgbench -S run. Every page is looked at under
+//! its content lock (`LockBuffer`: shared to read, exclusive to change). Page splits, the
+//! free-space map and the row's own bytes are not modelled; the ProcArray's
 //! stand-in commit bits ([`ProcArray::commit_tree`]) are kept in step with the commit log.
 //! A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
 //! tag: HOT chains, page pruning and full-page images are not modelled, and the waiter keeps
