@@ -306,6 +306,37 @@ impl<K: RawLwLock> FastPath<K> {
         Ok(r)
     }
 
+    /// Takes backend `procno`'s `fpInfoLock` exclusively, for a caller that changes its slots
+    /// several times under one acquisition (`LockReleaseAll`); see [`Self::with_slots_held`].
+    pub fn lock_area(
+        &self,
+        b: &mut Backend,
+        procno: usize,
+    ) -> Result<(), pglocks_lwlock::LwLockError> {
+        self.areas[procno]
+            .fp_info_lock
+            .acquire(b, LwLockMode::Exclusive)?;
+        Ok(())
+    }
+
+    /// Releases what [`Self::lock_area`] took.
+    pub fn unlock_area(
+        &self,
+        b: &mut Backend,
+        procno: usize,
+    ) -> Result<(), pglocks_lwlock::LwLockError> {
+        self.areas[procno].fp_info_lock.release(b)
+    }
+
+    /// Runs `f` on backend `procno`'s slots.
+    ///
+    /// # Safety
+    /// The caller holds `procno`'s `fpInfoLock` ([`Self::lock_area`]) for the whole call.
+    pub unsafe fn with_slots_held<R>(&self, procno: usize, f: impl FnOnce(&mut Slots) -> R) -> R {
+        // SAFETY: the caller holds the area's fpInfoLock exclusively (this function's contract).
+        self.areas[procno].slots.with_mut(|s| f(unsafe { &mut *s }))
+    }
+
     /// Strong relation locks counted over every partition of `FastPathStrongRelationLocks`
     /// (an audit: read without the mutex).
     pub fn strong_total(&self) -> u64 {

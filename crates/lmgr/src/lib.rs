@@ -638,6 +638,13 @@ impl<K: RawLwLock> LockManager<K> {
 
     /// Models `LockReleaseAll` at transaction end: releases every transaction-owned reference,
     /// and with `session` the session's too. Returns how many locks it released.
+    ///
+    /// As in PostgreSQL: `VirtualXactLockTableCleanup` first; then one walk of the local
+    /// table that releases the fast-path locks under a single acquisition of the backend's
+    /// `fpInfoLock` (let go, as PostgreSQL does, before a lock a strong locker moved into
+    /// the main table is released there), and the main table's locks after it. (PostgreSQL
+    /// then takes each partition lock once for all of that partition's locks; the model takes
+    /// it once per lock.)
     pub fn release_all(
         &self,
         b: &mut Backend,
@@ -645,9 +652,12 @@ impl<K: RawLwLock> LockManager<K> {
         session: bool,
     ) -> Result<usize, LmgrError> {
         self.vxid_cleanup(b, local)?;
+        let me = b.procno();
         // The table is taken out while it is walked, so that releasing can update the rest of
         // the backend's state; entries still referenced go back.
         let mut locks = std::mem::take(&mut local.locks);
+        let mut in_table = Vec::new();
+        let mut fp_held = false;
         let mut released = 0;
         let mut result = Ok(());
         locks.retain(|&(tag, mode), l| {
@@ -658,11 +668,52 @@ impl<K: RawLwLock> LockManager<K> {
             if l.n_locks() > 0 || result.is_err() {
                 return true;
             }
-            let try_fast_path = l.via_fast_path;
-            result = self.release_lock(b, try_fast_path, &mut local.fast_path_used, tag, mode, l);
-            released += 1;
-            result.is_err()
+            if l.via_fast_path {
+                if !fp_held {
+                    if let Err(e) = self.fast_path.lock_area(b, me) {
+                        result = Err(e.into());
+                        return true;
+                    }
+                    fp_held = true;
+                }
+                let (rel, group) = (tag.field2, self.fast_path.layout().group_of(tag.field2));
+                // SAFETY: `fp_held`: this backend's fpInfoLock is held.
+                let (gone, used) = unsafe {
+                    self.fast_path
+                        .with_slots_held(me, |s| s.ungrant(group, rel, mode))
+                };
+                local.fast_path_used[group] = used;
+                released += 1;
+                if gone {
+                    return false;
+                }
+                // Moved into the main table by a strong locker.
+                if let Err(e) = self.fast_path.unlock_area(b, me) {
+                    result = Err(e.into());
+                    return true;
+                }
+                fp_held = false;
+                result = self.release_lock(b, false, &mut local.fast_path_used, tag, mode, l);
+                return result.is_err();
+            }
+            in_table.push((tag, mode, l.clone()));
+            false
         });
+        if fp_held {
+            let unlocked = self.fast_path.unlock_area(b, me).map_err(LmgrError::from);
+            result = result.and(unlocked);
+        }
+        for (tag, mode, l) in &in_table {
+            if result.is_err() {
+                locks.insert((*tag, *mode), l.clone());
+                continue;
+            }
+            result = self.release_lock(b, false, &mut local.fast_path_used, *tag, *mode, l);
+            if result.is_err() {
+                locks.insert((*tag, *mode), l.clone());
+            }
+        }
+        released += in_table.len();
         local.locks = locks;
         result?;
         Ok(released)
@@ -805,6 +856,42 @@ mod tests {
         lm.release(&mut a, &mut la, LockTag::relation(5, 1), Share, tx)
             .unwrap();
         assert_eq!(a.stats.lwlock.tranche(fp).unwrap().ex_acquire, taken);
+    }
+
+    #[test]
+    fn lock_release_all_takes_the_fp_info_lock_once_for_every_fast_path_lock() {
+        let (procs, lm) = setup(FastPathLayout::Slots16);
+        let (mut a, mut b) = (procs.attach().unwrap(), procs.attach().unwrap());
+        let mut la = lm.connect(&mut a, 5).unwrap();
+        let mut lb = lm.connect(&mut b, 5).unwrap();
+        let tx = LockOwner::Transaction;
+        for rel in 1..=4 {
+            lm.conditional_acquire(&mut a, &mut la, LockTag::relation(5, rel), AccessShare, tx)
+                .unwrap();
+        }
+        // A strong locker moves relation 2's entry into the table, and lets it go again.
+        lm.conditional_acquire(&mut b, &mut lb, LockTag::relation(5, 2), Exclusive, tx)
+            .unwrap();
+        assert_eq!(lm.entries_in_use(), (1, 2));
+        lm.release_all(&mut b, &mut lb, false).unwrap();
+        a.stats.lwlock.set_enabled(true);
+        assert_eq!(lm.release_all(&mut a, &mut la, false).unwrap(), 4);
+        let fp = pglocks_sync::tranche::tranche_id("LockFastPath");
+        // Held across the walk, let go before the moved lock's release in the table, and
+        // taken again for the locks after it (the walk's order is the hash table's): at most
+        // two acquisitions for four locks.
+        let taken = a.stats.lwlock.tranche(fp).unwrap().ex_acquire;
+        assert!((1..=2).contains(&taken), "{taken}");
+        assert_eq!(lm.entries_in_use(), (0, 0));
+        assert_eq!(lm.fast_path_in_use(&mut b).unwrap(), (0, 0));
+        // Without a moved lock: once.
+        for rel in 1..=4 {
+            lm.conditional_acquire(&mut a, &mut la, LockTag::relation(5, rel), AccessShare, tx)
+                .unwrap();
+        }
+        lm.release_all(&mut a, &mut la, false).unwrap();
+        let again = a.stats.lwlock.tranche(fp).unwrap().ex_acquire;
+        assert_eq!(again - taken, 4 + 1, "four grants, one release walk");
     }
 
     #[test]
