@@ -321,8 +321,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(())
     }
 
-    /// The start of a statement: the locks parse and plan take on its relations, then its
-    /// snapshot (`GetTransactionSnapshot`: a new one per statement in READ COMMITTED).
+    /// The start of a statement under the extended protocol (`pgbench -M prepared`): the
+    /// snapshot `exec_bind_message` takes for a statement with parameters, the locks the
+    /// cached plan's relations take (`AcquireExecutorLocks`, then the executor's own opens),
+    /// and the snapshot the portal runs with (`PortalStart` for a `SELECT`, `PortalRunMulti`
+    /// for the rest) — each `GetTransactionSnapshot` a new `GetSnapshotData` in READ
+    /// COMMITTED, so two per statement (the simple protocol's parse-analysis snapshot and
+    /// portal snapshot are two as well).
     fn statement(
         &self,
         b: &mut Backend,
@@ -331,6 +336,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         relations: &[u32],
         mode: LockMode,
     ) -> Result<(), TxnError> {
+        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
         for &relid in relations {
             self.lock_relation(b, s, local, relid, mode)?;
         }
