@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# pg15-lock-traffic.sh — measures real PostgreSQL 15's lock traffic per transaction for the three
+# pgbench-shaped workloads that crates/workloads/src/pgbench.rs models, and writes one table per
+# workload under tests/pg15-lock-traffic/ (see its README.md for the columns).
+#
+# What it needs:
+#   - root (it mounts tracefs, adds uprobes with `perf probe`, records with `perf record -a`);
+#   - PostgreSQL 15's server and pgbench (Debian: apt-get install postgresql-15; PGBIN overrides
+#     /usr/lib/postgresql/15/bin);
+#   - perf (Debian: linux-perf) on a kernel with uprobes; the postgres binary need not have debug
+#     symbols: the probes name exported functions and read their arguments from registers
+#     (x86-64 only: %di and %si are the first two integer arguments);
+#   - awk, runuser (util-linux), and about 1 GB free under TMPDIR (the cluster and perf's data).
+#
+# How to run it (from anywhere; it writes into the repository it lives in):
+#   sudo scripts/pg15-lock-traffic.sh                  # all three workloads
+#   sudo scripts/pg15-lock-traffic.sh select-only      # some of them
+#   sudo N_SELECT=20000 N_TPCB=5000 N_INSERT=5000 SEED=1 OUT=/elsewhere scripts/pg15-lock-traffic.sh
+# Environment: N_SELECT, N_TPCB, N_INSERT (transactions measured, defaults 20000, 5000, 5000),
+# SEED (pgbench's --random-seed for the measured runs, default 1, so that a re-run draws the same
+# rows; each warm-up uses SEED+1, so the measured run does not replay its rows), SKIP (transactions at the
+# start of the measured run left out of the counts, default 100), PGBIN, PGPORT (default 5499),
+# PGOSUSER (the non-root user that owns the cluster, created if missing, default pgtest),
+# OUT (default tests/pg15-lock-traffic of this repository), KEEP_TRACES (a directory: keep each
+# run's `perf script` text there as <workload>.txt, with the serving backend's pid in
+# <workload>.pid, to look at the calls in order).
+#
+# What it does:
+#   1. a throwaway cluster owned by PGOSUSER: initdb, port PGPORT, socket in /tmp, no TCP,
+#      shared_buffers=128MB and every other setting at its default (so synchronous_commit = on
+#      and fsync = on: each writing transaction flushes WAL at commit; autovacuum on);
+#      `pgbench -i -s 10` in a database named pgbench, and a table
+#      `insert_commit (id serial primary key, v int)`;
+#   2. uprobes on the postgres binary (event group probe_postgres):
+#        LWLockAcquire, LWLockConditionalAcquire, LWLockAcquireOrWait with
+#          tranche=+0(%di):u16 (the first field of PG 15's struct LWLock is `uint16 tranche`)
+#          mode=%si:u32        (the second argument, LWLockMode)
+#        — entry probes: a conditional or or-wait hit is an attempt, whether it won or not;
+#        LockBuffer with mode=%si:u32 (BUFFER_LOCK_UNLOCK 0, _SHARE 1, _EXCLUSIVE 2);
+#        plain entry probes on LockAcquireExtended, LockRelease, LockReleaseAll,
+#          GetSnapshotData, ReadBufferExtended, SIGetDataEntries, XLogInsert, XLogFlush,
+#          GetNewTransactionId (AssignTransactionId is static, so not probeable in a stripped
+#          binary; it calls GetNewTransactionId once per new xid), ProcArrayEndTransaction;
+#   3. per workload: a warm-up run of it as long as the measured one, unrecorded (caches, hint
+#      bits, the tables' state; a few seconds each), then
+#      `perf record -a -e 'probe_postgres:*'` around exactly one pgbench run:
+#        select-only    pgbench -S -M prepared -c 1 -t N_SELECT --random-seed=SEED
+#        tpcb-like      pgbench -M prepared -c 1 -t N_TPCB --random-seed=SEED   (builtin TPC-B-like)
+#        insert-commit  pgbench -M prepared -c 1 -f insert_commit.sql -t N_INSERT --random-seed=SEED
+#                       with insert_commit.sql = `INSERT INTO insert_commit (v) VALUES (1);`
+#      (pgbench's own set-up — its first connection's VACUUM of branches and tellers and TRUNCATE
+#      of pgbench_history — runs inside the recording but is filtered out below);
+#   4. `perf script`, then the counts of the backend serving the benchmark only:
+#      - which process: every backend's process name (comm) is "postgres", so the filter is by
+#        pid: the serving backend is the one process that ended at least N transactions
+#        (ProcArrayEndTransaction hits, one per commit or abort); the checkpointer, WAL writer,
+#        background writer, autovacuum workers and pgbench's set-up connection end a handful at
+#        most, and are left out;
+#      - which events: those after that backend's SKIP-th ProcArrayEndTransaction up to and
+#        including its last one — whole transactions in their steady state, without the
+#        connection's start (authentication, catalog caches, the prepared statements' first
+#        custom plans) and exit — divided by the number of ProcArrayEndTransaction hits in
+#        that window (one per transaction: the workloads have one transaction per pgbench
+#        transaction); the header line says how many;
+#   5. writes OUT/<workload>.tsv: `#` lines (the command, versions, settings, the window, this
+#      script's sha256; for insert-commit the pgbench script; the column names), then
+#      `kind<TAB>name<TAB>mode<TAB>per_tx` rows sorted by kind, name, mode, per_tx with 2 decimals
+#      (a row of 0.00 was seen, less than once in 200 transactions);
+#   6. on exit (also on error or ^C): deletes the probes it added, stops the cluster
+#      (pg_ctl stop -m immediate) and removes its directory. The user PGOSUSER is left in place.
+#
+# Tranche ids are PostgreSQL 15's: 1..47 the individual LWLocks of lwlocknames.txt (named as
+# wait events name them, without "Lock": ProcArray, XidGen, WALWrite, XactSLRU ...), 48..74 the
+# builtin tranches of lwlock.h's BuiltinTrancheIds (48 XactBuffer ... 55 WALInsert,
+# 56 BufferContent, 59 LockFastPath, 60 BufferMapping, 61 LockManager ... 74 PgStatsData); the
+# lists below are, in order, the entries of the binary's IndividualLWLockNames[] and
+# BuiltinTrancheNames[] (as read from Debian's 15.18 build); an id past them prints as tranche-<id>.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+PGPORT=${PGPORT:-5499}
+PGOSUSER=${PGOSUSER:-pgtest}
+N_SELECT=${N_SELECT:-20000}
+N_TPCB=${N_TPCB:-5000}
+N_INSERT=${N_INSERT:-5000}
+SEED=${SEED:-1}
+SKIP=${SKIP:-100}
+KEEP_TRACES=${KEEP_TRACES:-}
+OUT=${OUT:-$repo/tests/pg15-lock-traffic}
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(select-only tpcb-like insert-commit)
+
+die() { echo "pg15-lock-traffic: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "must run as root (perf probe, perf record -a)"
+command -v perf >/dev/null || die "perf not found"
+command -v runuser >/dev/null || die "runuser not found"
+postgres=$PGBIN/postgres
+[ -x "$postgres" ] || die "no $postgres (set PGBIN)"
+pgversion=$("$postgres" --version)
+case $pgversion in *" 15."*) ;; *) die "wants PostgreSQL 15, found: $pgversion" ;; esac
+for w in "${workloads[@]}"; do
+  case $w in select-only|tpcb-like|insert-commit) ;; *) die "unknown workload $w" ;; esac
+done
+mkdir -p "$OUT"
+script_sha=$(sha256sum "$here/$(basename "$0")" | cut -c1-12)
+
+# --- the cluster's owner and directory ---------------------------------------------------------
+if ! id -u "$PGOSUSER" >/dev/null 2>&1; then
+  useradd --system --create-home --shell /bin/sh "$PGOSUSER"
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/pg15-lock-traffic.XXXXXX")
+chown "$PGOSUSER": "$work"
+chmod 755 "$work"
+data=$work/data
+as_pg() { runuser -u "$PGOSUSER" -- "$@"; }
+
+probes_added=()
+cleanup() {
+  set +e
+  for p in "${probes_added[@]}"; do perf probe -q -d "probe_postgres:$p" >/dev/null 2>&1; done
+  if [ -f "$data/postmaster.pid" ]; then as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== cluster in $work (port $PGPORT, socket /tmp)"
+as_pg "$PGBIN/initdb" -D "$data" -A trust -U "$PGOSUSER" >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log"; die "initdb failed"; }
+cat >>"$data/postgresql.conf" <<EOF
+# pg15-lock-traffic.sh: everything else at its default (synchronous_commit = on, fsync = on)
+port = $PGPORT
+listen_addresses = ''
+unix_socket_directories = '/tmp'
+shared_buffers = 128MB
+EOF
+as_pg "$PGBIN/pg_ctl" -D "$data" -l "$work/server.log" -w start >/dev/null
+psql() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h /tmp -p "$PGPORT" "$@"; }
+pgbench() { as_pg "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "$@"; }
+psql -d postgres -c 'CREATE DATABASE pgbench'
+pgbench -i -s 10 -q pgbench >"$work/pgbench-init.log" 2>&1 || { cat "$work/pgbench-init.log"; die "pgbench -i failed"; }
+psql -d pgbench -c 'CREATE TABLE insert_commit (id serial primary key, v int)'
+echo 'INSERT INTO insert_commit (v) VALUES (1);' >"$work/insert_commit.sql"
+chmod 644 "$work/insert_commit.sql"
+
+# --- the probes --------------------------------------------------------------------------------
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+add_probe() { # name, perf probe spec
+  perf probe -q -x "$postgres" "$2" >/dev/null || die "perf probe $2 failed"
+  probes_added+=("$1")
+}
+for f in LWLockAcquire LWLockConditionalAcquire LWLockAcquireOrWait; do
+  add_probe "$f" "$f tranche=+0(%di):u16 mode=%si:u32"
+done
+add_probe LockBuffer 'LockBuffer mode=%si:u32'
+for f in LockAcquireExtended LockRelease LockReleaseAll GetSnapshotData ReadBufferExtended \
+         SIGetDataEntries XLogInsert XLogFlush GetNewTransactionId ProcArrayEndTransaction; do
+  add_probe "$f" "$f"
+done
+
+# --- aggregation -------------------------------------------------------------------------------
+# Reads `perf script -F pid,event,trace` lines such as
+#   4242 probe_postgres:LWLockAcquire: (55d0c0a621c0) tranche=56 mode=1
+# and prints the rows of the table for the pid given (awk -v), between its skip-th and its last
+# ProcArrayEndTransaction; the END block also prints "#tx <count>" on stderr.
+aggregate_awk='
+BEGIN {
+  split("ShmemIndex OidGen XidGen ProcArray SInvalRead SInvalWrite WALBufMapping WALWrite " \
+        "ControlFile <unassigned:10> XactSLRU SubtransSLRU MultiXactGen MultiXactOffsetSLRU " \
+        "MultiXactMemberSLRU RelCacheInit CheckpointerComm TwoPhaseState TablespaceCreate " \
+        "BtreeVacuum AddinShmemInit Autovacuum AutovacuumSchedule SyncScan RelationMapping " \
+        "NotifySLRU NotifyQueue SerializableXactHash SerializableFinishedList " \
+        "SerializablePredicateList SerialSLRU SyncRep BackgroundWorker " \
+        "DynamicSharedMemoryControl AutoFile ReplicationSlotAllocation ReplicationSlotControl " \
+        "CommitTsSLRU CommitTs ReplicationOrigin MultiXactTruncation OldSnapshotTimeMap " \
+        "LogicalRepWorker XactTruncation <unassigned:45> WrapLimitsVacuum NotifyQueueTail", ind, " ")
+  for (i = 1; i <= 47; i++) tranche[i] = ind[i]
+  split("XactBuffer CommitTsBuffer SubtransBuffer MultiXactOffsetBuffer MultiXactMemberBuffer " \
+        "NotifyBuffer SerialBuffer WALInsert BufferContent ReplicationOriginState " \
+        "ReplicationSlotIO LockFastPath BufferMapping LockManager PredicateLockManager " \
+        "ParallelHashJoin ParallelQueryDSA PerSessionDSA PerSessionRecordType " \
+        "PerSessionRecordTypmod SharedTupleStore SharedTidBitmap ParallelAppend " \
+        "PerXactPredicateList PgStatsDSA PgStatsHash PgStatsData", bt, " ")
+  for (i = 1; i <= 27; i++) tranche[47 + i] = bt[i]
+  lwmode[0] = "LW_EXCLUSIVE"; lwmode[1] = "LW_SHARED"; lwmode[2] = "LW_WAIT_UNTIL_FREE"
+  bufmode[0] = "BUFFER_LOCK_UNLOCK"; bufmode[1] = "BUFFER_LOCK_SHARE"; bufmode[2] = "BUFFER_LOCK_EXCLUSIVE"
+  kindof["LWLockAcquire"] = "lwlock"
+  kindof["LWLockConditionalAcquire"] = "lwlock-conditional"
+  kindof["LWLockAcquireOrWait"] = "lwlock-or-wait"
+  seen = 0; tx = 0
+}
+$1 != pid { next }
+{
+  ev = $2; sub(/^probe_postgres:/, "", ev); sub(/:$/, "", ev)
+  if (ev == "ProcArrayEndTransaction") {
+    seen++
+    if (seen == skip) { for (k in cur) delete cur[k]; started = 1; next }
+    if (seen > skip) {
+      # the window ends at this hit: fold what came since the previous hit into the totals
+      cur["call\tProcArrayEndTransaction\t-"]++
+      for (k in cur) { total[k] += cur[k]; delete cur[k] }
+      tx++
+      next
+    }
+  }
+  if (!started) next
+  t = ""; m = ""
+  for (i = 3; i <= NF; i++) {
+    if ($i ~ /^tranche=/) t = substr($i, 9)
+    else if ($i ~ /^mode=/) m = substr($i, 6)
+  }
+  if (ev in kindof) {
+    name = ((t + 0) in tranche) ? tranche[t + 0] : "tranche-" t
+    mode = ((m + 0) in lwmode) ? lwmode[m + 0] : "mode-" m
+    cur[kindof[ev] "\t" name "\t" mode]++
+  } else if (ev == "LockBuffer") {
+    mode = ((m + 0) in bufmode) ? bufmode[m + 0] : "mode-" m
+    cur["call\tLockBuffer\t" mode]++
+  } else {
+    cur["call\t" ev "\t-"]++
+  }
+}
+END {
+  print "#tx " tx > "/dev/stderr"
+  if (tx == 0) exit 1
+  for (k in total) printf "%s\t%.2f\n", k, total[k] / tx
+}'
+
+measure() { # workload
+  local w=$1 n
+  local -a args
+  case $w in
+    select-only)   n=$N_SELECT; args=(-S -M prepared -c 1) ;;
+    tpcb-like)     n=$N_TPCB;   args=(-M prepared -c 1) ;;
+    insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
+  esac
+  args+=(-t "$n")
+  echo "== $w: warm-up, pgbench ${args[*]} --random-seed=$((SEED + 1))"
+  pgbench "${args[@]}" --random-seed=$((SEED + 1)) pgbench >"$work/$w-warmup.log" 2>&1 || { cat "$work/$w-warmup.log"; die "warm-up of $w failed"; }
+  args+=(--random-seed="$SEED")
+  echo "== $w: pgbench ${args[*]} (recorded)"
+  perf record -q -a -m 4096 -e 'probe_postgres:*' -o "$work/$w.data" -- \
+    runuser -u "$PGOSUSER" -- "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" pgbench \
+    >"$work/$w-run.log" 2>&1 || { cat "$work/$w-run.log"; die "recorded run of $w failed"; }
+  grep -E '^(number of transactions actually processed|tps)' "$work/$w-run.log" | sed 's/^/   /'
+  if perf report -i "$work/$w.data" --stats 2>/dev/null | grep -Eq 'LOST_SAMPLES|LOST events|^ *LOST +[1-9]'; then
+    perf report -i "$work/$w.data" --stats 2>/dev/null | grep -i lost >&2
+    die "perf lost events for $w; raise -m"
+  fi
+  perf script -i "$work/$w.data" -F pid,event,trace 2>/dev/null >"$work/$w.txt"
+  # the serving backend: the one pid that ended at least n transactions
+  local pids pid
+  pids=$(awk -v n="$n" '$2 == "probe_postgres:ProcArrayEndTransaction:" { c[$1]++ }
+                        END { for (p in c) if (c[p] >= n) print p }' "$work/$w.txt")
+  [ "$(echo "$pids" | grep -c .)" = 1 ] || die "$w: expected one backend with >= $n transactions, found: ${pids:-none}"
+  pid=$pids
+  local txs rows
+  rows=$(awk -v pid="$pid" -v skip="$SKIP" "$aggregate_awk" "$work/$w.txt" 2>"$work/$w.tx") || die "$w: aggregation failed"
+  txs=$(sed -n 's/^#tx //p' "$work/$w.tx")
+  local cmdline="pgbench ${args[*]} pgbench"
+  cmdline=${cmdline//$work\//}
+  {
+    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on), warmed up by the same command unrecorded with --random-seed=%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
+      "$w" "$cmdline" "$pgversion" "$((SEED + 1))" "$txs" "$SKIP" "$script_sha"
+    if [ "$w" = insert-commit ]; then printf '# insert_commit.sql: %s\n' "$(cat "$work/insert_commit.sql")"; fi
+    printf '# kind\tname\tmode\tper_tx\n'
+    echo "$rows" | LC_ALL=C sort -t "$(printf '\t')" -k1,1 -k2,2 -k3,3
+  } >"$OUT/$w.tsv"
+  echo "   -> $OUT/$w.tsv ($txs transactions of backend $pid)"
+  if [ -n "$KEEP_TRACES" ]; then
+    mkdir -p "$KEEP_TRACES"
+    mv "$work/$w.txt" "$KEEP_TRACES/$w.txt"
+    echo "$pid" >"$KEEP_TRACES/$w.pid"
+  fi
+  rm -f "$work/$w.data" "$work/$w.txt"
+}
+
+for w in "${workloads[@]}"; do measure "$w"; done
