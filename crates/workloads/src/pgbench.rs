@@ -155,6 +155,18 @@ const INSERTS: u32 = 16_420;
 const INSERTS_PKEY: u32 = 16_426;
 /// Rows of `insert-commit`'s table per heap page.
 const ROWS_PER_INSERT_PAGE: u32 = 61;
+/// `insert-commit`'s key's sequence (`insert_commit_id_seq`).
+const INSERTS_SEQ: u32 = 16_418;
+/// sequence.c's `SEQ_LOG_VALS`: `nextval` writes a WAL record once per this many values.
+const SEQ_LOG_VALS: u32 = 32;
+/// `RM_SEQ_ID`, the sequence resource manager, and its `XLOG_SEQ_LOG`.
+const RM_SEQ_ID: u8 = 15;
+const XLOG_SEQ_LOG: u8 = 0x00;
+/// WAL payload of a sequence record: `xl_seq_rec` and the sequence tuple.
+const SEQ_LOG_PAYLOAD: [u8; 56] = [0x53; 56];
+/// nbtree.h's `BTREE_FASTPATH_MIN_LEVEL`: the rightmost-leaf fast path only for a root at
+/// this level or higher (three levels or more).
+const BTREE_FASTPATH_MIN_LEVEL: usize = 2;
 /// WAL payload of a heap insert: `xl_heap_insert`, `xl_heap_header` and a small row.
 const HEAP_INSERT_PAYLOAD: [u8; 48] = [0x48; 48];
 /// WAL payload of a B-tree leaf insert: `xl_btree_insert` and an int4 index tuple.
@@ -280,6 +292,9 @@ struct AppendTable {
     rows_per_page: u32,
     /// Its size in pages, changed under its relation extension lock.
     pages: AtomicU32,
+    /// Its key sequence's `log_cnt` countdown, as `nextval` keeps it in the sequence page:
+    /// values handed out since the last WAL record (`insert-commit`).
+    seq_values: AtomicU32,
 }
 
 /// One connection's private state.
@@ -502,7 +517,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(xid)
     }
 
-    /// One `INSERT` and its commit.
+    /// One `INSERT` and its commit: the statement (its table and, by `ExecOpenIndices`, its
+    /// index locked `RowExclusiveLock`), `nextval` of the key's sequence, the xid, the heap
+    /// insert, the index insert, `ExecCloseIndices`' release of the index lock, the commit.
     fn insert_commit_with(
         &self,
         b: &mut Backend,
@@ -513,17 +530,79 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.start(b, s, local)?;
         let rels = [INSERTS, INSERTS_PKEY];
         self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
+        self.nextval(b, s, local, wr)?;
         let xid = self.assign_xid(b, local, wr.w)?;
         self.heap_insert(b, s, local, wr, xid)?;
-        // The index insert on the rightmost leaf (block 1 under the metapage), by 11's
-        // fast path for it (`_bt_search_insert`: the cached target block, locked with
-        // `ConditionalLockBuffer`; if that fails, locked exclusively after all — the model
-        // does not descend from the root as PostgreSQL then does).
-        let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
-        let leaf = self.buffers.read_buffer(b, &mut s.pins, tag)?;
-        if !self.buffers.conditional_lock_buffer(b, leaf)? {
-            self.buffers.lock_buffer(b, leaf, LwLockMode::Exclusive)?;
+        self.serial_index_insert(b, s, wr, xid)?;
+        let index = LockTag::relation(DATABASE, INSERTS_PKEY);
+        self.locks.release(
+            b,
+            local,
+            index,
+            LockMode::RowExclusive,
+            LockOwner::Transaction,
+        )?;
+        self.commit(b, local, wr, xid)
+    }
+
+    /// Models `nextval_internal`: the sequence locked `RowExclusiveLock` once per transaction
+    /// (`lock_and_open_sequence`, owned by the top transaction), its one page read and locked
+    /// exclusively while the value is taken, and a WAL record once per [`SEQ_LOG_VALS`]
+    /// values (the sequence's `log_cnt`, shared by every backend).
+    fn nextval(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+    ) -> Result<(), TxnError> {
+        self.lock_relation(b, s, local, INSERTS_SEQ, LockMode::RowExclusive)?;
+        let page = self.read_locked(b, s, INSERTS_SEQ, 0, LwLockMode::Exclusive)?;
+        let seq = &wr.w.append.seq_values;
+        // The page's content lock orders the countdown's changes.
+        let n = seq.load(Relaxed);
+        seq.store((n + 1) % SEQ_LOG_VALS, Relaxed);
+        if n == 0 {
+            let record = Record {
+                xid: INVALID_TRANSACTION_ID,
+                rmid: RM_SEQ_ID,
+                info: XLOG_SEQ_LOG,
+                payload: &SEQ_LOG_PAYLOAD,
+            };
+            wr.w.wal.insert(b, wr.wal, &record)?;
         }
+        self.unlock_release(b, s, page)
+    }
+
+    /// The B-tree insertion of a serial key, always at the rightmost leaf (`_bt_doinsert`):
+    /// with a tree of three levels or more, 11's fast path (`_bt_search_insert`: the cached
+    /// rightmost leaf, `ConditionalLockBuffer`; if that fails the model locks it exclusively
+    /// anyway instead of descending); below that, the descent from the root, each inner page
+    /// shared, the leaf exclusive. The tree's height follows the rows inserted so far; page
+    /// splits are not modelled (the leaf stays block 1, the inner pages blocks 2 and up).
+    fn serial_index_insert(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        wr: &mut Writer<'_, K, V, R>,
+        xid: u32,
+    ) -> Result<(), TxnError> {
+        let append = &wr.w.append;
+        let rows = u64::from(append.pages.load(Relaxed)) * u64::from(append.rows_per_page);
+        let levels = btree_levels(rows.max(1)).len();
+        let leaf = if levels > BTREE_FASTPATH_MIN_LEVEL {
+            let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
+            let leaf = self.buffers.read_buffer(b, &mut s.pins, tag)?;
+            if !self.buffers.conditional_lock_buffer(b, leaf)? {
+                self.buffers.lock_buffer(b, leaf, LwLockMode::Exclusive)?;
+            }
+            leaf
+        } else {
+            for level in (1..levels).rev() {
+                self.touch(b, s, INSERTS_PKEY, 1 + level as u32)?;
+            }
+            self.read_locked(b, s, INSERTS_PKEY, 1, LwLockMode::Exclusive)?
+        };
         let index = Record {
             xid,
             rmid: RM_BTREE_ID,
@@ -531,8 +610,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             payload: &BTREE_INSERT_PAYLOAD,
         };
         wr.w.wal.insert(b, wr.wal, &index)?;
-        self.unlock_release(b, s, leaf)?;
-        self.commit(b, local, wr, xid)
+        self.unlock_release(b, s, leaf)
     }
 
     /// pgbench's default transaction.
@@ -780,6 +858,7 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     relid,
                     rows_per_page,
                     pages: AtomicU32::new(0),
+                    seq_values: AtomicU32::new(0),
                 },
             })
         }
