@@ -125,6 +125,9 @@ const ACCOUNTS_PKEY: u32 = 16_403;
 const ACCOUNTS_PER_SCALE: u64 = 100_000;
 /// Rows of `pgbench_accounts` per 8 KB heap page (a 121-byte tuple and its line pointer).
 const ROWS_PER_HEAP_PAGE: u64 = 61;
+/// Rows of `pgbench_tellers` and `pgbench_branches` per heap page: pgbench leaves their
+/// `filler` NULL, so a row is a 40-byte tuple and its line pointer.
+const SMALL_ROWS_PER_HEAP_PAGE: u64 = 185;
 /// Keys per B-tree page of `pgbench_accounts_pkey` (an int4 key and its index tuple header,
 /// leaf pages filled to 90 %).
 const KEYS_PER_INDEX_PAGE: u64 = 367;
@@ -195,6 +198,8 @@ pub(crate) enum TxnError {
     Wal(#[from] WalError),
     #[error(transparent)]
     Clog(#[from] SlruError),
+    #[error(transparent)]
+    LwLock(#[from] pglocks_lwlock::LwLockError),
     /// A writing workload run without the WAL and commit log (a setup bug, not a user error).
     #[error("this run has no WAL or commit log to write to")]
     NotWriting,
@@ -211,6 +216,12 @@ struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     accounts: Table,
     tellers: Table,
     branches: Table,
+    /// `MultiXactGenLock`, taken shared by each writing transaction's first update
+    /// (`MultiXactIdSetOldestMember`).
+    multixact_gen: K,
+    /// 14+: `ExecUpdate` reads the old row again (`table_tuple_fetch_row_version`) to build
+    /// the new one.
+    refetch_updated_row: bool,
 }
 
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
@@ -219,6 +230,10 @@ struct Table {
     relid: u32,
     pkey: u32,
     rows: u64,
+    rows_per_page: u64,
+    /// The plan reads the table whole (a sequential scan) rather than through its key: the
+    /// planner's choice for a table of a few pages (see [`Table::new`]).
+    seq_scan: bool,
     /// The primary key's levels, leaves first, up to the root.
     index: Vec<IndexLevel>,
     /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
@@ -227,14 +242,25 @@ struct Table {
 }
 
 impl Table {
-    /// A table of `rows` rows (pgbench fills them with fillfactor 100: [`ROWS_PER_HEAP_PAGE`]
-    /// per page); `updated` gives each row its `xmax` word.
-    fn new(relid: u32, pkey: u32, rows: u64, updated: bool) -> Self {
+    /// A table of `rows` rows, `rows_per_page` to a heap page (pgbench fills them with
+    /// fillfactor 100); `updated` gives each row its `xmax` word.
+    ///
+    /// Whether a lookup by key scans the table: a stand-in for the planner's costs at their
+    /// defaults, a sequential scan (a page each, `seq_page_cost` 1, plus 0.0125 of CPU per
+    /// row) against the key's descent and the heap page (`random_page_cost` 4 each). For
+    /// pgbench that scans `pgbench_branches` below scale 280 or so and `pgbench_tellers` below
+    /// scale 28, as PostgreSQL 15 was seen to at scale 10.
+    fn new(relid: u32, pkey: u32, rows: u64, rows_per_page: u64, updated: bool) -> Self {
+        let index = btree_levels(rows);
+        let seq_cost = rows.div_ceil(rows_per_page) as f64 + 0.0125 * rows as f64;
+        let index_cost = 4.0 * (index.len() + 1) as f64;
         Self {
             relid,
             pkey,
             rows,
-            index: btree_levels(rows),
+            rows_per_page,
+            seq_scan: seq_cost < index_cost,
+            index,
             xmax: (0..if updated { rows } else { 0 })
                 .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
                 .collect(),
@@ -242,11 +268,16 @@ impl Table {
     }
 
     /// The row's heap block and line pointer (`ctid`).
-    fn tid(row: u64) -> (u32, u16) {
+    fn tid(&self, row: u64) -> (u32, u16) {
         (
-            (row / ROWS_PER_HEAP_PAGE) as u32,
-            (row % ROWS_PER_HEAP_PAGE) as u16 + 1,
+            (row / self.rows_per_page) as u32,
+            (row % self.rows_per_page) as u16 + 1,
         )
+    }
+
+    /// Heap pages.
+    fn pages(&self) -> u32 {
+        self.rows.div_ceil(self.rows_per_page) as u32
     }
 }
 
@@ -310,6 +341,8 @@ struct Session {
     /// transam.c's `cachedFetchXid`: the xid whose status this backend last read from the
     /// commit log.
     known_completed: u32,
+    /// multixact.c's `OldestMemberMXactId[MyBackendId]` is set for this transaction.
+    oldest_member_set: bool,
 }
 
 /// A writing transaction's WAL state and the cluster's writes, for one transaction.
@@ -424,11 +457,19 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         table: &Table,
         row: u64,
     ) -> Result<(), TxnError> {
+        if table.seq_scan {
+            // Every page, each under its content lock shared while its tuples are checked
+            // (`heapgetpage`): the scan does not know the key is unique.
+            for block in 0..table.pages() {
+                self.touch(b, s, table.relid, block)?;
+            }
+            return Ok(());
+        }
         for level in table.index.iter().rev() {
             let block = level.first_block + row / level.keys_per_page;
             self.touch(b, s, table.pkey, block as u32)?;
         }
-        self.touch(b, s, table.relid, Table::tid(row).0)
+        self.touch(b, s, table.relid, table.tid(row).0)
     }
 
     /// One transaction of `kind`, with the backend's local lock table (connected on first use).
@@ -454,6 +495,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     ) -> Result<(), TxnError> {
         self.locks.start_transaction(b, local)?;
         self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
+        s.oldest_member_set = false;
         Ok(())
     }
 
@@ -631,15 +673,38 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.update_row(b, s, local, wr, &self.accounts, aid, xid)?;
         self.statement(b, s, local, &accounts, LockMode::AccessShare)?;
         self.fetch_row(b, s, &self.accounts, aid)?;
-        let tellers = [self.tellers.relid, self.tellers.pkey];
-        self.statement(b, s, local, &tellers, LockMode::RowExclusive)?;
-        self.update_row(b, s, local, wr, &self.tellers, tid, xid)?;
-        let branches = [self.branches.relid, self.branches.pkey];
-        self.statement(b, s, local, &branches, LockMode::RowExclusive)?;
-        self.update_row(b, s, local, wr, &self.branches, bid, xid)?;
+        self.update_statement(b, s, local, wr, &self.tellers, tid, xid)?;
+        self.update_statement(b, s, local, wr, &self.branches, bid, xid)?;
         self.statement(b, s, local, &[HISTORY], LockMode::RowExclusive)?;
         self.heap_insert(b, s, local, wr, xid)?;
         self.commit(b, local, wr, xid)
+    }
+
+    /// An `UPDATE` statement of `row` of `table`: its table and key locked `RowExclusiveLock`
+    /// (the key by the scan through it, or only by `ExecOpenIndices` when the table is scanned
+    /// whole, and then given back at the statement's end by `ExecCloseIndices`; after an index
+    /// scan that release only drops one of the lock's two references), then the update.
+    #[allow(clippy::too_many_arguments)]
+    fn update_statement(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        local: &mut LocalLocks,
+        wr: &mut Writer<'_, K, V, R>,
+        table: &Table,
+        row: u64,
+        xid: u32,
+    ) -> Result<(), TxnError> {
+        let rels = [table.relid, table.pkey];
+        self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
+        self.update_row(b, s, local, wr, table, row, xid)?;
+        if table.seq_scan {
+            let key = LockTag::relation(DATABASE, table.pkey);
+            let owner = LockOwner::Transaction;
+            self.locks
+                .release(b, local, key, LockMode::RowExclusive, owner)?;
+        }
+        Ok(())
     }
 
     /// The heap insert into the append table and its WAL record: the backend's target page,
@@ -700,7 +765,16 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     ) -> Result<(), TxnError> {
         self.fetch_row(b, s, table, row)?;
         let rel = (DATABASE, table.relid);
-        let tid = Table::tid(row);
+        let tid = table.tid(row);
+        if self.refetch_updated_row {
+            self.touch(b, s, table.relid, tid.0)?;
+        }
+        if !s.oldest_member_set {
+            // heap_update's MultiXactIdSetOldestMember, once per transaction.
+            self.multixact_gen.acquire(b, LwLockMode::Shared)?;
+            self.multixact_gen.release(b)?;
+            s.oldest_member_set = true;
+        }
         let xmax_word = &table.xmax[row as usize];
         let mut tuple_locked = false;
         // heap_update reads the page again (a pin the backend may hold already, but a
@@ -870,9 +944,29 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         procs: ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?,
         buffers: BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?,
         writes,
-        accounts: Table::new(ACCOUNTS, ACCOUNTS_PKEY, ACCOUNTS_PER_SCALE * scale, updates),
-        tellers: Table::new(TELLERS, TELLERS_PKEY, TELLERS_PER_SCALE * scale, updates),
-        branches: Table::new(BRANCHES, BRANCHES_PKEY, scale, updates),
+        accounts: Table::new(
+            ACCOUNTS,
+            ACCOUNTS_PKEY,
+            ACCOUNTS_PER_SCALE * scale,
+            ROWS_PER_HEAP_PAGE,
+            updates,
+        ),
+        tellers: Table::new(
+            TELLERS,
+            TELLERS_PKEY,
+            TELLERS_PER_SCALE * scale,
+            SMALL_ROWS_PER_HEAP_PAGE,
+            updates,
+        ),
+        branches: Table::new(
+            BRANCHES,
+            BRANCHES_PKEY,
+            scale,
+            SMALL_ROWS_PER_HEAP_PAGE,
+            updates,
+        ),
+        multixact_gen: K::new("MultiXactGen"),
+        refetch_updated_row: settings.refetch_updated_row,
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.
@@ -894,6 +988,7 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
                     target: None,
                     known_completed: INVALID_TRANSACTION_ID,
+                    oldest_member_set: false,
                 });
             }
         }

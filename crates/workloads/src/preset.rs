@@ -60,6 +60,9 @@ pub struct Settings {
     pub nowait_checks_queue: bool,
     /// proc.c (≤ 17): `ProcSleep` re-takes the partition lock after its wait; 18 does not.
     pub relock_after_sleep: bool,
+    /// nodeModifyTable.c (14+): an `UPDATE` reads the old row again to build the new one
+    /// (`table_tuple_fetch_row_version`).
+    pub refetch_updated_row: bool,
     /// xlog.c: one `WALInsertLock` (≤ 9.3) or `NUM_XLOGINSERT_LOCKS` insertion locks (9.4+).
     pub wal_insertion: Insertion,
     /// xlog.c: `XLogFlush` waits for `WALWriteLock` with a plain acquire (≤ 9.1) or
@@ -648,6 +651,7 @@ impl Preset {
             fast_path: self.fast_path(),
             nowait_checks_queue: r >= v(17, 0),
             relock_after_sleep: r < v(18, 0),
+            refetch_updated_row: r >= v(14, 0),
             wal_insertion: if r >= v(9, 4) {
                 Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS)
             } else {
