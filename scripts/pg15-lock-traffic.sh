@@ -41,8 +41,9 @@
 #          GetSnapshotData, ReadBufferExtended, SIGetDataEntries, XLogInsert, XLogFlush,
 #          GetNewTransactionId (AssignTransactionId is static, so not probeable in a stripped
 #          binary; it calls GetNewTransactionId once per new xid), ProcArrayEndTransaction;
-#   3. per workload: a warm-up run of it as long as the measured one, unrecorded (caches, hint
-#      bits, the tables' state; a few seconds each), then
+#   3. per workload: a warm-up run of it, unrecorded (caches, hint bits, the tables' state): as
+#      long as the measured one, but WARMUP_TPCB transactions with synchronous_commit = off for
+#      tpcb-like (its steady state, see WARMUP_TPCB above), then
 #      `perf record -a -e 'probe_postgres:*'` around exactly one pgbench run:
 #        select-only    pgbench -S -M prepared -c 1 -t N_SELECT --random-seed=SEED
 #        tpcb-like      pgbench -M prepared -c 1 -t N_TPCB --random-seed=SEED   (builtin TPC-B-like)
@@ -84,6 +85,11 @@ PGPORT=${PGPORT:-5499}
 PGOSUSER=${PGOSUSER:-pgtest}
 N_SELECT=${N_SELECT:-20000}
 N_TPCB=${N_TPCB:-5000}
+# tpcb-like is measured in its steady state: after enough updates that nearly every page of
+# pgbench_accounts has been updated once (a page full since `pgbench -i` takes its first update
+# elsewhere, non-HOT; later ones are HOT after pruning). 200 000 warm-up transactions update
+# each of the 16 394 pages about 12 times; they run with synchronous_commit = off, to be quick.
+WARMUP_TPCB=${WARMUP_TPCB:-200000}
 N_INSERT=${N_INSERT:-5000}
 SEED=${SEED:-1}
 SKIP=${SKIP:-100}
@@ -235,10 +241,12 @@ measure() { # workload
     tpcb-like)     n=$N_TPCB;   args=(-M prepared -c 1) ;;
     insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
   esac
-  args+=(-t "$n")
-  echo "== $w: warm-up, pgbench ${args[*]} --random-seed=$((SEED + 1))"
-  pgbench "${args[@]}" --random-seed=$((SEED + 1)) pgbench >"$work/$w-warmup.log" 2>&1 || { cat "$work/$w-warmup.log"; die "warm-up of $w failed"; }
-  args+=(--random-seed="$SEED")
+  local warm=$n warm_env=()
+  if [ "$w" = tpcb-like ]; then warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off"); fi
+  echo "== $w: warm-up, ${warm_env[*]} pgbench ${args[*]} -t $warm --random-seed=$((SEED + 1))"
+  as_pg env "${warm_env[@]}" "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" -t "$warm" --random-seed=$((SEED + 1)) pgbench \
+    >"$work/$w-warmup.log" 2>&1 || { cat "$work/$w-warmup.log"; die "warm-up of $w failed"; }
+  args+=(-t "$n" --random-seed="$SEED")
   echo "== $w: pgbench ${args[*]} (recorded)"
   perf record -q -a -m 4096 -e 'probe_postgres:*' -o "$work/$w.data" -- \
     runuser -u "$PGOSUSER" -- "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" pgbench \
@@ -261,8 +269,8 @@ measure() { # workload
   local cmdline="pgbench ${args[*]} pgbench"
   cmdline=${cmdline//$work\//}
   {
-    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on), warmed up by the same command unrecorded with --random-seed=%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
-      "$w" "$cmdline" "$pgversion" "$((SEED + 1))" "$txs" "$SKIP" "$script_sha"
+    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on), warmed up by the same command unrecorded with -t %s --random-seed=%s%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
+      "$w" "$cmdline" "$pgversion" "$warm" "$((SEED + 1))" "${warm_env:+ and ${warm_env[*]}}" "$txs" "$SKIP" "$script_sha"
     if [ "$w" = insert-commit ]; then printf '# insert_commit.sql: %s\n' "$(cat "$work/insert_commit.sql")"; fi
     printf '# kind\tname\tmode\tper_tx\n'
     echo "$rows" | LC_ALL=C sort -t "$(printf '\t')" -k1,1 -k2,2 -k3,3

@@ -8,9 +8,10 @@
 //! all `LWLockAcquire`s within ±15 %. (Conditional and acquire-or-wait acquisitions are not in
 //! `LWLOCK_STATS`' acquisition counts, PostgreSQL's or the model's, and are not compared.)
 //!
-//! `tpcb-like` is not held to its table yet: the model's transaction still lacks parts of
-//! PostgreSQL 15's (the sequential scans of the small tables, the refetch of the updated row,
-//! non-HOT updates with their index insertions and visibility-map pages, `MultiXactGenLock`).
+//! `tpcb-like`'s table is PostgreSQL's steady state (after 200 000 warm-up transactions, every
+//! page of `pgbench_accounts` updated); the model has no non-HOT update, and prunes a page at
+//! every visit after an update where PostgreSQL, whose pages have more room by then, prunes
+//! about one in four — both inside the tolerances, said in `pgbench.rs`' module doc.
 
 use pglocks_harness::TeamSpec;
 use pglocks_workloads::{series, Preset};
@@ -139,6 +140,13 @@ fn insert_commit_takes_postgres_15s_lwlocks() {
         Duration::from_millis(10),
         200,
     );
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn tpcb_like_takes_postgres_15s_lwlocks() {
+    let sets = ["scale=10", "flush_latency=0"];
+    let bad = compare("tpcb-like", &sets, Duration::from_millis(200), 500);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 

@@ -107,12 +107,17 @@
 //! free-space map and the row's own bytes are not modelled; the ProcArray's
 //! stand-in commit bits ([`ProcArray::commit_tree`]) are kept in step with the commit log.
 //! A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
-//! tag: every update is taken to be HOT, so non-HOT updates (a page with no room: the
-//! visibility map, a new heap page, the key's new entry), page pruning and full-page images are
-//! not modelled — which is where `tpcb-like` still falls short of PostgreSQL 15's traffic after
-//! a fresh `pgbench -i` (`tests/pg15-lock-traffic/tpcb-like.tsv`: BufferContent exclusive 7.13
-//! against the model's 4, WALInsert 6.65 against 5, XactSLRU shared 1.51 against about 2.3
-//! per transaction; the other tranches match within a quarter) — and the waiter keeps
+//! tag: every update is taken to be HOT, so the non-HOT update of a page full since `pgbench -i`
+//! (the visibility map, a new heap page, the key's new entry) and full-page images are not
+//! modelled. A page is pruned (`heap_page_prune_opt`) at a visit once it holds more dead versions
+//! than its room; `pgbench_accounts`' pages, filled at load, have none, so the model prunes at
+//! nearly every visit after an update, where PostgreSQL 15 in its steady state prunes about one
+//! in four (its pages gained room from the rows that moved out). Against PostgreSQL 15's steady
+//! state (`tests/pg15-lock-traffic/tpcb-like.tsv`, held by `cargo test --test
+//! pg15_lock_traffic`), per transaction (PostgreSQL / model): LockFastPath exclusive 14.05 / 14,
+//! ProcArray shared 10.07 / 10, BufferMapping shared 18.33 / 17, BufferContent shared 13.68 / 13
+//! and exclusive 4.69 / 4, WALInsert 5.29 / 6.0 (the prunes), XactSLRU shared 1.20 / 1.4,
+//! LockManager exclusive 2.01 / 2.02, XidGen and MultiXactGen 1 / 1. A waiter keeps
 //! the tuple lock until the row is its own (PostgreSQL gives it back when `heap_update` reports
 //! the row updated and takes it again in `heap_lock_tuple` if `EvalPlanQual` must wait on the
 //! newer version). The writing workloads use 128-byte LWLock spacing (`lwlock_padding` is read
@@ -186,6 +191,11 @@ const ROWS_PER_HISTORY_PAGE: u32 = 107;
 const HEAP_UPDATE_PAYLOAD: [u8; 64] = [0x55; 64];
 /// heapam_xlog.h's `XLOG_HEAP_HOT_UPDATE`.
 const XLOG_HEAP_HOT_UPDATE: u8 = 0x40;
+/// `RM_HEAP2_ID` and its `XLOG_HEAP2_PRUNE`.
+const RM_HEAP2_ID: u8 = 9;
+const XLOG_HEAP2_PRUNE: u8 = 0x10;
+/// WAL payload of a prune record: `xl_heap_prune` and one redirect.
+const HEAP_PRUNE_PAYLOAD: [u8; 16] = [0x50; 16];
 /// htup_details.h's `HEAP_XMAX_COMMITTED`, kept here in the bit above the xid (xids stay below
 /// 2^31).
 const XMAX_COMMITTED: u32 = 1 << 31;
@@ -277,6 +287,14 @@ struct Table {
     /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
     /// nothing updates the table.
     xmax: Box<[AtomicU32]>,
+    /// Each heap page's dead versions not yet pruned, and its `pd_prune_xid` (the oldest xid
+    /// that left one, 0 for none); empty when nothing updates the table. Changed with the
+    /// page's content lock held exclusively.
+    dead: Box<[(AtomicU32, AtomicU32)]>,
+    /// Dead versions a page holds before its free space falls below `heap_page_prune_opt`'s
+    /// threshold (10 % of the page; pgbench loads with fillfactor 100, so 0 for a page filled
+    /// at load time).
+    room: u32,
 }
 
 impl Table {
@@ -290,7 +308,11 @@ impl Table {
     /// scale 28, as PostgreSQL 15 was seen to at scale 10.
     fn new(relid: u32, pkey: u32, rows: u64, rows_per_page: u64, updated: bool) -> Self {
         let index = btree_levels(rows);
-        let seq_cost = rows.div_ceil(rows_per_page) as f64 + 0.0125 * rows as f64;
+        let pages = rows.div_ceil(rows_per_page);
+        // A version takes as much room as a row; the first page holds the most rows.
+        let on_page = rows.min(rows_per_page);
+        let room = (rows_per_page * 9 / 10).saturating_sub(on_page) as u32;
+        let seq_cost = pages as f64 + 0.0125 * rows as f64;
         let index_cost = 4.0 * (index.len() + 1) as f64;
         Self {
             relid,
@@ -302,6 +324,10 @@ impl Table {
             xmax: (0..if updated { rows } else { 0 })
                 .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
                 .collect(),
+            dead: (0..if updated { pages } else { 0 })
+                .map(|_| (AtomicU32::new(0), AtomicU32::new(INVALID_TRANSACTION_ID)))
+                .collect(),
+            room,
         }
     }
 
@@ -377,8 +403,9 @@ struct Session {
     /// `rd_targblock` of the append table and the rows this backend has put there.
     target: Option<(u32, u32)>,
     /// transam.c's `cachedFetchXid`: the xid whose status this backend last read from the
-    /// commit log.
+    /// commit log, and that commit's LSN (0 for a synchronous one).
     known_completed: u32,
+    known_completed_lsn: u64,
     /// multixact.c's `OldestMemberMXactId[MyBackendId]` is set for this transaction.
     oldest_member_set: bool,
 }
@@ -492,6 +519,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         &self,
         b: &mut Backend,
         s: &mut Session,
+        mut w: Option<&mut Writer<'_, K, V, R>>,
         table: &Table,
         row: u64,
     ) -> Result<(), TxnError> {
@@ -499,7 +527,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             // Every page, each under its content lock shared while its tuples are checked
             // (`heapgetpage`): the scan does not know the key is unique.
             for block in 0..table.pages() {
-                self.touch(b, s, table.relid, block)?;
+                self.heap_page(b, s, w.as_deref_mut(), table, block)?;
             }
             return Ok(());
         }
@@ -507,7 +535,128 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             let block = level.first_block + row / level.keys_per_page;
             self.touch(b, s, table.pkey, block as u32)?;
         }
-        self.touch(b, s, table.relid, table.tid(row).0)
+        self.heap_page(b, s, w, table, table.tid(row).0)
+    }
+
+    /// `TransactionIdDidCommit` of an ended `xid` (the commit log, unless it is transam.c's
+    /// `cachedFetchXid`), and whether `SetHintBits` may then record it: not while an
+    /// asynchronous commit's record is unflushed. Counts `tpcb.xmax_lookups` (commit-log reads)
+    /// and `tpcb.hints_deferred`.
+    fn did_commit_and_may_hint(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        w: &mut Writer<'_, K, V, R>,
+        xid: u32,
+    ) -> Result<bool, TxnError> {
+        if s.known_completed != xid {
+            b.stats.events.count("tpcb.xmax_lookups", 1);
+            let (_, commit_lsn) = w.w.clog.get_status(b, xid)?;
+            s.known_completed = xid;
+            s.known_completed_lsn = commit_lsn;
+        }
+        let lsn = s.known_completed_lsn;
+        if lsn != 0 && w.w.wal.needs_flush(b, w.wal, lsn)? {
+            b.stats.events.count("tpcb.hints_deferred", 1);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// A sequential scan's visibility checks of one page (`heapgetpage` →
+    /// `HeapTupleSatisfiesMVCC` for every tuple, under the page's content lock shared): a row
+    /// whose last updater has ended but carries no hint bit is looked up
+    /// ([`Self::did_commit_and_may_hint`]) and hinted, so the page's rows are hinted once by
+    /// the first scan after each update; an updater the snapshot still sees running is left.
+    fn hint_page(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        w: &mut Writer<'_, K, V, R>,
+        table: &Table,
+        block: u32,
+    ) -> Result<(), TxnError> {
+        let first = u64::from(block) * table.rows_per_page;
+        let last = (first + table.rows_per_page).min(table.xmax.len() as u64);
+        for row in first..last {
+            let word = &table.xmax[row as usize];
+            let seen = word.load(Acquire);
+            let xid = seen & !XMAX_COMMITTED;
+            if xid == INVALID_TRANSACTION_ID || seen & XMAX_COMMITTED != 0 {
+                continue;
+            }
+            if xid >= s.snapshot.xmin && (xid >= s.snapshot.xmax || s.snapshot.xip.contains(&xid)) {
+                continue;
+            }
+            if self.did_commit_and_may_hint(b, s, w, xid)? {
+                let _ = word.compare_exchange(seen, xid | XMAX_COMMITTED, Relaxed, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// A heap page a scan moves to: `heap_page_prune_opt` first (below), then read under its
+    /// content lock shared (a sequential scan checks every tuple's visibility meanwhile).
+    fn heap_page(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        w: Option<&mut Writer<'_, K, V, R>>,
+        table: &Table,
+        block: u32,
+    ) -> Result<(), TxnError> {
+        let tag = BufferTag::main(DATABASE, table.relid, block);
+        let buffer = self.buffers.read_buffer(b, &mut s.pins, tag)?;
+        let mut w = w;
+        if let (Some(w), Some((dead, prune_xid))) =
+            (w.as_deref_mut(), table.dead.get(block as usize))
+        {
+            self.prune_opt(b, s, w, buffer, dead, prune_xid, table.room)?;
+        }
+        self.buffers.lock_buffer(b, buffer, LwLockMode::Shared)?;
+        if let (true, Some(w)) = (table.seq_scan, w) {
+            self.hint_page(b, s, w, table, block)?;
+        }
+        self.unlock_release(b, s, buffer)
+    }
+
+    /// Models `heap_page_prune_opt`: a page holding more dead versions than its room, the
+    /// oldest left by a transaction every snapshot now sees as ended (`pd_prune_xid` below
+    /// this backend's snapshot's xmin, the `GlobalVisState` test), is pruned if its content
+    /// lock can be had exclusively at once (`ConditionalLockBufferForCleanup`; the sole-pin
+    /// test is not modelled): its dead versions go, and a `XLOG_HEAP2_PRUNE` record says so.
+    #[allow(clippy::too_many_arguments)]
+    fn prune_opt(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        w: &mut Writer<'_, K, V, R>,
+        buffer: Buffer,
+        dead: &AtomicU32,
+        prune_xid: &AtomicU32,
+        room: u32,
+    ) -> Result<(), TxnError> {
+        let xid = prune_xid.load(Relaxed);
+        if dead.load(Relaxed) <= room || xid == INVALID_TRANSACTION_ID || xid >= s.snapshot.xmin {
+            return Ok(());
+        }
+        if !self.buffers.conditional_lock_buffer(b, buffer)? {
+            return Ok(());
+        }
+        if dead.load(Relaxed) > room && prune_xid.load(Relaxed) == xid {
+            dead.store(0, Relaxed);
+            prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
+            let record = Record {
+                xid: INVALID_TRANSACTION_ID,
+                rmid: RM_HEAP2_ID,
+                info: XLOG_HEAP2_PRUNE,
+                payload: &HEAP_PRUNE_PAYLOAD,
+            };
+            w.w.wal.insert(b, w.wal, &record)?;
+            b.stats.events.count("tpcb.prunes", 1);
+        }
+        self.buffers.unlock_buffer(b, buffer)?;
+        Ok(())
     }
 
     /// One transaction of `kind`, with the backend's local lock table (connected on first use).
@@ -559,7 +708,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let rels = [self.accounts.relid, self.accounts.pkey];
         self.statement(b, s, local, &rels, LockMode::AccessShare)?;
         let aid = b.rng.random_range(0..self.accounts.rows);
-        self.fetch_row(b, s, &self.accounts, aid)?;
+        self.fetch_row(b, s, None, &self.accounts, aid)?;
         self.end(b, local, INVALID_TRANSACTION_ID)
     }
 
@@ -710,7 +859,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let xid = self.assign_xid(b, local, wr.w)?;
         self.update_row(b, s, local, wr, &self.accounts, aid, xid)?;
         self.statement(b, s, local, &accounts, LockMode::AccessShare)?;
-        self.fetch_row(b, s, &self.accounts, aid)?;
+        self.fetch_row(b, s, Some(&mut *wr), &self.accounts, aid)?;
         self.update_statement(b, s, local, wr, &self.tellers, tid, xid)?;
         self.update_statement(b, s, local, wr, &self.branches, bid, xid)?;
         self.statement(b, s, local, &[HISTORY], LockMode::RowExclusive)?;
@@ -801,7 +950,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         row: u64,
         xid: u32,
     ) -> Result<(), TxnError> {
-        self.fetch_row(b, s, table, row)?;
+        self.fetch_row(b, s, Some(&mut *wr), table, row)?;
         let rel = (DATABASE, table.relid);
         let tid = table.tid(row);
         if self.refetch_updated_row {
@@ -870,14 +1019,10 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 )?;
             } else {
                 // TransactionIdDidCommit, then SetHintBits: the next reader need not ask.
-                b.stats.events.count("tpcb.xmax_lookups", 1);
-                let (_, commit_lsn) = wr.w.clog.get_status(b, xmax)?;
-                s.known_completed = xmax;
                 // An asynchronous commit is hinted only once its record is flushed (the page's
                 // own LSN, which may allow it earlier, is not modelled): until then the row
                 // is taken unhinted, and the next updater asks again.
-                if commit_lsn != 0 && wr.w.wal.needs_flush(b, wr.wal, commit_lsn)? {
-                    b.stats.events.count("tpcb.hints_deferred", 1);
+                if !self.did_commit_and_may_hint(b, s, wr, xmax)? {
                     if xmax_word
                         .compare_exchange(word, xid, AcqRel, Acquire)
                         .is_ok()
@@ -888,6 +1033,14 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 }
                 let hinted = xmax | XMAX_COMMITTED;
                 let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
+            }
+        }
+        // The old version is dead once this transaction commits: the page's next visitor may
+        // prune it (`PageSetPrunable`).
+        if let Some((dead, prune_xid)) = table.dead.get(tid.0 as usize) {
+            dead.fetch_add(1, Relaxed);
+            if prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
+                prune_xid.store(xid, Relaxed);
             }
         }
         // The new version and its record are written with the page still locked.
@@ -1026,6 +1179,7 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
                     target: None,
                     known_completed: INVALID_TRANSACTION_ID,
+                    known_completed_lsn: 0,
                     oldest_member_set: false,
                 });
             }
