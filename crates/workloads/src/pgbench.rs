@@ -270,6 +270,8 @@ struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     /// 14+: `ExecUpdate` reads the old row again (`table_tuple_fetch_row_version`) to build
     /// the new one.
     refetch_updated_row: bool,
+    /// 11+: the rightmost-leaf fast path of B-tree insertion.
+    btree_rightmost_fastpath: bool,
 }
 
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
@@ -804,7 +806,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 
     /// The B-tree insertion of a serial key, always at the rightmost leaf (`_bt_doinsert`):
-    /// with a tree of three levels or more, 11's fast path (`_bt_search_insert`: the cached
+    /// from 11, with a tree of three levels or more, the fast path (`_bt_search_insert`: the cached
     /// rightmost leaf, `ConditionalLockBuffer`; if that fails the model locks it exclusively
     /// anyway instead of descending); below that, the descent from the root, each inner page
     /// shared, the leaf exclusive. The tree's height follows the rows inserted so far; page
@@ -819,7 +821,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let append = &wr.w.append;
         let rows = u64::from(append.pages.load(Relaxed)) * u64::from(append.rows_per_page);
         let levels = btree_levels(rows.max(1)).len();
-        let leaf = if levels > BTREE_FASTPATH_MIN_LEVEL {
+        let leaf = if self.btree_rightmost_fastpath && levels > BTREE_FASTPATH_MIN_LEVEL {
             let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
             let leaf = self.buffers.read_buffer(b, &mut s.pins, tag)?;
             if !self.buffers.conditional_lock_buffer(b, leaf)? {
@@ -1158,6 +1160,7 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         ),
         multixact_gen: K::new("MultiXactGen"),
         refetch_updated_row: settings.refetch_updated_row,
+        btree_rightmost_fastpath: settings.btree_rightmost_fastpath,
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.

@@ -63,6 +63,9 @@ pub struct Settings {
     /// nodeModifyTable.c (14+): an `UPDATE` reads the old row again to build the new one
     /// (`table_tuple_fetch_row_version`).
     pub refetch_updated_row: bool,
+    /// nbtinsert.c (11+): an insertion at the rightmost leaf of a tree of three levels or more
+    /// goes straight to it (`_bt_search_insert`'s cached target block).
+    pub btree_rightmost_fastpath: bool,
     /// xlog.c: one `WALInsertLock` (≤ 9.3) or `NUM_XLOGINSERT_LOCKS` insertion locks (9.4+).
     pub wal_insertion: Insertion,
     /// xlog.c: `XLogFlush` waits for `WALWriteLock` with a plain acquire (≤ 9.1) or
@@ -652,6 +655,7 @@ impl Preset {
             nowait_checks_queue: r >= v(17, 0),
             relock_after_sleep: r < v(18, 0),
             refetch_updated_row: r >= v(14, 0),
+            btree_rightmost_fastpath: r >= v(11, 0),
             wal_insertion: if r >= v(9, 4) {
                 Insertion::Locks(pglocks_wal::NUM_XLOGINSERT_LOCKS)
             } else {
