@@ -132,13 +132,15 @@ fn select_only_takes_postgres_15s_lwlocks() {
 
 #[test]
 fn insert_commit_takes_postgres_15s_lwlocks() {
-    // The table was made on a table of about 10 000 rows (a two-level key): a few thousand
-    // transactions from empty keep the model's key at two levels too.
+    // The table was made on a table of about 10 000 rows (a two-level key). The model's table
+    // starts empty, its key one level deep for the first 367 rows (no root to read shared):
+    // at least 4 000 transactions make that start a small part, and stay far below the
+    // 134 000 rows of a third level (where 11's rightmost-leaf fast path begins).
     let bad = compare(
         "insert-commit",
         &["flush_latency=0"],
         Duration::from_millis(10),
-        200,
+        4000,
     );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
