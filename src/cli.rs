@@ -297,9 +297,24 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
         let preset = Preset::by_name(parts.next().unwrap_or_default())?;
         let mut own_sets = sets.clone();
         own_sets.extend(parts.map(str::to_string));
+        // The macro workloads say in their series' name when they do the executor's work, so
+        // that a report never passes a figure with it off for one with it on, or back.
+        let mut label = p.clone();
+        if ["select-only", "tpcb-like", "insert-commit"].contains(&a.workload.as_str())
+            && !p.contains("executor_work")
+        {
+            let mut settings = preset.settings();
+            for set in &own_sets {
+                settings.apply(set)?;
+            }
+            if settings.executor_work != workloads::preset::ExecutorWork::Off {
+                let value = settings.knob_value("executor_work").unwrap_or_default();
+                label = format!("{p}+executor_work={value}");
+            }
+        }
         for i in list(&a.impls) {
             let mut s = workloads::series(&a.workload, preset, &i, &own_sets)?;
-            s.preset = p.clone();
+            s.preset = label.clone();
             series.push(s);
         }
     }

@@ -169,3 +169,25 @@ fn the_tables_hold_what_the_script_writes() {
     assert_eq!(s[&("ProcArray".into(), "shared".into())], 2.0);
     assert_eq!(s[&("BufferContent".into(), "shared".into())], 4.0);
 }
+
+#[test]
+fn executor_work_pg15_is_the_recorded_cpu_per_transaction() {
+    // `executor_work=pg15` is what tests/pg15-executor-cpu/cpu.tsv recorded, rounded.
+    let path = format!(
+        "{}/tests/pg15-executor-cpu/cpu.tsv",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut seen = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let total: f64 = f[3].parse().unwrap();
+        let (_, us) = pglocks_workloads::preset::PG15_CPU_US_PER_TX
+            .iter()
+            .find(|(w, _)| *w == f[0])
+            .unwrap_or_else(|| panic!("{} not in PG15_CPU_US_PER_TX", f[0]));
+        assert_eq!(*us, total.round() as u64, "{line}");
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+}

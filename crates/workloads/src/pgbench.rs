@@ -231,6 +231,25 @@ pub(crate) enum Kind {
     InsertCommit,
 }
 
+impl Kind {
+    /// The workload's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::SelectOnly => "select-only",
+            Kind::TpcbLike => "tpcb-like",
+            Kind::InsertCommit => "insert-commit",
+        }
+    }
+
+    /// SQL statements per transaction (`BEGIN` and `END` left out).
+    fn statements(self) -> u32 {
+        match self {
+            Kind::TpcbLike => 5,
+            Kind::SelectOnly | Kind::InsertCommit => 1,
+        }
+    }
+}
+
 /// A transaction's failure, from whichever model failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TxnError {
@@ -272,6 +291,8 @@ struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     refetch_updated_row: bool,
     /// 11+: the rightmost-leaf fast path of B-tree insertion.
     btree_rightmost_fastpath: bool,
+    /// `executor_work`: `busy_work` steps at the start of each statement.
+    executor_steps: u32,
 }
 
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
@@ -451,6 +472,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         relations: &[u32],
         mode: LockMode,
     ) -> Result<(), TxnError> {
+        if self.executor_steps > 0 {
+            std::hint::black_box(crate::work(self.executor_steps, b.procno() as u64));
+        }
         self.procs.get_snapshot_data(b, &mut s.snapshot)?;
         for &relid in relations {
             self.lock_relation(b, s, local, relid, mode)?;
@@ -1161,6 +1185,9 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         multixact_gen: K::new("MultiXactGen"),
         refetch_updated_row: settings.refetch_updated_row,
         btree_rightmost_fastpath: settings.btree_rightmost_fastpath,
+        executor_steps: settings
+            .executor_work
+            .steps_per_statement(kind.name(), kind.statements()),
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.
@@ -1241,11 +1268,7 @@ pub(crate) fn stress_part<K: RawLwLock, R: RawSpinLock + 'static>(
 
 impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
     fn name(&self) -> &'static str {
-        match self.kind {
-            Kind::SelectOnly => "select-only",
-            Kind::TpcbLike => "tpcb-like",
-            Kind::InsertCommit => "insert-commit",
-        }
+        self.kind.name()
     }
     fn procs(&self) -> &ProcTable {
         &self.procs

@@ -144,6 +144,9 @@ pub struct Settings {
     /// Workload `apply`: CPU work per row on each side (executor, heap, index, WAL), in
     /// arithmetic steps.
     pub row_work: u32,
+    /// Workloads `select-only`, `tpcb-like`, `insert-commit`: the backend's private work
+    /// between its shared-memory calls (see [`ExecutorWork`]).
+    pub executor_work: ExecutorWork,
     /// sinvaladt.c: the "any new messages?" check takes `SInvalReadLock` and `msgnumLock`
     /// (≤ 9.1) or first reads the backend's own `hasMessages` flag without a lock (9.2+).
     pub sinval_check: SinvalCheck,
@@ -209,6 +212,59 @@ impl LwLockVariant {
             LwLockVariant::Atomic => "atomic",
             LwLockVariant::Atomic18 => "atomic18",
         }
+    }
+}
+
+/// The work a backend does between the locks — parse, bind, plan, executor start and end,
+/// expression evaluation, tuple handling, the protocol — which the macro workloads otherwise
+/// leave out (their figure is then the transaction's locking ceiling).
+///
+/// It is private CPU work (the sync shim's `busy_work`, which touches no shared line, and which
+/// a simulator can charge by its step count without running it), done at the start of each SQL
+/// statement of the transaction (`tpcb-like`'s five, the one of the others): the model has no
+/// executor, so where in the statement the work falls is not modelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorWork {
+    /// None: the locking ceiling (the default of `pglocks run`).
+    Off,
+    /// What a PostgreSQL 15 backend spends per transaction of the workload, measured
+    /// (`tests/pg15-executor-cpu/`), less nothing: the model's own calls add their cost on top.
+    Pg15,
+    /// This much per statement.
+    PerStatement(Duration),
+}
+
+/// `busy_work` steps per microsecond of a release build on the project's 2-core x86_64
+/// development machine (AMD EPYC): `busy_work(n)` timed for `n` from 1 000 to 10 000 000 runs
+/// 7 240–7 370 steps a microsecond (LLVM folds eight steps of its multiply-add chain into one),
+/// and `pglocks run lwlock-exclusive --impl floor --threads 1 --set think=1000000` shows the
+/// same (about 145 µs an operation). What turns a duration of executor work into steps, and
+/// what a simulated machine scales by its clock; a debug build is some 50 times slower.
+pub const BUSY_WORK_STEPS_PER_US: u64 = 7300;
+
+/// PostgreSQL 15's backend CPU per transaction, in microseconds (`tests/pg15-executor-cpu/cpu.tsv`,
+/// made by `scripts/pg15-executor-cpu.sh`: the serving backend's user + system time over a
+/// `pgbench -M prepared -c 1` run, the median of three).
+pub const PG15_CPU_US_PER_TX: [(&str, u64); 3] = [
+    ("select-only", 16),
+    ("tpcb-like", 208),
+    ("insert-commit", 116),
+];
+
+impl ExecutorWork {
+    /// The work per statement of `workload`, which runs `statements` SQL statements per
+    /// transaction, in `busy_work` steps.
+    pub fn steps_per_statement(self, workload: &str, statements: u32) -> u32 {
+        let us = match self {
+            ExecutorWork::Off => return 0,
+            ExecutorWork::Pg15 => PG15_CPU_US_PER_TX
+                .iter()
+                .find(|(w, _)| *w == workload)
+                .map_or(0, |&(_, us)| us * 1000 / u64::from(statements.max(1))),
+            ExecutorWork::PerStatement(d) => d.as_nanos() as u64,
+        };
+        // `us` is in nanoseconds here.
+        (us * BUSY_WORK_STEPS_PER_US / 1000).min(u64::from(u32::MAX)) as u32
     }
 }
 
@@ -497,6 +553,10 @@ pub const KNOBS: &[(&str, &str)] = &[
         "N in 1..=100000000: logical_decoding_work_mem in decoded changes (apply, default 440000: 64 MB of ~150-byte inserts)",
     ),
     (
+        "executor_work",
+        "off|pg15|DURATION: the backend's private CPU work between its locks in select-only, tpcb-like and insert-commit, spread over the transaction's statements: off (the locking ceiling, default), pg15 (PostgreSQL 15's measured CPU per transaction) or a duration per statement (20us); busy_work steps, calibrated on the project's 2-core development machine",
+    ),
+    (
         "row_work",
         "N in 0..=10000000: arithmetic steps per row on publisher and subscriber alike, for the executor, heap, index and WAL work no model does (apply, default 13000, about 1 us on a 3 GHz x86_64)",
     ),
@@ -724,6 +784,7 @@ impl Preset {
             apply_workers: pglocks_apply::leader::DEFAULT_MAX_PARALLEL_APPLY_WORKERS,
             work_mem_changes: DEFAULT_WORK_MEM_CHANGES,
             row_work: 13_000,
+            executor_work: ExecutorWork::Off,
             sinval_check: if r >= v(9, 2) {
                 SinvalCheck::WaitFree
             } else {
@@ -965,6 +1026,11 @@ impl Settings {
             "workers" => self.apply_workers.to_string(),
             "work_mem_changes" => self.work_mem_changes.to_string(),
             "row_work" => self.row_work.to_string(),
+            "executor_work" => match self.executor_work {
+                ExecutorWork::Off => "off".to_string(),
+                ExecutorWork::Pg15 => "pg15".to_string(),
+                ExecutorWork::PerStatement(d) => exact(d),
+            },
             "sinval_check" => SINVAL_CHECK.name(self.sinval_check),
             "inval_rate" => self.inval_rate.to_string(),
             "inval_batch" => self.inval_batch.to_string(),
@@ -1160,6 +1226,13 @@ impl Settings {
             }
             "work_mem_changes" => self.work_mem_changes = number(1, 100_000_000)? as usize,
             "row_work" => self.row_work = number(0, 10_000_000)?,
+            "executor_work" => self.executor_work = match value {
+                "off" => ExecutorWork::Off,
+                "pg15" => ExecutorWork::Pg15,
+                _ => ExecutorWork::PerStatement(duration(Duration::from_millis(100)).ok_or_else(
+                    || bad("off, pg15, or a duration per statement such as 20us (at most 100ms)"),
+                )?),
+            },
             "sinval_check" => self.sinval_check = SINVAL_CHECK.read(value, &bad)?,
             "inval_rate" => self.inval_rate = fraction()?,
             "inval_batch" => self.inval_batch = number(1, 4096)?,
@@ -1286,6 +1359,31 @@ mod tests {
             .iter()
             .filter_map(|p| p.same_as())
             .all(|q| !q.unisys));
+    }
+
+    #[test]
+    fn executor_work_reads_back_and_turns_into_steps() {
+        let mut s = Preset::by_name("pg15").unwrap().settings();
+        assert_eq!(s.executor_work, ExecutorWork::Off);
+        assert_eq!(s.executor_work.steps_per_statement("select-only", 1), 0);
+        s.apply("executor_work=pg15").unwrap();
+        assert_eq!(s.knob_value("executor_work").unwrap(), "pg15");
+        // 16 µs for select-only's one statement; tpcb-like's 208 µs over its five.
+        let steps = BUSY_WORK_STEPS_PER_US as u32;
+        assert_eq!(
+            s.executor_work.steps_per_statement("select-only", 1),
+            16 * steps
+        );
+        let per = s.executor_work.steps_per_statement("tpcb-like", 5);
+        assert!((per as f64 / steps as f64 - 41.6).abs() < 0.01, "{per}");
+        s.apply("executor_work=20us").unwrap();
+        assert_eq!(s.knob_value("executor_work").unwrap(), "20us");
+        assert_eq!(
+            s.executor_work.steps_per_statement("tpcb-like", 5),
+            20 * steps
+        );
+        let e = s.apply("executor_work=lots").unwrap_err().to_string();
+        assert!(e.contains("off, pg15, or a duration"), "{e}");
     }
 
     #[test]
