@@ -291,8 +291,10 @@ struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     refetch_updated_row: bool,
     /// 11+: the rightmost-leaf fast path of B-tree insertion.
     btree_rightmost_fastpath: bool,
-    /// `executor_work`: `busy_work` steps at the start of each statement.
+    /// `executor_work`: `busy_work` steps at the start of each statement, and at a writing
+    /// transaction's commit.
     executor_steps: u32,
+    executor_commit_steps: u32,
 }
 
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
@@ -1097,6 +1099,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         wr: &mut Writer<'_, K, V, R>,
         xid: u32,
     ) -> Result<(), TxnError> {
+        if self.executor_commit_steps > 0 {
+            std::hint::black_box(crate::work(self.executor_commit_steps, u64::from(xid)));
+        }
         let end = wr.w.wal.commit(b, wr.wal, xid)?;
         // TransactionIdCommitTree passes no LSN; the asynchronous one passes the record's end.
         let lsn = if wr.w.wal.config().synchronous_commit {
@@ -1185,9 +1190,14 @@ fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         multixact_gen: K::new("MultiXactGen"),
         refetch_updated_row: settings.refetch_updated_row,
         btree_rightmost_fastpath: settings.btree_rightmost_fastpath,
-        executor_steps: settings
+        executor_steps: settings.executor_work.steps_per_statement(
+            kind.name(),
+            kind.statements(),
+            kind != Kind::SelectOnly,
+        ),
+        executor_commit_steps: settings
             .executor_work
-            .steps_per_statement(kind.name(), kind.statements()),
+            .steps_at_commit(kind.name(), kind != Kind::SelectOnly),
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.

@@ -220,9 +220,14 @@ impl LwLockVariant {
 /// leave out (their figure is then the transaction's locking ceiling).
 ///
 /// It is private CPU work (the sync shim's `busy_work`, which touches no shared line, and which
-/// a simulator can charge by its step count without running it), done at the start of each SQL
-/// statement of the transaction (`tpcb-like`'s five, the one of the others): the model has no
-/// executor, so where in the statement the work falls is not modelled.
+/// a simulator can charge by its step count without running it), placed as a profile of
+/// PostgreSQL 15's `tpcb-like` backend split it (`perf record -g`, grouped by what
+/// `PostgresMain` calls: commit 16 % of the CPU, the rest bind, execute and the client
+/// protocol): a transaction that writes spends [`COMMIT_SHARE_PERCENT`] of its work at commit,
+/// and the rest — all of it for `select-only`, whose commit has no xid and writes nothing — is
+/// shared equally by its SQL statements (`tpcb-like`'s five, the one of the others), done at
+/// each statement's start. The model has no executor, so where inside a statement the work
+/// falls is not modelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorWork {
     /// None: the locking ceiling (the default of `pglocks run`).
@@ -251,21 +256,51 @@ pub const PG15_CPU_US_PER_TX: [(&str, u64); 3] = [
     ("insert-commit", 116),
 ];
 
+/// The share of a writing transaction's executor work spent at commit, in percent.
+pub const COMMIT_SHARE_PERCENT: u64 = 16;
+
 impl ExecutorWork {
+    /// PostgreSQL 15's CPU per transaction of `workload` in nanoseconds, and the part of it
+    /// spent at commit (a writing workload's [`COMMIT_SHARE_PERCENT`]).
+    fn pg15_ns(workload: &str, writes: bool) -> (u64, u64) {
+        let total = PG15_CPU_US_PER_TX
+            .iter()
+            .find(|(w, _)| *w == workload)
+            .map_or(0, |&(_, us)| us * 1000);
+        let commit = if writes {
+            total * COMMIT_SHARE_PERCENT / 100
+        } else {
+            0
+        };
+        (total, commit)
+    }
+
     /// The work per statement of `workload`, which runs `statements` SQL statements per
-    /// transaction, in `busy_work` steps.
-    pub fn steps_per_statement(self, workload: &str, statements: u32) -> u32 {
-        let us = match self {
-            ExecutorWork::Off => return 0,
-            ExecutorWork::Pg15 => PG15_CPU_US_PER_TX
-                .iter()
-                .find(|(w, _)| *w == workload)
-                .map_or(0, |&(_, us)| us * 1000 / u64::from(statements.max(1))),
+    /// transaction (and `writes` or not), in `busy_work` steps.
+    pub fn steps_per_statement(self, workload: &str, statements: u32, writes: bool) -> u32 {
+        let ns = match self {
+            ExecutorWork::Off => 0,
+            ExecutorWork::Pg15 => {
+                let (total, commit) = Self::pg15_ns(workload, writes);
+                (total - commit) / u64::from(statements.max(1))
+            }
             ExecutorWork::PerStatement(d) => d.as_nanos() as u64,
         };
-        // `us` is in nanoseconds here.
-        (us * BUSY_WORK_STEPS_PER_US / 1000).min(u64::from(u32::MAX)) as u32
+        busy_steps(ns)
     }
+
+    /// The work at a writing transaction's commit, in `busy_work` steps (none but for `pg15`).
+    pub fn steps_at_commit(self, workload: &str, writes: bool) -> u32 {
+        match self {
+            ExecutorWork::Pg15 => busy_steps(Self::pg15_ns(workload, writes).1),
+            _ => 0,
+        }
+    }
+}
+
+/// `busy_work` steps for `ns` nanoseconds.
+fn busy_steps(ns: u64) -> u32 {
+    (ns * BUSY_WORK_STEPS_PER_US / 1000).min(u64::from(u32::MAX)) as u32
 }
 
 /// How a release sizes its CLOG buffers (`CLOGShmemBuffers`), from `shared_buffers`.
@@ -1365,23 +1400,27 @@ mod tests {
     fn executor_work_reads_back_and_turns_into_steps() {
         let mut s = Preset::by_name("pg15").unwrap().settings();
         assert_eq!(s.executor_work, ExecutorWork::Off);
-        assert_eq!(s.executor_work.steps_per_statement("select-only", 1), 0);
+        assert_eq!(
+            s.executor_work.steps_per_statement("select-only", 1, false),
+            0
+        );
         s.apply("executor_work=pg15").unwrap();
         assert_eq!(s.knob_value("executor_work").unwrap(), "pg15");
-        // 16 µs for select-only's one statement; tpcb-like's 208 µs over its five.
+        // 16 µs for select-only's one statement, nothing at its commit; tpcb-like's 208 µs:
+        // 16 % at commit, the rest over its five statements.
         let steps = BUSY_WORK_STEPS_PER_US as u32;
-        assert_eq!(
-            s.executor_work.steps_per_statement("select-only", 1),
-            16 * steps
-        );
-        let per = s.executor_work.steps_per_statement("tpcb-like", 5);
-        assert!((per as f64 / steps as f64 - 41.6).abs() < 0.01, "{per}");
+        let w = s.executor_work;
+        assert_eq!(w.steps_per_statement("select-only", 1, false), 16 * steps);
+        assert_eq!(w.steps_at_commit("select-only", false), 0);
+        let per = w.steps_per_statement("tpcb-like", 5, true) as f64 / steps as f64;
+        let commit = w.steps_at_commit("tpcb-like", true) as f64 / steps as f64;
+        assert!((commit - 33.28).abs() < 0.01, "{commit}");
+        assert!((5.0 * per + commit - 208.0).abs() < 0.01, "{per} {commit}");
         s.apply("executor_work=20us").unwrap();
         assert_eq!(s.knob_value("executor_work").unwrap(), "20us");
-        assert_eq!(
-            s.executor_work.steps_per_statement("tpcb-like", 5),
-            20 * steps
-        );
+        let w = s.executor_work;
+        assert_eq!(w.steps_per_statement("tpcb-like", 5, true), 20 * steps);
+        assert_eq!(w.steps_at_commit("tpcb-like", true), 0);
         let e = s.apply("executor_work=lots").unwrap_err().to_string();
         assert!(e.contains("off, pg15, or a duration"), "{e}");
     }
