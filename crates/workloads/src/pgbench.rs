@@ -435,6 +435,27 @@ struct Session {
     oldest_member_set: bool,
 }
 
+impl<K: RawLwLock, V: VarProtocol, R: RawSpinLock> Writer<'_, K, V, R> {
+    /// `XLogInsert` of a record of resource manager `rmid` for transaction `xid`.
+    fn log(
+        &mut self,
+        b: &mut Backend,
+        xid: u32,
+        rmid: u8,
+        info: u8,
+        payload: &[u8],
+    ) -> Result<(), TxnError> {
+        let record = Record {
+            xid,
+            rmid,
+            info,
+            payload,
+        };
+        self.w.wal.insert(b, self.wal, &record)?;
+        Ok(())
+    }
+}
+
 /// A writing transaction's WAL state and the cluster's writes, for one transaction.
 struct Writer<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> {
     w: &'a Writes<K, V, R>,
@@ -674,13 +695,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         if dead.load(Relaxed) > room && prune_xid.load(Relaxed) == xid {
             dead.store(0, Relaxed);
             prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
-            let record = Record {
-                xid: INVALID_TRANSACTION_ID,
-                rmid: RM_HEAP2_ID,
-                info: XLOG_HEAP2_PRUNE,
-                payload: &HEAP_PRUNE_PAYLOAD,
-            };
-            w.w.wal.insert(b, w.wal, &record)?;
+            w.log(
+                b,
+                INVALID_TRANSACTION_ID,
+                RM_HEAP2_ID,
+                XLOG_HEAP2_PRUNE,
+                &HEAP_PRUNE_PAYLOAD,
+            )?;
             b.stats.events.count("tpcb.prunes", 1);
         }
         self.buffers.unlock_buffer(b, buffer)?;
@@ -820,13 +841,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let n = seq.load(Relaxed);
         seq.store((n + 1) % SEQ_LOG_VALS, Relaxed);
         if n == 0 {
-            let record = Record {
-                xid: INVALID_TRANSACTION_ID,
-                rmid: RM_SEQ_ID,
-                info: XLOG_SEQ_LOG,
-                payload: &SEQ_LOG_PAYLOAD,
-            };
-            wr.w.wal.insert(b, wr.wal, &record)?;
+            wr.log(
+                b,
+                INVALID_TRANSACTION_ID,
+                RM_SEQ_ID,
+                XLOG_SEQ_LOG,
+                &SEQ_LOG_PAYLOAD,
+            )?;
         }
         self.unlock_release(b, s, page)
     }
@@ -860,13 +881,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             }
             self.read_locked(b, s, INSERTS_PKEY, 1, LwLockMode::Exclusive)?
         };
-        let index = Record {
-            xid,
-            rmid: RM_BTREE_ID,
-            info: 0,
-            payload: &BTREE_INSERT_PAYLOAD,
-        };
-        wr.w.wal.insert(b, wr.wal, &index)?;
+        wr.log(b, xid, RM_BTREE_ID, 0, &BTREE_INSERT_PAYLOAD)?;
         self.unlock_release(b, s, leaf)
     }
 
@@ -952,13 +967,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             }
         };
         // The tuple goes in and its record is written with the page locked exclusively.
-        let heap = Record {
-            xid,
-            rmid: RM_HEAP_ID,
-            info: 0,
-            payload: &HEAP_INSERT_PAYLOAD,
-        };
-        wr.w.wal.insert(b, wr.wal, &heap)?;
+        wr.log(b, xid, RM_HEAP_ID, 0, &HEAP_INSERT_PAYLOAD)?;
         self.unlock_release(b, s, buffer)
     }
 
@@ -1072,13 +1081,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             }
         }
         // The new version and its record are written with the page still locked.
-        let update = Record {
+        wr.log(
+            b,
             xid,
-            rmid: RM_HEAP_ID,
-            info: XLOG_HEAP_HOT_UPDATE,
-            payload: &HEAP_UPDATE_PAYLOAD,
-        };
-        wr.w.wal.insert(b, wr.wal, &update)?;
+            RM_HEAP_ID,
+            XLOG_HEAP_HOT_UPDATE,
+            &HEAP_UPDATE_PAYLOAD,
+        )?;
         self.unlock_release(b, s, buffer)?;
         if tuple_locked {
             self.locks
