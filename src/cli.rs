@@ -1,4 +1,4 @@
-//! The `pglocks` command line (DESIGN §4): `run`, `list`, `topology`, `isolation`, `report`,
+//! The `pglocks` command line: `run`, `list`, `topology`, `isolation`, `report`,
 //! and with no command a quick demonstration sweep that writes a report.
 //!
 //! Every user error (an unknown name, a malformed list or duration, zero threads) becomes a
@@ -483,7 +483,7 @@ fn preset_cell(s: &workloads::Settings, k: &str) -> String {
 }
 
 /// The knobs whose values differ between releases, one row each, one column per preset that
-/// has a modelled change (DESIGN §5's table, from the presets themselves).
+/// has a modelled change (from the presets themselves).
 fn print_preset_table(knob_width: usize) {
     let presets: Vec<&workloads::Preset> = workloads::PRESETS
         .iter()

@@ -2,8 +2,8 @@
 //! they scale on the machine at hand.
 //!
 //! The workspace has one crate per PostgreSQL subsystem; this facade re-exports them and holds the
-//! `pglocks` command line ([`cli`]). See the README for the two commands that matter and
-//! `DESIGN.md` (in the project's shared folder) for the architecture.
+//! `pglocks` command line ([`cli`]). See the README for the two commands that matter and for
+//! the layout of the workspace.
 
 pub mod cli;
 

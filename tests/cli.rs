@@ -1,5 +1,5 @@
 //! The `pglocks` binary as a user meets it: bad input exits 2 with a message that lists the valid
-//! choices; good input prints what DESIGN §4 promises.
+//! choices; good input prints the documented report.
 
 use std::process::{Command, Output};
 

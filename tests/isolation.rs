@@ -1,7 +1,7 @@
 //! The isolation specs under `tests/isolation/specs`, run by the lock model, must print exactly
 //! what PostgreSQL 15's isolationtester printed for them against a real server (the files under
-//! `tests/isolation/expected`, recorded with `/usr/lib/postgresql/15/.../isolationtester`; see
-//! DESIGN §6). The runner keeps the tester's clock as virtual time (its 10 ms looks at each
+//! `tests/isolation/expected`, recorded with PostgreSQL 15's isolationtester by
+//! `tests/isolation/record-expected.sh`; see `tests/isolation/FINDINGS.md`). The runner keeps the tester's clock as virtual time (its 10 ms looks at each
 //! waiting step, the sessions' `deadlock_timeout` and `lock_timeout`), never the machine's, so
 //! the comparison is exact however loaded the machine is.
 

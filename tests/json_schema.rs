@@ -1,4 +1,4 @@
-//! The JSON document is a contract (DESIGN §4): the example from DESIGN parses into the report
+//! The JSON document is a contract (`pglocks_harness::report`): the documented example parses into the report
 //! types (which reject unknown fields), serialises back to the same value, and a real run has
 //! exactly the documented keys at every level (a run shorter than one 100 ms timeline interval
 //! has no `timeline_ops_per_sec`; the optional keys are tested on their own).

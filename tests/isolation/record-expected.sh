@@ -1,5 +1,5 @@
 #!/bin/sh
-# Records expected outputs from the real PostgreSQL 15 isolationtester (DESIGN §6).
+# Records expected outputs from the real PostgreSQL 15 isolationtester (see FINDINGS.md).
 # Usage: record-expected.sh [NAME ...]   (default: all specs). Must run as a non-root user
 # with a PG15 server on /tmp:5499 and database isotest.
 # Writes expected/NAME.out (stdout) and expected/NAME.stderr (if non-empty);

@@ -69,7 +69,7 @@ pub enum HarnessError {
 /// Names of the files a report directory holds besides the charts (whose names
 /// [`plot::ChartKind::file_name`] gives: `<kind>-<workload>.svg`).
 pub mod files {
-    /// The JSON document (DESIGN §4), from which every other file is rendered.
+    /// The JSON document (the contract of [`crate::report`]), from which every other file is rendered.
     pub const JSON: &str = "report.json";
     /// One row per point, as `--format csv` prints.
     pub const CSV: &str = "report.csv";

@@ -10,7 +10,7 @@ use comfy_table::{presets, CellAlignment, Table};
 pub enum Format {
     /// A table for a terminal.
     Table,
-    /// The JSON document (DESIGN §4).
+    /// The JSON document (the contract of [`crate::report`]).
     Json,
     /// One row per point (`ideal_ops_per_sec` and `ideal_fraction`, the last two columns, are
     /// empty for points without an ideal).

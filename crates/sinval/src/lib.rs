@@ -149,7 +149,7 @@ impl SharedInvalidationMessage {
     }
 }
 
-/// How a backend looks for new messages (DESIGN §5: "sinval check").
+/// How a backend looks for new messages (the `sinval_check` knob of the presets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinvalCheck {
     /// ≤ 9.1: every check takes `SInvalReadLock` shared and `msgnumLock`; writers keep no flags.

@@ -1,4 +1,4 @@
-//! PostgreSQL releases as configurations (DESIGN §5), and single knobs (`--set knob=value`).
+//! PostgreSQL releases as configurations, and single knobs (`--set knob=value`).
 //!
 //! A preset is the set of knob values that makes each model behave as that release did on x86_64;
 //! `--set` then changes one knob so one difference can be isolated. Only knobs whose models exist
@@ -190,7 +190,7 @@ pub struct Settings {
     pub think: u32,
 }
 
-/// The LWLock implementations of PostgreSQL's releases (DESIGN §5).
+/// The LWLock implementations of PostgreSQL's releases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LwLockVariant {
     /// ≤ 9.4: a struct guarded by an s_lock spinlock.
