@@ -1,6 +1,6 @@
-//! The JSON document is a contract (`pglocks_harness::report`): the documented example parses into the report
-//! types (which reject unknown fields), serialises back to the same value, and a real run has
-//! exactly the documented keys at every level (a run shorter than one 100 ms timeline interval
+//! The JSON document is a contract (`pglocks_harness::report`): the documented example parses
+//! into the report types (which reject unknown fields), serialises back to the same value, and
+//! a real run has exactly the documented keys at every level (a run shorter than one 100 ms timeline interval
 //! has no `timeline_ops_per_sec`; the optional keys are tested on their own).
 
 use pglocks::harness::Report;
@@ -29,7 +29,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 #[test]
 fn design_example_round_trips() {
     let v = design_example();
-    let r: Report = serde_json::from_value(v.clone()).expect("DESIGN's example parses");
+    let r: Report = serde_json::from_value(v.clone()).expect("the documented example parses");
     assert_eq!(serde_json::to_value(&r).unwrap(), v);
 }
 

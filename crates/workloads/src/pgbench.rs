@@ -650,13 +650,12 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         &self,
         b: &mut Backend,
         s: &mut Session,
-        w: Option<&mut Writer<'_, K, V, R>>,
+        mut w: Option<&mut Writer<'_, K, V, R>>,
         table: &Table,
         block: u32,
     ) -> Result<(), TxnError> {
         let tag = BufferTag::main(DATABASE, table.relid, block);
         let buffer = self.buffers.read_buffer(b, &mut s.pins, tag)?;
-        let mut w = w;
         if let (Some(w), Some((dead, prune_xid))) =
             (w.as_deref_mut(), table.dead.get(block as usize))
         {
