@@ -458,11 +458,11 @@ fn print_list() {
     println!("\nknobs (--set knob=value, applied on top of the preset):");
     let width = workloads::KNOBS
         .iter()
-        .map(|k| k.0.len())
+        .map(|k| k.name.len())
         .max()
         .unwrap_or(0);
-    for (k, what) in workloads::KNOBS {
-        println!("  {k:<width$} {what}");
+    for k in workloads::KNOBS {
+        println!("  {:<width$} {}", k.name, k.help);
     }
     print_preset_table(width);
 }
@@ -492,9 +492,9 @@ fn print_preset_table(knob_width: usize) {
     let settings: Vec<_> = presets.iter().map(|p| p.settings()).collect();
     let rows: Vec<(&str, Vec<String>)> = workloads::KNOBS
         .iter()
-        .map(|(k, _)| {
-            let values = settings.iter().map(|s| preset_cell(s, k)).collect();
-            (*k, values)
+        .map(|k| {
+            let values = settings.iter().map(|s| preset_cell(s, k.name)).collect();
+            (k.name, values)
         })
         .filter(|(_, v): &(&str, Vec<String>)| v.iter().any(|x| x != &v[0]))
         .collect();

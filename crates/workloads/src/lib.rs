@@ -8,18 +8,21 @@
 mod apply;
 mod bufmgr;
 mod clog;
+mod knob;
 mod lmgr;
 mod lwlock;
 mod pgbench;
 pub mod preset;
 mod procarray;
+mod settings;
 mod shmmq;
 mod sinval;
 mod spin;
 pub mod stress;
 mod wal;
 
-pub use preset::{FlushDeviceKind, Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};
+pub use knob::Knob;
+pub use preset::{knob, FlushDeviceKind, Preset, Settings, DEFAULT_PRESET, KNOBS, PRESETS};
 
 use pglocks_harness::SeriesSpec;
 
