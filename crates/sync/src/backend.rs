@@ -5,11 +5,15 @@
 //! handle to every call that PostgreSQL makes on behalf of `MyProc`, so that one OS thread can play
 //! one backend and a test can play several. The handle owns what is private to the backend (its
 //! spin estimate, its statistics, its random-number state) and points at its shared [`ProcSlot`],
-//! which holds what other backends touch (the semaphore they unlock to wake it).
+//! which holds what other backends touch: the semaphore they unlock to wake it, its latch, and its
+//! LWLock wait state — `lwWaiting`, `lwWaitMode` and the `lwWaitLink` node by which
+//! pglocks-lwlock's LWLocks (PostgreSQL's of every release, and the hand-off lock) queue the
+//! backend on a lock's wait list (a [`ProcList`](crate::proclist::ProcList), also of this crate).
 //!
-//! Subsystems above this crate keep their own `PGPROC` fields (LWLock wait links, fast-path slots,
-//! lock-wait state) in arrays of their own indexed by [`Backend::procno`], rather than growing one
-//! struct here: that keeps the dependency direction of the workspace one way.
+//! Subsystems above this crate keep their other `PGPROC` fields (the lock manager's fast-path
+//! slots and lock-wait state, for example) in arrays of their own indexed by
+//! [`Backend::procno`], rather than growing one struct here: that keeps the dependency direction
+//! of the workspace one way.
 //!
 //! Differences from PostgreSQL: `InitProcess` pops a free `PGPROC` from a free list under a
 //! spinlock; [`ProcTable::attach`] claims the first free slot with one compare-exchange per slot,
