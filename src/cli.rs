@@ -263,7 +263,7 @@ struct Plan {
 }
 
 fn plan(a: &RunArgs) -> Result<Plan, CliError> {
-    workloads::workload(&a.workload)?;
+    let workload = workloads::workload(&a.workload)?;
     let threads = parse_threads(&a.threads)?;
     let duration = parse_duration("--duration", &a.duration)?;
     let warmup = parse_duration("--warmup", &a.warmup)?;
@@ -278,12 +278,15 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     topology.pin_order(pin).map_err(HarnessError::from)?;
     let mut sets = a.sets.clone();
     if let Some(l) = &a.flush_latency {
-        if !(a.workload.starts_with("wal-")
-            || a.workload == "insert-commit"
-            || a.workload == "tpcb-like")
-        {
+        if !workload.flushes_wal {
+            let flushing: Vec<&str> = workloads::WORKLOADS
+                .iter()
+                .filter(|w| w.flushes_wal)
+                .map(|w| w.name)
+                .collect();
             return Err(CliError::Usage(format!(
-                "--flush-latency applies to the workloads that flush WAL (wal-insert, wal-commit, insert-commit, tpcb-like), not {}",
+                "--flush-latency applies to the workloads that flush WAL ({}), not {}",
+                flushing.join(", "),
                 a.workload
             )));
         }
@@ -300,9 +303,7 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
         // The macro workloads say in their series' name when they do the executor's work, so
         // that a report never passes a figure with it off for one with it on, or back.
         let mut label = p.clone();
-        if ["select-only", "tpcb-like", "insert-commit"].contains(&a.workload.as_str())
-            && !p.contains("executor_work")
-        {
+        if workload.executor_work && !p.contains("executor_work") {
             let mut settings = preset.settings();
             for set in &own_sets {
                 settings.apply(set)?;
@@ -432,8 +433,11 @@ fn print_list() {
     println!("workloads (pglocks run WORKLOAD --impl ...):");
     for w in workloads::WORKLOADS {
         println!("  {:<16} {}", w.name, w.summary);
-        for (name, what) in w.impls {
-            println!("      --impl {name:<12} {what}");
+        for i in w.impls {
+            println!("      --impl {:<12} {}", i.name, i.summary);
+        }
+        if !w.knobs.is_empty() {
+            println!("      knobs: {}", w.knobs.join(", "));
         }
     }
     println!(

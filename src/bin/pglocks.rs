@@ -5,6 +5,10 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A closed stdout (`pglocks list | head`) ends the process quietly, as it ends a C tool,
+    // instead of a panic in `println!`.
+    // SAFETY: restores the default disposition of one signal, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = pglocks::cli::Cli::parse();
     match pglocks::cli::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,

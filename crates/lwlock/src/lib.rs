@@ -280,6 +280,47 @@ fn too_many(max: usize) -> LwLockError {
     LwLockError::TooManyLwLocks { max }
 }
 
+/// The held-locks bookkeeping every LWLock shares, public for a lock of one's own.
+///
+/// lwlock.c keeps, per backend, the array `held_lwlocks[]` of the locks it holds and their
+/// modes: `LWLockAcquire` and friends refuse a lock past `MAX_SIMUL_LWLOCKS` ("too many LWLocks
+/// taken") before touching it, record it once taken, and `LWLockRelease` finds it there to learn
+/// the mode it releases ("lock is not held" if it is not). An implementation of [`RawLwLock`]
+/// calls these three in the same places, so that it keeps PostgreSQL's error behaviour and works
+/// with everything that reads the array (`LWLockReleaseAll`, `LWLockHeldByMe`, the workloads'
+/// checks). A lock is known by its address.
+pub mod held {
+    use super::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+    use pglocks_sync::Backend;
+
+    /// `LWLockAcquire`'s first test: room for one more held lock, else "too many LWLocks taken".
+    #[inline(always)]
+    pub fn check_room(b: &Backend) -> Result<(), LwLockError> {
+        super::check_room(b, MAX_SIMUL_LWLOCKS)
+    }
+
+    /// Records `lock`, just taken in `mode`, as held by `b`.
+    #[inline(always)]
+    pub fn record<L: ?Sized>(b: &mut Backend, lock: &L, mode: LwLockMode) {
+        b.held_lwlocks
+            .push(lock as *const L as *const () as usize, mode as u8);
+    }
+
+    /// `LWLockRelease`'s start: takes `lock` out of `b`'s held locks and returns the mode it was
+    /// held in, or "lock `name` is not held".
+    #[inline(always)]
+    pub fn forget<L: ?Sized>(
+        b: &mut Backend,
+        lock: &L,
+        name: &'static str,
+    ) -> Result<LwLockMode, LwLockError> {
+        b.held_lwlocks
+            .remove(lock as *const L as *const () as usize)
+            .map(LwLockMode::from_u8)
+            .ok_or(LwLockError::NotHeld { lock: name })
+    }
+}
+
 /// Re-posts the `extra` wake-ups a backend absorbed while waiting for its own (lwlock.c's
 /// `extraWaits` loop), so that whatever they were meant for still sees them.
 fn repost_absorbed_wakeups(b: &Backend, extra: u32) {

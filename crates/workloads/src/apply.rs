@@ -40,8 +40,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// Implementations of `apply`.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's apply: a leader apply worker, spool files, parallel apply workers on shm_mq and the lock manager",
 )];
 
@@ -106,7 +105,11 @@ fn run_publisher(
 }
 
 impl PgWorkload for Apply {
-    fn run<K: pglocks_lwlock::RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    fn run<K: pglocks_lwlock::RawLwLock, R: pglocks_spin::RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
         let publishers = spec.threads.max(1);
         let pcfg = PublisherConfig {
             tables: 1,

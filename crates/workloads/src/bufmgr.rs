@@ -64,7 +64,11 @@ fn run<K: RawLwLock, P: Padding>(
 pub(crate) struct BufferLookup;
 
 impl crate::PgWorkload for BufferLookup {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    fn run<K: RawLwLock, R: pglocks_spin::RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
         // The partition locks are spaced as MainLWLockArray's are.
         match settings.lwlock_padding {
             0 => run::<K, NoPadding>(settings, spec),

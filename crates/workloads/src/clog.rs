@@ -22,8 +22,7 @@ use rand::RngExt;
 use std::sync::Arc;
 
 /// Implementations of the commit-log workloads.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's clog.c/slru.c of the preset (buffers, banks, victim rule, group update, LWLocks)",
 )];
 
@@ -100,7 +99,11 @@ fn run<K: RawLwLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    fn run<K: RawLwLock, R: pglocks_spin::RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
         run::<K>(settings, self, spec)
     }
 }

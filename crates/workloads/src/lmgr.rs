@@ -23,8 +23,7 @@ use rand::RngExt;
 use std::sync::Arc;
 
 /// Implementations of the lock-manager workloads.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's lock manager of the preset (partitions, fast path, VXID locks, LWLocks)",
 )];
 
@@ -78,7 +77,11 @@ fn transaction<K: RawLwLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    fn run<K: RawLwLock, R: pglocks_spin::RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
         let procs = proc_table(settings, spec.threads);
         let lm = Arc::new(LockManager::<K>::new(
             settings.lock_manager_config(spec.threads),

@@ -9,8 +9,7 @@
 //! counts LWLOCK_STATS acquisitions (its cost is the difference in throughput).
 
 use crate::preset::{LwLockVariant, Settings};
-use crate::{proc_table, work, WorkloadError};
-use pglocks_harness::sweep::RunFn;
+use crate::{proc_table, work, Impl, Model, RunResult};
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lwlock::{
     AtomicLwLock, HandoffLwLock, LockedBit, LwLockError, LwLockMode, MutexWaitListLwLock,
@@ -24,52 +23,59 @@ use rand::RngExt;
 use std::hint::black_box;
 use std::sync::Arc;
 
-/// Implementations of the LWLock workloads.
-pub const IMPLS: &[(&str, &str)] = &[
-    ("pg", "PostgreSQL's LWLock of the preset"),
-    ("parking_lot", "parking_lot::RwLock"),
-    (
+/// Implementations of the LWLock workloads: PostgreSQL's LWLock of the preset, then the peers,
+/// each run by [`run`] on its lock type.
+pub const IMPLS: &[Impl] = &[
+    Impl::pg("PostgreSQL's LWLock of the preset"),
+    Impl::new("parking_lot", "parking_lot::RwLock", run::<parking_lot::RwLock<()>>),
+    Impl::new(
         "parking_lot-lwlock",
         "parking_lot's RawRwLock behind the LWLock trait (with the held-locks array)",
+        run::<Lw<ParkingLotLwLock>>,
     ),
-    (
+    Impl::new(
         "read-first",
         "a prototype: 9.6's LWLock whose attempt only reads a taken lock, without PostgreSQL's compare-and-swap of the unchanged word",
+        run::<Lw<AtomicLwLock<Pg96Layout, LockedBit, ReadFirst>>>,
     ),
-    (
+    Impl::new(
         "handoff",
         "HandoffLwLock: a release hands the lock to the queue head in FIFO order (the design lwlock.c rejects)",
+        run::<Lw<HandoffLwLock>>,
     ),
-    ("std", "std::sync::RwLock"),
-    (
+    Impl::new("std", "std::sync::RwLock", run::<std::sync::RwLock<()>>),
+    Impl::new(
         "floor",
         "two bare read-modify-writes (fetch_add, fetch_sub): the physical floor",
+        run::<Floor>,
     ),
 ];
 
 /// Implementations of `buffer-lookup`.
-pub const BUFFER_IMPLS: &[(&str, &str)] = &[
-    (
-        "pg",
+pub const BUFFER_IMPLS: &[Impl] = &[
+    Impl::pg(
         "PostgreSQL's buffer manager of the preset: lookup under the BufferMapping partition lock, pin, unpin; misses run the victim search and BufferAlloc",
     ),
-    (
+    Impl::new(
         "pg-lwlock",
         "lock only: the shared BufferMapping partition lock of the page's tag (LWLocks of the preset), no table, no pin",
+        |_, settings, spec| with_lwlock_type(settings, BufferOnLwLock(settings, spec)),
     ),
-    (
+    Impl::new(
         "parking_lot",
         "lock only: an array of parking_lot::RwLock, same pages, partitioning and padding",
+        buffer_run::<parking_lot::RwLock<()>>,
     ),
-    (
+    Impl::new(
         "std",
         "lock only: an array of std::sync::RwLock, same pages, partitioning and padding",
+        buffer_run::<std::sync::RwLock<()>>,
     ),
 ];
 
 /// Which modes a workload asks for.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Mix {
+pub enum Mix {
     Exclusive,
     Shared,
     Mixed,
@@ -172,57 +178,77 @@ fn operation<M: RwModel>(
     Ok(())
 }
 
-fn runner<M: RwModel>(mix: Mix, settings: &Settings) -> RunFn<'static> {
-    let settings = settings.clone();
-    Box::new(move |spec: &TeamSpec| {
-        let procs = proc_table(&settings, spec.threads);
-        let lock = Arc::new(CachePadded::new(M::new("BenchLock")));
-        run_team(spec, &procs, |_| {
-            let (lock, settings) = (Arc::clone(&lock), settings.clone());
-            move |b: &mut Backend| {
-                let shared = match mix {
-                    Mix::Exclusive => false,
-                    Mix::Shared => true,
-                    Mix::Mixed => b.rng.random::<f64>() < settings.read_ratio,
-                };
-                operation(&**lock, b, shared, &settings)
-            }
-        })
+/// One run of an LWLock micro workload on lock model `M`: one lock, the model's mode mix.
+fn run<M: RwModel>(model: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    run_mix::<M>(model.mix(), settings, spec)
+}
+
+/// One run of an LWLock micro workload with mix `mix` on LWLock `K`.
+pub(crate) fn run_on<K: RawLwLock>(mix: Mix, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    run_mix::<Lw<K>>(mix, settings, spec)
+}
+
+fn run_mix<M: RwModel>(mix: Mix, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    let procs = proc_table(settings, spec.threads);
+    let lock = Arc::new(CachePadded::new(M::new("BenchLock")));
+    run_team(spec, &procs, |_| {
+        let (lock, settings) = (Arc::clone(&lock), settings.clone());
+        move |b: &mut Backend| {
+            let shared = match mix {
+                Mix::Exclusive => false,
+                Mix::Shared => true,
+                Mix::Mixed => b.rng.random::<f64>() < settings.read_ratio,
+            };
+            operation(&**lock, b, shared, &settings)
+        }
     })
+}
+
+/// `buffer-lookup`, lock only, on lock model `M`, with the partitions spaced as
+/// `lwlock_padding` says.
+fn buffer_run<M: RwModel>(_: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    match settings.lwlock_padding {
+        0 => buffer_run_padded::<M, NoPadding>(settings, spec),
+        32 => buffer_run_padded::<M, Pad32>(settings, spec),
+        64 => buffer_run_padded::<M, Pad64>(settings, spec),
+        _ => buffer_run_padded::<M, Pad128>(settings, spec),
+    }
 }
 
 /// `buffer-lookup`, lock only: what `BufTableLookup` costs in locking — the shared partition
 /// lock of the page's tag hash (the same pages as the full model's), taken and released; no
 /// table probe, no pin, no miss. The partitions are an array padded as `P` says, as
 /// `MainLWLockArray` is.
-fn buffer_runner<M: RwModel, P: Padding>(settings: &Settings) -> RunFn<'static> {
-    let settings = settings.clone();
-    Box::new(move |spec: &TeamSpec| {
-        let procs = proc_table(&settings, spec.threads);
-        let locks: Arc<[P::Cell<M>]> = (0..settings.buffer_partitions)
-            .map(|_| P::pad(M::new("BufferMapping")))
-            .collect();
-        run_team(spec, &procs, |_| {
-            let (locks, settings) = (Arc::clone(&locks), settings.clone());
-            move |b: &mut Backend| {
-                let hashcode = crate::bufmgr::page(b, &settings).hash_code();
-                let lock = &locks[hashcode as usize % locks.len()];
-                operation(&**lock, b, true, &settings)
-            }
-        })
+fn buffer_run_padded<M: RwModel, P: Padding>(settings: &Settings, spec: &TeamSpec) -> RunResult {
+    let procs = proc_table(settings, spec.threads);
+    let locks: Arc<[P::Cell<M>]> = (0..settings.buffer_partitions)
+        .map(|_| P::pad(M::new("BufferMapping")))
+        .collect();
+    run_team(spec, &procs, |_| {
+        let (locks, settings) = (Arc::clone(&locks), settings.clone());
+        move |b: &mut Backend| {
+            let hashcode = crate::bufmgr::page(b, &settings).hash_code();
+            let lock = &locks[hashcode as usize % locks.len()];
+            operation(&**lock, b, true, &settings)
+        }
     })
 }
 
-/// Builds a runner for some lock model `M`.
-trait MakeRunner {
-    fn make<M: RwModel>(self) -> RunFn<'static>;
+/// `buffer-lookup`, lock only, on the release's LWLock.
+struct BufferOnLwLock<'a>(&'a Settings, &'a TeamSpec);
+
+impl MakeWithLwLock for BufferOnLwLock<'_> {
+    type Output = RunResult;
+    fn make<K: RawLwLock>(self) -> RunResult {
+        buffer_run::<Lw<K>>(Model::BufferLookup, self.0, self.1)
+    }
 }
 
 /// Builds a runner on PostgreSQL's LWLock of some release, `K`: what a workload built on
 /// LWLocks (the LWLock ones, the lock manager, …) implements so that one `match` on the preset
 /// picks the type for all of them.
 pub(crate) trait MakeWithLwLock {
-    /// What `make` builds (a runner, or the stress test's parts).
+    /// What `make` builds (a run, or the stress test's parts).
     type Output;
     fn make<K: RawLwLock>(self) -> Self::Output;
 }
@@ -240,81 +266,4 @@ pub(crate) fn with_lwlock_type<M: MakeWithLwLock>(settings: &Settings, make: M) 
             make.make::<SpinlockProtectedLwLock<PgSpinLock<false>>>()
         }
     }
-}
-
-/// A lock-model runner maker, given PostgreSQL's LWLock as the model.
-struct AsLwLock<R>(R);
-
-impl<R: MakeRunner> MakeWithLwLock for AsLwLock<R> {
-    type Output = RunFn<'static>;
-    fn make<K: RawLwLock>(self) -> RunFn<'static> {
-        self.0.make::<Lw<K>>()
-    }
-}
-
-/// The runner of `make` for the preset's LWLock implementation.
-fn with_pg_lwlock(settings: &Settings, make: impl MakeRunner) -> RunFn<'static> {
-    with_lwlock_type(settings, AsLwLock(make))
-}
-
-struct Buffer<'a>(&'a Settings);
-
-impl MakeRunner for Buffer<'_> {
-    fn make<M: RwModel>(self) -> RunFn<'static> {
-        match self.0.lwlock_padding {
-            0 => buffer_runner::<M, NoPadding>(self.0),
-            32 => buffer_runner::<M, Pad32>(self.0),
-            64 => buffer_runner::<M, Pad64>(self.0),
-            _ => buffer_runner::<M, Pad128>(self.0),
-        }
-    }
-}
-
-struct Single<'a>(Mix, &'a Settings);
-
-impl MakeRunner for Single<'_> {
-    fn make<M: RwModel>(self) -> RunFn<'static> {
-        runner::<M>(self.0, self.1)
-    }
-}
-
-/// The `buffer-lookup` runner for `impl_name` under `settings`.
-pub(crate) fn buffer_series(
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    let make = Buffer(settings);
-    Ok(match impl_name {
-        "pg" => crate::on_pg_lwlock(settings, crate::bufmgr::BufferLookup),
-        "pg-lwlock" => with_pg_lwlock(settings, make),
-        "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
-        "std" => make.make::<std::sync::RwLock<()>>(),
-        _ => {
-            return Err(crate::unknown_impl(
-                "buffer-lookup",
-                impl_name,
-                BUFFER_IMPLS,
-            ))
-        }
-    })
-}
-
-/// The runner for `impl_name` under `settings`.
-pub(crate) fn series(
-    workload: &str,
-    mix: Mix,
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    let make = Single(mix, settings);
-    Ok(match impl_name {
-        "pg" => with_pg_lwlock(settings, make),
-        "parking_lot" => make.make::<parking_lot::RwLock<()>>(),
-        "parking_lot-lwlock" => make.make::<Lw<ParkingLotLwLock>>(),
-        "read-first" => make.make::<Lw<AtomicLwLock<Pg96Layout, LockedBit, ReadFirst>>>(),
-        "handoff" => make.make::<Lw<HandoffLwLock>>(),
-        "std" => make.make::<std::sync::RwLock<()>>(),
-        "floor" => make.make::<Floor>(),
-        _ => return Err(crate::unknown_impl(workload, impl_name, IMPLS)),
-    })
 }

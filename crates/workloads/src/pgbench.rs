@@ -140,7 +140,7 @@ use pglocks_procarray::{ProcArray, ProcArrayError, Snapshot, INVALID_TRANSACTION
 use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::SlruError;
-use pglocks_spin::{PgSpinLock, RawSpinLock};
+use pglocks_spin::RawSpinLock;
 use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
@@ -153,8 +153,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex};
 
 /// Implementations of the macro workloads.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's models of the preset: lock manager, sinval queue, ProcArray, buffer manager",
 )];
 
@@ -1333,22 +1332,8 @@ impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
-        // The s_lock spinlocks' TAS_SPIN (msgnumLock, insertpos_lck).
-        if settings.tas_spin {
-            self.run_with::<K, PgSpinLock<true>>(settings, spec)
-        } else {
-            self.run_with::<K, PgSpinLock<false>>(settings, spec)
-        }
-    }
-}
-
-impl Kind {
-    fn run_with<K: RawLwLock, R: RawSpinLock>(
-        self,
-        settings: &Settings,
-        spec: &TeamSpec,
-    ) -> RunResult {
+    /// The s_lock spinlocks (`msgnumLock`, `insertpos_lck`, `info_lck`) are `R`.
+    fn run<K: RawLwLock, R: RawSpinLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
         match self {
             // The buffer partitions spaced as MainLWLockArray's: select-only spreads its reads
             // over the partitions.

@@ -31,8 +31,7 @@ use rand::RngExt;
 use std::sync::Arc;
 
 /// Implementations of the ProcArray workloads.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's procarray.c of the preset (snapshot layout, group XID clear, LWLocks)",
 )];
 
@@ -134,7 +133,11 @@ fn run<K: RawLwLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    fn run<K: RawLwLock, R: pglocks_spin::RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
         run::<K>(settings, self, spec)
     }
 }

@@ -20,8 +20,7 @@
 //! the other end.
 
 use crate::preset::Settings;
-use crate::{proc_table, workload_error, RunResult, WorkloadError};
-use pglocks_harness::sweep::RunFn;
+use crate::{proc_table, workload_error, Impl, Model, RunResult};
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_shmmq::{
     ShmMq, ShmMqConfig, ShmMqError, ShmMqHandle, ShmMqResult, MAXIMUM_ALIGNOF, SHM_MQ_HEADER_SIZE,
@@ -30,14 +29,14 @@ use pglocks_sync::{Backend, ProcTable};
 use std::sync::{Arc, Mutex};
 
 /// Implementations of `shm-mq`.
-pub const IMPLS: &[(&str, &str)] = &[
-    (
-        "pg",
+pub const IMPLS: &[Impl] = &[
+    Impl::pg(
         "PostgreSQL's shm_mq.c: a byte ring with atomic read/written counters, ends sleeping on their latches",
     ),
-    (
+    Impl::new(
         "crossbeam",
         "crossbeam_channel::bounded of Vec<u8>, as many messages as the ring holds",
+        |_, settings, spec| finish(run_crossbeam(settings, spec), spec),
     ),
 ];
 
@@ -62,17 +61,9 @@ fn role(i: usize, threads: usize) -> Role {
     }
 }
 
-/// The runner of `impl_name`.
-pub(crate) fn series(
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    let settings = settings.clone();
-    Ok(match impl_name {
-        "pg" => Box::new(move |spec| finish(run_pg(&settings, spec), spec)),
-        "crossbeam" => Box::new(move |spec| finish(run_crossbeam(&settings, spec), spec)),
-        _ => return Err(crate::unknown_impl("shm-mq", impl_name, IMPLS)),
-    })
+/// One run of PostgreSQL's shm_mq (its spinlock-free ring takes none of the caller's locks).
+pub(crate) fn run(_: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    finish(run_pg(settings, spec), spec)
 }
 
 /// Counts only messages received as operations, and adds the throughput in bytes.
@@ -284,7 +275,7 @@ fn run_crossbeam(settings: &Settings, spec: &TeamSpec) -> RunResult {
     run_team(spec, &procs, |i| {
         let end = ends.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[i].take();
         let payload = Arc::clone(&payload);
-        move |b: &mut Backend| -> Result<(), WorkloadError> {
+        move |b: &mut Backend| -> Result<(), crate::WorkloadError> {
             if let Some(end) = &end {
                 end.op(b, &payload);
             }

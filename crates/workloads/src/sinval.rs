@@ -18,15 +18,14 @@ use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
 use pglocks_sinval::{SharedInvalidationMessage, SinvalConfig, SinvalQueue};
-use pglocks_spin::{PgSpinLock, RawSpinLock};
+use pglocks_spin::RawSpinLock;
 use pglocks_sync::Backend;
 use rand::RngExt;
 use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Implementations of the shared-invalidation workload.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's sinvaladt.c of the preset (locked or wait-free check, SInvalRead/WriteLock, msgnumLock)",
 )];
 
@@ -74,12 +73,8 @@ fn run<K: RawLwLock, R: RawSpinLock>(
 pub(crate) struct Check;
 
 impl crate::PgWorkload for Check {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
-        // msgnumLock is an s_lock spinlock: TAS_SPIN or plain TAS, as the release.
-        if settings.tas_spin {
-            run::<K, PgSpinLock<true>>(settings, spec)
-        } else {
-            run::<K, PgSpinLock<false>>(settings, spec)
-        }
+    /// `msgnumLock` is an s_lock spinlock, `R`.
+    fn run<K: RawLwLock, R: RawSpinLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+        run::<K, R>(settings, spec)
     }
 }

@@ -6,45 +6,53 @@
 //! work between acquisitions, both as dependent arithmetic that touches no memory.
 
 use crate::preset::Settings;
-use crate::WorkloadError;
-use crate::{proc_table, work};
-use pglocks_harness::sweep::RunFn;
+use crate::{proc_table, work, Impl, Model, RunResult};
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_spin::{
-    FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinError, SpinLock, TicketLock,
+    FloorLock, McsLock, NaiveTasLock, RawSpinLock, SpinError, SpinLock, TicketLock,
 };
 use pglocks_sync::{Backend, CachePadded};
 use std::hint::black_box;
 use std::sync::Arc;
 
-/// Implementations of the `spin` workload, with one line each for `pglocks list`.
-pub const IMPLS: &[(&str, &str)] = &[
-    (
-        "pg",
-        "PostgreSQL's s_lock (TAS, then TAS_SPIN + pause + adaptive sleeps), per preset",
-    ),
-    (
+/// Implementations of the `spin` workload: PostgreSQL's s_lock, then the peers, each run by
+/// [`run`] on its lock type.
+pub const IMPLS: &[Impl] = &[
+    Impl::pg("PostgreSQL's s_lock (TAS, then TAS_SPIN + pause + adaptive sleeps), per preset"),
+    Impl::new(
         "tas",
         "naive test-and-set loop with pause, no read-first, no sleeping",
+        run::<SpinLock<u64, NaiveTasLock>>,
     ),
-    ("ticket", "ticket lock (FIFO, all waiters on one word)"),
-    (
+    Impl::new(
+        "ticket",
+        "ticket lock (FIFO, all waiters on one word)",
+        run::<SpinLock<u64, TicketLock>>,
+    ),
+    Impl::new(
         "mcs",
         "MCS queue lock, K42 variant (FIFO, each waiter on its own flag)",
+        run::<SpinLock<u64, McsLock>>,
     ),
-    (
+    Impl::new(
         "floor",
         "bare exchange to lock, store to unlock: the physical floor",
+        run::<SpinLock<u64, FloorLock>>,
     ),
-    (
+    Impl::new(
         "parking_lot",
         "parking_lot::Mutex (spin briefly, then park)",
+        run::<parking_lot::Mutex<u64>>,
     ),
-    ("std", "std::sync::Mutex (futex)"),
+    Impl::new(
+        "std",
+        "std::sync::Mutex (futex)",
+        run::<std::sync::Mutex<u64>>,
+    ),
 ];
 
 /// A lock around the counter: what the workload needs of any implementation.
-trait Guarded: Send + Sync + 'static {
+pub(crate) trait Guarded: Send + Sync + 'static {
     fn new() -> Self;
     fn critical(&self, b: &mut Backend, f: impl FnOnce(&mut u64)) -> Result<(), SpinError>;
 }
@@ -82,43 +90,24 @@ impl Guarded for std::sync::Mutex<u64> {
     }
 }
 
-fn runner<L: Guarded>(settings: &Settings) -> RunFn<'static> {
-    let (cs_work, think, settings) = (settings.cs_work, settings.think, settings.clone());
-    Box::new(move |spec: &TeamSpec| {
-        let procs = proc_table(&settings, spec.threads);
-        let lock = Arc::new(CachePadded::new(L::new()));
-        run_team(spec, &procs, |_| {
-            let lock = Arc::clone(&lock);
-            move |b: &mut Backend| -> Result<(), SpinError> {
-                lock.critical(b, |c| {
-                    *c = c.wrapping_add(1);
-                    if cs_work > 0 {
-                        black_box(work(cs_work, *c));
-                    }
-                })?;
-                if think > 0 {
-                    black_box(work(think, 1));
+/// One run: every backend bumps the counter under lock `L` as fast as it can.
+pub(crate) fn run<L: Guarded>(_: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    let (cs_work, think) = (settings.cs_work, settings.think);
+    let procs = proc_table(settings, spec.threads);
+    let lock = Arc::new(CachePadded::new(L::new()));
+    run_team(spec, &procs, |_| {
+        let lock = Arc::clone(&lock);
+        move |b: &mut Backend| -> Result<(), SpinError> {
+            lock.critical(b, |c| {
+                *c = c.wrapping_add(1);
+                if cs_work > 0 {
+                    black_box(work(cs_work, *c));
                 }
-                Ok(())
+            })?;
+            if think > 0 {
+                black_box(work(think, 1));
             }
-        })
-    })
-}
-
-/// The runner for implementation `impl_name` under `settings`.
-pub(crate) fn series(
-    impl_name: &str,
-    settings: &Settings,
-) -> Result<RunFn<'static>, WorkloadError> {
-    Ok(match impl_name {
-        "pg" if settings.tas_spin => runner::<SpinLock<u64, PgSpinLock<true>>>(settings),
-        "pg" => runner::<SpinLock<u64, PgSpinLock<false>>>(settings),
-        "tas" => runner::<SpinLock<u64, NaiveTasLock>>(settings),
-        "ticket" => runner::<SpinLock<u64, TicketLock>>(settings),
-        "mcs" => runner::<SpinLock<u64, McsLock>>(settings),
-        "floor" => runner::<SpinLock<u64, FloorLock>>(settings),
-        "parking_lot" => runner::<parking_lot::Mutex<u64>>(settings),
-        "std" => runner::<std::sync::Mutex<u64>>(settings),
-        _ => return Err(crate::unknown_impl("spin", impl_name, IMPLS)),
+            Ok(())
+        }
     })
 }

@@ -19,7 +19,7 @@ use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
-use pglocks_spin::{PgSpinLock, RawSpinLock};
+use pglocks_spin::RawSpinLock;
 use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::{
     Faults, FaultyDevice, FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal,
@@ -29,8 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Implementations of the WAL workloads.
-pub const IMPLS: &[(&str, &str)] = &[(
-    "pg",
+pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
     "PostgreSQL's xlog.c of the preset (insertion locks, XLogFlush, LWLocks) on the flush device",
 )];
 
@@ -211,13 +210,13 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
 }
 
 impl crate::PgWorkload for Kind {
-    fn run<K: RawLwLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
-        // The variable protocol (17's lock-free insertingAt) and the spinlock's TAS_SPIN.
-        match (settings.wal_var_atomic, settings.tas_spin) {
-            (true, true) => run::<K, AtomicVar, PgSpinLock<true>>(settings, self, spec),
-            (true, false) => run::<K, AtomicVar, PgSpinLock<false>>(settings, self, spec),
-            (false, true) => run::<K, LockedVar, PgSpinLock<true>>(settings, self, spec),
-            (false, false) => run::<K, LockedVar, PgSpinLock<false>>(settings, self, spec),
+    /// The variable protocol is the release's (17's lock-free insertingAt); `insertpos_lck`
+    /// and `info_lck` are `R`.
+    fn run<K: RawLwLock, R: RawSpinLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
+        if settings.wal_var_atomic {
+            run::<K, AtomicVar, R>(settings, self, spec)
+        } else {
+            run::<K, LockedVar, R>(settings, self, spec)
         }
     }
 }
