@@ -15,6 +15,8 @@
 //! Every chart is drawn from the [`Report`] alone, so re-rendering a saved `report.json` gives the
 //! same bytes.
 
+use crate::format::{duration_ns, si};
+use crate::query::{series_of, workloads};
 use crate::report::{Report, Series};
 use crate::HarnessError;
 use plotters::coord::Shift;
@@ -69,26 +71,6 @@ impl ChartKind {
             .collect();
         format!("{}-{safe}.svg", self.name())
     }
-}
-
-/// The workloads of `report`'s series, each once, in the order they first appear.
-pub fn workloads(report: &Report) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for s in &report.series {
-        if !out.contains(&s.workload.as_str()) {
-            out.push(&s.workload);
-        }
-    }
-    out
-}
-
-/// The series of `report` that ran `workload`.
-pub fn series_of<'r>(report: &'r Report, workload: &str) -> Vec<&'r Series> {
-    report
-        .series
-        .iter()
-        .filter(|s| s.workload == workload)
-        .collect()
 }
 
 /// Writes every chart of `report` into `dir` and returns the file names, workload by workload,
@@ -198,7 +180,7 @@ fn throughput(report: &Report, workload: &str, series: &[&Series]) -> Panel {
         y_desc: "operations per second",
         x,
         y: 0.0..y_top,
-        y_label: crate::render::si,
+        y_label: si,
         band: None,
         lines,
         legend: SeriesLabelPosition::UpperLeft,
@@ -245,16 +227,6 @@ fn efficiency(workload: &str, series: &[&Series]) -> Panel {
         band: Some((0.5..0.9, "preferable range 0.5-0.9")),
         lines,
         legend: SeriesLabelPosition::UpperRight,
-    }
-}
-
-/// A latency in nanoseconds, short: `850ns`, `12.5us`, `3.2ms`, `1.5s`.
-fn duration_ns(ns: f64) -> String {
-    match ns {
-        x if x >= 1e9 => format!("{:.1}s", x / 1e9),
-        x if x >= 1e6 => format!("{:.1}ms", x / 1e6),
-        x if x >= 1e3 => format!("{:.1}us", x / 1e3),
-        x => format!("{x:.0}ns"),
     }
 }
 
@@ -332,7 +304,7 @@ fn timeline(workload: &str, series: &[&Series]) -> Vec<Panel> {
             y_desc: "operations per second",
             x: 0.0..longest as f64 * interval,
             y: 0.0..y_top,
-            y_label: crate::render::si,
+            y_label: si,
             band: None,
             lines: s
                 .points

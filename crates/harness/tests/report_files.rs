@@ -3,7 +3,8 @@
 //! `rerender` rewrites every file byte for byte from `report.json`, and `index.html` names every
 //! series and links every chart.
 
-use pglocks_harness::plot::{workloads, ChartKind};
+use pglocks_harness::plot::ChartKind;
+use pglocks_harness::query::workloads;
 use pglocks_harness::report::{Latency, Machine, Metric, Point, RunConfig, Series, Wait};
 use pglocks_harness::{files, rerender, save_report, Report};
 use std::collections::BTreeMap;
