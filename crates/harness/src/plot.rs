@@ -12,6 +12,9 @@
 //! - **timeline**: throughput against time in 100 ms intervals (like pgbench `-P`), one panel per
 //!   series, one line per thread count in the panel, all panels on one throughput scale.
 //!
+//! Series take their colours in order from a fixed palette of dark, distinct colours
+//! (`PALETTE`: Tableau 10 without its light colours), cycled.
+//!
 //! Every chart is drawn from the [`Report`] alone, so re-rendering a saved `report.json` gives the
 //! same bytes.
 
@@ -123,8 +126,22 @@ fn plot_err(e: impl std::fmt::Display) -> HarnessError {
     HarnessError::Plot(e.to_string())
 }
 
+/// The series colours, in order, cycled: Tableau 10 without its two light colours (olive and
+/// cyan), so every line reads on the white background and no two neighbours look alike.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4), // blue
+    RGBColor(0xff, 0x7f, 0x0e), // orange
+    RGBColor(0x2c, 0xa0, 0x2c), // green
+    RGBColor(0xd6, 0x27, 0x28), // red
+    RGBColor(0x94, 0x67, 0xbd), // purple
+    RGBColor(0x8c, 0x56, 0x4b), // brown
+    RGBColor(0xe3, 0x77, 0xc2), // pink
+    RGBColor(0x7f, 0x7f, 0x7f), // grey
+];
+
+/// The colour of the `i`th series (or thread count, in a timeline).
 fn series_color(i: usize) -> RGBAColor {
-    Palette99::pick(i).to_rgba()
+    PALETTE[i % PALETTE.len()].to_rgba()
 }
 
 /// The x range of a thread axis: 1 to the largest thread count (at least 2, so it has a width).
@@ -415,4 +432,49 @@ fn draw_panel(area: &DrawingArea<SVGBackend<'_>, Shift>, p: &Panel) -> Result<()
             .map_err(plot_err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contrast of a colour against white (WCAG's ratio of relative luminances).
+    fn contrast_on_white(c: RGBColor) -> f64 {
+        let linear = |v: u8| {
+            let v = f64::from(v) / 255.0;
+            if v <= 0.04045 {
+                v / 12.92
+            } else {
+                ((v + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let l = 0.2126 * linear(c.0) + 0.7152 * linear(c.1) + 0.0722 * linear(c.2);
+        1.05 / (l + 0.05)
+    }
+
+    #[test]
+    fn series_colours_read_on_white_and_differ() {
+        for c in PALETTE {
+            assert!(contrast_on_white(c) >= 2.5, "{c:?}");
+        }
+        // What the palette leaves out would not pass: yellow, olive, pale cyan, light pink.
+        for c in [
+            RGBColor(0xff, 0xe1, 0x19),
+            RGBColor(0xbc, 0xbd, 0x22),
+            RGBColor(0x17, 0xbe, 0xcf),
+            RGBColor(0xff, 0x9d, 0xa7),
+        ] {
+            assert!(contrast_on_white(c) < 2.5, "{c:?}");
+        }
+        for (i, a) in PALETTE.iter().enumerate() {
+            for b in &PALETTE[i + 1..] {
+                let d = |x: u8, y: u8| (i32::from(x) - i32::from(y)).abs();
+                assert!(
+                    d(a.0, b.0) + d(a.1, b.1) + d(a.2, b.2) >= 100,
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+        assert_eq!(series_color(PALETTE.len()), series_color(0), "cycled");
+    }
 }
