@@ -17,14 +17,37 @@ pub fn si(v: f64) -> String {
     format!("{:.3}{suffix}", v / div)
 }
 
-/// A latency in nanoseconds, short: `850ns`, `12.5us`, `3.2ms`, `1.5s`.
-pub fn duration_ns(ns: f64) -> String {
-    match ns {
-        x if x >= 1e9 => format!("{:.1}s", x / 1e9),
-        x if x >= 1e6 => format!("{:.1}ms", x / 1e6),
-        x if x >= 1e3 => format!("{:.1}us", x / 1e3),
-        x => format!("{x:.0}ns"),
+/// `number` (decimal digits, maybe a point) without trailing zeros after the point: `1.500` →
+/// `1.5`, `2.0` → `2`, `120` stays.
+fn trimmed(number: String) -> String {
+    if number.contains('.') {
+        number
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        number
     }
+}
+
+/// [`si`] without trailing zeros, for a chart's axis: `1.5M`, `500k`, `0`.
+pub fn si_short(v: f64) -> String {
+    let text = si(v);
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &text[digits.len()..];
+    trimmed(digits.to_string()) + suffix
+}
+
+/// A latency in nanoseconds, short, with at most one decimal and none that is zero: `850ns`,
+/// `12.5us`, `3ms`, `1.5s`.
+pub fn duration_ns(ns: f64) -> String {
+    let (number, unit) = match ns {
+        x if x >= 1e9 => (format!("{:.1}", x / 1e9), "s"),
+        x if x >= 1e6 => (format!("{:.1}", x / 1e6), "ms"),
+        x if x >= 1e3 => (format!("{:.1}", x / 1e3), "us"),
+        x => (format!("{x:.0}"), "ns"),
+    };
+    trimmed(number) + unit
 }
 
 /// A total wait time in nanoseconds as milliseconds with three decimals: `36.000`.
@@ -97,6 +120,12 @@ mod tests {
         assert_eq!(duration_ns(850.0), "850ns");
         assert_eq!(duration_ns(12_500.0), "12.5us");
         assert_eq!(duration_ns(3.2e6), "3.2ms");
+        assert_eq!(duration_ns(1.0e5), "100us");
+        assert_eq!(duration_ns(1_999.999_999), "2us");
+        assert_eq!(si_short(1_500_000.0), "1.5M");
+        assert_eq!(si_short(500_000.0), "500k");
+        assert_eq!(si_short(0.0), "0");
+        assert_eq!(si_short(120.0), "120");
         assert_eq!(wait_ms(36_000_000), "36.000");
         assert_eq!(percent(0.931), "93.1%");
         assert_eq!(metric_value(1234.0), "1234");
