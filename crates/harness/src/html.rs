@@ -11,7 +11,10 @@
 
 use crate::format::{metric_value, percent, point_cells, wait_ms};
 use crate::plot::ChartKind;
-use crate::query::{any_ideal, largest_point, metric_names, series_of, sorted_waits, workloads};
+use crate::query::{
+    any_ideal, largest_point, metric_names, named_workloads, series_of, sorted_waits,
+    workload_list, workloads,
+};
 use crate::report::{Report, Series};
 use std::fmt::Write;
 
@@ -75,7 +78,7 @@ pub fn index_html(report: &Report) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>pglocks report: {w}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
          <h1>pglocks report: {w}</h1>\n",
-        w = esc(&c.workload)
+        w = esc(&workload_list(report))
     );
     table(
         &mut out,
@@ -86,7 +89,13 @@ pub fn index_html(report: &Report) -> String {
                 "machine".into(),
                 format!("{} cpus, {} NUMA nodes, {}", m.cpus, m.nodes, m.model),
             ],
-            vec!["workload".into(), c.workload.clone()],
+            vec![
+                match named_workloads(report).len() {
+                    1 => "workload".into(),
+                    _ => "workloads".into(),
+                },
+                workload_list(report),
+            ],
             vec![
                 "runs".into(),
                 format!(

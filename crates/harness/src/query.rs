@@ -32,6 +32,12 @@ pub fn named_workloads(report: &Report) -> Vec<&str> {
         .collect()
 }
 
+/// The workloads `report` names ([`named_workloads`]) as its title and headers write them:
+/// separated by a comma and a space (`select-only, tpcb-like`).
+pub fn workload_list(report: &Report) -> String {
+    named_workloads(report).join(", ")
+}
+
 /// The series of `report` that ran `workload`.
 pub fn series_of<'r>(report: &'r Report, workload: &str) -> Vec<&'r Series> {
     report
@@ -136,6 +142,7 @@ mod tests {
         );
         assert_eq!(workloads(&r), ["tpcb-like", "select-only"]);
         assert_eq!(named_workloads(&r), ["tpcb-like", "select-only"]);
+        assert_eq!(workload_list(&r), "tpcb-like, select-only");
         let tpcb = series_of(&r, "tpcb-like");
         assert_eq!(tpcb.len(), 2);
         assert_eq!(thread_counts(tpcb.iter().copied()), [1, 2, 4]);
@@ -144,6 +151,7 @@ mod tests {
         // Without series, the settings name the workloads.
         let empty = report("select-only, tpcb-like", vec![]);
         assert_eq!(named_workloads(&empty), ["select-only", "tpcb-like"]);
+        assert_eq!(workload_list(&report("spin", vec![])), "spin");
     }
 
     #[test]

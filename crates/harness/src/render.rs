@@ -2,7 +2,7 @@
 //! from the report alone, so `pglocks report DIR` renders a saved run exactly as it was printed.
 
 use crate::format::{metric_value, point_cells, wait_ms};
-use crate::query::{any_ideal, workloads};
+use crate::query::{any_ideal, named_workloads, workload_list};
 use crate::report::{Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
@@ -46,7 +46,7 @@ pub fn render(report: &Report, format: Format) -> Result<String, HarnessError> {
 
 fn tables(report: &Report, preset: &str) -> String {
     // A report of several workloads names each series with its workload.
-    let several = workloads(report).len() > 1;
+    let several = named_workloads(report).len() > 1;
     let name = |s: &Series| {
         if several {
             format!("{} {}", s.workload, s.label())
@@ -119,8 +119,15 @@ fn tables(report: &Report, preset: &str) -> String {
     let c = &report.config;
     let m = &report.machine;
     let mut out = format!(
-        "workload {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
-        c.workload, c.duration_ms, c.repeat, c.pin, m.cpus, m.nodes, m.model
+        "{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
+        if several { "workloads" } else { "workload" },
+        workload_list(report),
+        c.duration_ms,
+        c.repeat,
+        c.pin,
+        m.cpus,
+        m.nodes,
+        m.model
     );
     if any_waits {
         out += &format!(
