@@ -53,7 +53,8 @@ pub(crate) struct StepResult {
     pub(crate) error: Option<String>,
 }
 
-/// One connection's backend and state.
+/// One connection's backend and state: what postgres.c's `PostgresMain` keeps for a session
+/// (its `PGPROC`, its `LOCALLOCK` table, the transaction-block state and the lock settings).
 pub(crate) struct Executor {
     lm: Arc<LockManager>,
     catalog: Arc<Mutex<Catalog>>,

@@ -6,7 +6,7 @@
 //! permutations, orders in which to launch the steps across sessions; the tester runs every
 //! permutation on one connection per session and prints each step as it is launched, which
 //! steps are left waiting for a lock, and the order in which they complete. This crate models
-//! the three parts of that, for specs whose SQL only takes and releases locks:
+//! each part of that, for specs whose SQL only takes and releases locks:
 //! - the spec language ([`spec`]): specscanner.l, specparse.y, and `check_testspec` and the
 //!   permutation enumeration of isolationtester.c;
 //! - the SQL subset ([`sql`]): transaction blocks, `LOCK TABLE … IN … MODE [NOWAIT]`,

@@ -45,6 +45,8 @@
 //! - A step still running after `PGISOLATIONTIMEOUT` (default 300 s, of virtual time) fails the
 //!   run; the tester would cancel it first and carry on.
 //! - A step's notices reach the tester with its result, not as they are raised.
+//!
+//! What a session's backend does with a step's statements is the `executor` module's.
 
 use crate::executor::{Catalog, Executor, StepResult, WaitInfo};
 use crate::spec::{all_permutations, Blocker, PermutationStep, SqlBlock};
@@ -77,7 +79,8 @@ struct WaitTimers {
     lock_at: Option<Duration>,
 }
 
-/// A session's connection: its backend thread and what the tester knows of it.
+/// A session's connection: its backend thread and what the tester knows of it
+/// (isolationtester.c's `IsoConnInfo`; the socket is the result channel and its inbox).
 struct Conn {
     name: String,
     procno: usize,
@@ -97,10 +100,13 @@ struct Conn {
     total_notices: usize,
 }
 
+/// isolationtester.c's `STEP_NONBLOCK` flag of `try_complete_step`: return at once when the
+/// step is blocked.
 const NONBLOCK: u8 = 1;
+/// isolationtester.c's `STEP_RETRY` flag: the step was reported waiting before.
 const RETRY: u8 = 2;
 
-/// What a run printed.
+/// What a run printed: the tester's standard output and standard error.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {
     /// The tester's standard output (what expected files hold).
@@ -109,7 +115,8 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// The runner for one spec.
+/// The runner for one spec: the state of isolationtester.c's `main` and `run_permutation`
+/// (the connections, what was printed, the clock).
 struct Tester<'a> {
     spec: &'a TestSpec,
     lm: Arc<LockManager>,
