@@ -6,8 +6,8 @@
 #![allow(dead_code)] // each includer uses some of the checks
 
 use pglocks::cli::{parse_duration, parse_threads, CliError};
-use pglocks::lmgr::isolation::spec::Blocker;
-use pglocks::lmgr::isolation::{parse_spec, IsolationError, TestSpec};
+use pglocks::isolation::spec::Blocker;
+use pglocks::isolation::{parse_spec, IsolationError, TestSpec};
 use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks::slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks::slru::{FileStore, SlruError, Victim, BLCKSZ};

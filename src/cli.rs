@@ -539,7 +539,7 @@ fn report(dir: &Path, format: &str) -> Result<(), CliError> {
 
 /// `pglocks isolation`: runs each spec and prints the tester's output (its warnings on stderr).
 fn isolation(specs: &[PathBuf], preset: &str) -> Result<(), CliError> {
-    use pglocks_lmgr::isolation;
+    use pglocks_isolation as isolation;
     let settings = Preset::by_name(preset)?.settings();
     for path in specs {
         let fail = |error: String| CliError::Isolation {

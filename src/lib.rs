@@ -10,6 +10,7 @@ pub mod cli;
 pub use pglocks_apply as apply;
 pub use pglocks_bufmgr as bufmgr;
 pub use pglocks_harness as harness;
+pub use pglocks_isolation as isolation;
 pub use pglocks_lmgr as lmgr;
 pub use pglocks_lwlock as lwlock;
 pub use pglocks_procarray as procarray;

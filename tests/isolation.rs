@@ -5,7 +5,7 @@
 //! waiting step, the sessions' `deadlock_timeout` and `lock_timeout`), never the machine's, so
 //! the comparison is exact however loaded the machine is.
 
-use pglocks::lmgr::isolation::{parse_spec, run_spec};
+use pglocks::isolation::{parse_spec, run_spec};
 use pglocks::workloads::Preset;
 use std::path::Path;
 use std::process::Command;

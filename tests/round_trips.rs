@@ -8,7 +8,7 @@
 mod checks;
 
 use pglocks::cli::parse_threads;
-use pglocks::lmgr::isolation::spec::Blocker;
+use pglocks::isolation::spec::Blocker;
 use pglocks::slru::BLCKSZ;
 use pglocks::workloads::KNOBS;
 use proptest::prelude::*;
@@ -272,9 +272,9 @@ proptest! {
             expected_perms.push(expected);
         }
         let spec = checks::isolation_spec(&text).unwrap_or_else(|| {
-            panic!("a generated spec was rejected: {:?}\n{text}", pglocks::lmgr::isolation::parse_spec(&text))
+            panic!("a generated spec was rejected: {:?}\n{text}", pglocks::isolation::parse_spec(&text))
         });
-        let texts = |v: &[pglocks::lmgr::isolation::spec::SqlBlock]| {
+        let texts = |v: &[pglocks::isolation::spec::SqlBlock]| {
             v.iter().map(|b| b.text.clone()).collect::<Vec<_>>()
         };
         prop_assert_eq!(texts(&spec.setup), setup.iter().map(|s| s.to_string()).collect::<Vec<_>>());

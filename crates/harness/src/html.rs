@@ -9,9 +9,13 @@
 //! it. Like every file of the report it is a function of the [`Report`] alone (no clock, no
 //! path), so `pglocks report DIR` re-renders it byte for byte.
 
-use crate::plot::{series_of, workloads, ChartKind};
-use crate::render::{metric_value, point_cells};
-use crate::report::{Point, Report, Series, Wait};
+use crate::format::{metric_value, percent, point_cells, wait_ms};
+use crate::plot::ChartKind;
+use crate::query::{
+    any_ideal, largest_point, metric_names, named_workloads, series_of, sorted_waits,
+    workload_list, workloads,
+};
+use crate::report::{Report, Series};
 use std::fmt::Write;
 
 /// `s` with HTML's special characters escaped, for text and attribute values.
@@ -74,7 +78,7 @@ pub fn index_html(report: &Report) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>pglocks report: {w}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
          <h1>pglocks report: {w}</h1>\n",
-        w = esc(&c.workload)
+        w = esc(&workload_list(report))
     );
     table(
         &mut out,
@@ -85,7 +89,13 @@ pub fn index_html(report: &Report) -> String {
                 "machine".into(),
                 format!("{} cpus, {} NUMA nodes, {}", m.cpus, m.nodes, m.model),
             ],
-            vec!["workload".into(), c.workload.clone()],
+            vec![
+                match named_workloads(report).len() {
+                    1 => "workload".into(),
+                    _ => "workloads".into(),
+                },
+                workload_list(report),
+            ],
             vec![
                 "runs".into(),
                 format!(
@@ -136,10 +146,7 @@ fn workload_section(out: &mut String, workload: &str, series: &[&Series]) {
 }
 
 fn main_table(out: &mut String, series: &[&Series]) {
-    let with_ideal = series
-        .iter()
-        .flat_map(|s| &s.points)
-        .any(|p| p.ideal_ops_per_sec.is_some());
+    let with_ideal = any_ideal(series.iter().copied());
     let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
     if with_ideal {
         header.extend(["ideal ops/s", "of ideal"]);
@@ -163,19 +170,8 @@ fn main_table(out: &mut String, series: &[&Series]) {
     table(out, &header, &rows, 1);
 }
 
-/// The waits of a point, longest total wait first (then most waits, then by name).
-pub fn sorted_waits(p: &Point) -> Vec<&Wait> {
-    let mut waits: Vec<&Wait> = p.waits.iter().collect();
-    waits.sort_by(|a, b| {
-        (b.wait_ns, b.count)
-            .cmp(&(a.wait_ns, a.count))
-            .then_with(|| (&a.lock, &a.mode).cmp(&(&b.lock, &b.mode)))
-    });
-    waits
-}
-
 fn wait_table(out: &mut String, s: &Series) {
-    let Some(p) = s.points.iter().max_by_key(|p| p.threads) else {
+    let Some(p) = largest_point(s) else {
         return;
     };
     let _ = writeln!(
@@ -195,7 +191,7 @@ fn wait_table(out: &mut String, s: &Series) {
             vec![
                 w.lock.clone(),
                 w.mode.clone(),
-                format!("{:.3}", w.wait_ns as f64 / 1e6),
+                wait_ms(w.wait_ns),
                 w.count.to_string(),
                 if w.count > 0 {
                     format!("{:.2}", w.wait_ns as f64 / w.count as f64 / 1e3)
@@ -203,7 +199,7 @@ fn wait_table(out: &mut String, s: &Series) {
                     "-".into()
                 },
                 if total > 0 {
-                    format!("{:.1}%", w.wait_ns as f64 * 100.0 / total as f64)
+                    percent(w.wait_ns as f64 / total as f64)
                 } else {
                     "-".into()
                 },
@@ -227,12 +223,7 @@ fn wait_table(out: &mut String, s: &Series) {
 
 /// A series' metrics, one row per metric, one column per thread count.
 fn metrics_table(out: &mut String, s: &Series) {
-    let mut names: Vec<&str> = Vec::new();
-    for m in s.points.iter().flat_map(|p| &p.metrics) {
-        if !names.contains(&m.name.as_str()) {
-            names.push(&m.name);
-        }
-    }
+    let names = metric_names(s);
     if names.is_empty() {
         return;
     }

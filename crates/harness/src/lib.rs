@@ -5,9 +5,22 @@
 //!
 //! It depends on nothing of pglocks but `pglocks-sync` (for [`Backend`](pglocks_sync::Backend)
 //! and its statistics): what is measured is the workloads' business.
+//!
+//! # Modules
+//! Measuring: [`topology`], [`team`] and [`sweep`](mod@sweep) produce a [`report::Report`], the JSON
+//! document every output is rendered from. The outputs are layered so that no two modules
+//! depend on each other:
+//! - [`report`]: the document's data and how runs become points;
+//! - [`query`] (what to pick out of a report: workloads, series, thread counts, waits, metrics)
+//!   and [`format`](mod@format) (how a number is written: ops/s, latencies, fractions, a point's table row),
+//!   both on top of [`report`] alone;
+//! - [`render`](mod@render) (table, JSON, CSV, Markdown), [`plot`] (the SVG charts) and [`html`] (the page,
+//!   which links the charts by [`plot::ChartKind`]) on top of those.
 
+pub mod format;
 pub mod html;
 pub mod plot;
+pub mod query;
 pub mod render;
 pub mod report;
 pub mod sweep;

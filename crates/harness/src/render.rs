@@ -1,7 +1,9 @@
 //! Rendering a [`Report`]: a terminal table, Markdown, CSV and JSON. Every format is computed
 //! from the report alone, so `pglocks report DIR` renders a saved run exactly as it was printed.
 
-use crate::report::{Point, Report, Series};
+use crate::format::{metric_value, point_cells, wait_ms};
+use crate::query::{any_ideal, named_workloads, workload_list};
+use crate::report::{Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
 
@@ -42,68 +44,9 @@ pub fn render(report: &Report, format: Format) -> Result<String, HarnessError> {
     })
 }
 
-/// A throughput in a short human form: `12.3M`.
-pub fn si(v: f64) -> String {
-    let (div, suffix) = match v.abs() {
-        x if x >= 1e9 => (1e9, "G"),
-        x if x >= 1e6 => (1e6, "M"),
-        x if x >= 1e3 => (1e3, "k"),
-        _ => (1.0, ""),
-    };
-    format!("{:.3}{suffix}", v / div)
-}
-
-fn efficiency(p: &Point) -> String {
-    p.efficiency
-        .map_or_else(|| "-".into(), |e| format!("{e:.2}"))
-}
-
-fn ideal(p: &Point) -> String {
-    p.ideal_ops_per_sec.map_or_else(|| "-".into(), si)
-}
-
-fn of_ideal(p: &Point) -> String {
-    p.ideal_fraction()
-        .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0))
-}
-
-/// One point's row of a main table: `name`, threads, ops/s, ns/op/thread, efficiency, the ideal
-/// and the fraction of it if `with_ideal`, the `latencies` given, and every run's ops/s.
-pub(crate) fn point_cells(
-    name: String,
-    p: &Point,
-    with_ideal: bool,
-    latencies: &[u64],
-) -> Vec<String> {
-    let mut row = vec![
-        name,
-        p.threads.to_string(),
-        si(p.ops_per_sec),
-        format!("{:.2}", p.ns_per_op()),
-        efficiency(p),
-    ];
-    if with_ideal {
-        row.extend([ideal(p), of_ideal(p)]);
-    }
-    row.extend(latencies.iter().map(u64::to_string));
-    let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
-    row.push(runs.join(" "));
-    row
-}
-
-/// A metric's value: an integer without decimals, anything else with two.
-pub(crate) fn metric_value(v: f64) -> String {
-    if v.is_finite() && v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 fn tables(report: &Report, preset: &str) -> String {
-    let points = || report.series.iter().flat_map(|s| &s.points);
     // A report of several workloads names each series with its workload.
-    let several = crate::plot::workloads(report).len() > 1;
+    let several = named_workloads(report).len() > 1;
     let name = |s: &Series| {
         if several {
             format!("{} {}", s.workload, s.label())
@@ -112,7 +55,7 @@ fn tables(report: &Report, preset: &str) -> String {
         }
     };
     // The ideal columns appear only when some point has an ideal.
-    let with_ideal = points().any(|p| p.ideal_ops_per_sec.is_some());
+    let with_ideal = any_ideal(&report.series);
     let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
     if with_ideal {
         header.extend(["ideal ops/s", "of ideal"]);
@@ -148,7 +91,7 @@ fn tables(report: &Report, preset: &str) -> String {
                     w.lock.clone(),
                     w.mode.clone(),
                     w.count.to_string(),
-                    format!("{:.3}", w.wait_ns as f64 / 1e6),
+                    wait_ms(w.wait_ns),
                 ]);
             }
             for m in &p.metrics {
@@ -176,8 +119,15 @@ fn tables(report: &Report, preset: &str) -> String {
     let c = &report.config;
     let m = &report.machine;
     let mut out = format!(
-        "workload {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
-        c.workload, c.duration_ms, c.repeat, c.pin, m.cpus, m.nodes, m.model
+        "{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
+        if several { "workloads" } else { "workload" },
+        workload_list(report),
+        c.duration_ms,
+        c.repeat,
+        c.pin,
+        m.cpus,
+        m.nodes,
+        m.model
     );
     if any_waits {
         out += &format!(
@@ -248,14 +198,7 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
 mod tests {
     use super::*;
     use crate::report::tests::point;
-    use crate::report::Metric;
-
-    #[test]
-    fn si_units() {
-        assert_eq!(si(12_345_678.0), "12.346M");
-        assert_eq!(si(999.0), "999.000");
-        assert_eq!(si(1500.0), "1.500k");
-    }
+    use crate::report::{Metric, Point};
 
     #[test]
     fn format_names() {

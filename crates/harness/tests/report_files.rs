@@ -3,7 +3,8 @@
 //! `rerender` rewrites every file byte for byte from `report.json`, and `index.html` names every
 //! series and links every chart.
 
-use pglocks_harness::plot::{workloads, ChartKind};
+use pglocks_harness::plot::ChartKind;
+use pglocks_harness::query::workloads;
 use pglocks_harness::report::{Latency, Machine, Metric, Point, RunConfig, Series, Wait};
 use pglocks_harness::{files, rerender, save_report, Report};
 use std::collections::BTreeMap;
@@ -237,6 +238,17 @@ fn index_html_names_every_series_and_chart_and_sorts_waits() {
         assert!(html.contains(&format!("href=\"{f}\"")), "{f}");
     }
     assert!(html.contains("test &lt;cpu&gt; &amp; co"), "escaped model");
+    // The title names both workloads, a comma and a space between them.
+    assert!(
+        html.contains("<title>pglocks report: select-only, tpcb-like</title>"),
+        "{html}"
+    );
+    assert!(html.contains("<h1>pglocks report: select-only, tpcb-like</h1>"));
+    let md = std::fs::read_to_string(dir.join(files::MARKDOWN)).unwrap();
+    assert!(
+        md.starts_with("workloads select-only, tpcb-like | "),
+        "{md}"
+    );
     // At 4 threads: WALWrite 36 ms, LockManager 2 ms, ProcArray 0.5 ms, longest first.
     let section = &html[html.find("pg18/floor: lock waits at 4 threads").unwrap()..];
     let at = |lock: &str| section.find(&format!("<td>{lock}</td>")).unwrap();

@@ -28,7 +28,6 @@
 
 pub mod deadlock;
 pub mod fastpath;
-pub mod isolation;
 pub mod locktag;
 pub mod mode;
 pub mod proc;

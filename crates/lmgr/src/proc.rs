@@ -19,9 +19,9 @@
 //! with an error. `lock_timeout`, when set, cancels the wait the same way.
 //!
 //! Both timers can also be fired from outside ([`LockManager::fire_timeout`], what their signal
-//! handlers do in PostgreSQL): a caller that keeps its own clock, such as the isolation runner's
-//! virtual time, gives the waiter [`LockTimeouts::EXTERNAL`] and fires each timer when its clock
-//! says so; the waiter handles it exactly as it handles its own timer.
+//! handlers do in PostgreSQL): a caller that keeps its own clock, such as the virtual time of
+//! the isolation tester (pglocks-isolation), gives the waiter [`LockTimeouts::EXTERNAL`] and fires
+//! each timer when its clock says so; the waiter handles it exactly as it handles its own timer.
 //!
 //! Differences from PostgreSQL: the timers are the timeout of the semaphore sleep rather than
 //! signals or latches; a backend whose lock was granted in the instant its `lock_timeout` expired

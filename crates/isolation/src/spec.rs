@@ -11,11 +11,11 @@
 //! both ends. A marker is `*` (report the step as waiting when launched), another step's name
 //! (do not report this step complete while that one runs), or `STEP notices N`.
 //!
-//! The SQL in the blocks is parsed here too ([`super::sql`]), so a statement the model cannot
+//! The SQL in the blocks is parsed here too ([`crate::sql`]), so a statement the model cannot
 //! run is reported with the line of its block before anything runs.
 
-use super::sql::{parse_sql, Statement};
-use super::IsolationError;
+use crate::sql::{parse_sql, Statement};
+use crate::IsolationError;
 
 /// A parsed SQL block: its text (as printed) and its statements.
 #[derive(Debug, Clone, PartialEq)]
@@ -479,7 +479,7 @@ pub fn all_permutations(spec: &TestSpec) -> Vec<Vec<PermutationStep>> {
     out
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

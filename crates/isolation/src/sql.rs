@@ -8,8 +8,8 @@
 //! - `SET [SESSION] deadlock_timeout | lock_timeout { = | TO } value | DEFAULT`
 //! - `CREATE TABLE name (…)`, `DROP TABLE [IF EXISTS] name [, …]`
 
-use super::IsolationError;
-use crate::LockMode;
+use crate::IsolationError;
+use pglocks_lmgr::LockMode;
 use std::time::Duration;
 
 /// A setting the runner models.
@@ -316,7 +316,7 @@ impl Statement {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

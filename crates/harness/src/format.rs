@@ -1,0 +1,134 @@
+//! How the report's numbers are written: throughputs (`12.346M` ops/s), latencies and wait times
+//! (ns, µs, ms), efficiencies and fractions, metric values, and the cells of a point's row as the
+//! terminal, Markdown and HTML tables show it. One place, so that every output writes a number
+//! the same way.
+
+use crate::report::Point;
+
+/// A throughput (or any count) in a short human form with three decimals: `12.346M`, `1.500k`,
+/// `999.000`.
+pub fn si(v: f64) -> String {
+    let (div, suffix) = match v.abs() {
+        x if x >= 1e9 => (1e9, "G"),
+        x if x >= 1e6 => (1e6, "M"),
+        x if x >= 1e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    };
+    format!("{:.3}{suffix}", v / div)
+}
+
+/// `number` (decimal digits, maybe a point) without trailing zeros after the point: `1.500` →
+/// `1.5`, `2.0` → `2`, `120` stays.
+fn trimmed(number: String) -> String {
+    if number.contains('.') {
+        number
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        number
+    }
+}
+
+/// [`si`] without trailing zeros, for a chart's axis: `1.5M`, `500k`, `0`.
+pub fn si_short(v: f64) -> String {
+    let text = si(v);
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &text[digits.len()..];
+    trimmed(digits.to_string()) + suffix
+}
+
+/// A latency in nanoseconds, short, with at most one decimal and none that is zero: `850ns`,
+/// `12.5us`, `3ms`, `1.5s`.
+pub fn duration_ns(ns: f64) -> String {
+    let (number, unit) = match ns {
+        x if x >= 1e9 => (format!("{:.1}", x / 1e9), "s"),
+        x if x >= 1e6 => (format!("{:.1}", x / 1e6), "ms"),
+        x if x >= 1e3 => (format!("{:.1}", x / 1e3), "us"),
+        x => (format!("{x:.0}"), "ns"),
+    };
+    trimmed(number) + unit
+}
+
+/// A total wait time in nanoseconds as milliseconds with three decimals: `36.000`.
+pub fn wait_ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// A fraction as a percentage with one decimal: `0.931` → `93.1%`.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+/// A metric's value: an integer without decimals, anything else with two.
+pub fn metric_value(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A point's efficiency with two decimals, `-` without one.
+fn efficiency(p: &Point) -> String {
+    p.efficiency
+        .map_or_else(|| "-".into(), |e| format!("{e:.2}"))
+}
+
+/// A point's ideal throughput ([`si`]), `-` without one.
+fn ideal(p: &Point) -> String {
+    p.ideal_ops_per_sec.map_or_else(|| "-".into(), si)
+}
+
+/// A point's throughput as a [`percent`] of its ideal, `-` without one.
+fn of_ideal(p: &Point) -> String {
+    p.ideal_fraction().map_or_else(|| "-".into(), percent)
+}
+
+/// One point's row of a main table: `name`, threads, ops/s, ns/op/thread, efficiency, the ideal
+/// and the fraction of it if `with_ideal`, the `latencies` given, and every run's ops/s.
+pub fn point_cells(name: String, p: &Point, with_ideal: bool, latencies: &[u64]) -> Vec<String> {
+    let mut row = vec![
+        name,
+        p.threads.to_string(),
+        si(p.ops_per_sec),
+        format!("{:.2}", p.ns_per_op()),
+        efficiency(p),
+    ];
+    if with_ideal {
+        row.extend([ideal(p), of_ideal(p)]);
+    }
+    row.extend(latencies.iter().map(u64::to_string));
+    let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
+    row.push(runs.join(" "));
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_units() {
+        assert_eq!(si(12_345_678.0), "12.346M");
+        assert_eq!(si(999.0), "999.000");
+        assert_eq!(si(1500.0), "1.500k");
+    }
+
+    #[test]
+    fn durations_waits_and_fractions() {
+        assert_eq!(duration_ns(850.0), "850ns");
+        assert_eq!(duration_ns(12_500.0), "12.5us");
+        assert_eq!(duration_ns(3.2e6), "3.2ms");
+        assert_eq!(duration_ns(1.0e5), "100us");
+        assert_eq!(duration_ns(1_999.999_999), "2us");
+        assert_eq!(si_short(1_500_000.0), "1.5M");
+        assert_eq!(si_short(500_000.0), "500k");
+        assert_eq!(si_short(0.0), "0");
+        assert_eq!(si_short(120.0), "120");
+        assert_eq!(wait_ms(36_000_000), "36.000");
+        assert_eq!(percent(0.931), "93.1%");
+        assert_eq!(metric_value(1234.0), "1234");
+        assert_eq!(metric_value(1.5), "1.50");
+    }
+}
