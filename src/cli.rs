@@ -592,6 +592,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
                 settings,
                 seed,
                 hang_after: parse_duration("--hang-after", &hang_after)?,
+                parts: Vec::new(),
             };
             stress(&cfg, &preset, &sets)
         }
@@ -618,10 +619,7 @@ fn stress(
     );
     let mut totals = (0, 0);
     for p in &report.parts {
-        let failed = report
-            .violation
-            .as_deref()
-            .is_some_and(|v| v.starts_with(&format!("{}:", p.name)));
+        let failed = report.violation.as_ref().is_some_and(|v| v.part == p.name);
         println!(
             "{:<12} {:>7} {:>14} {:>14} {:>10}  {:<12} {:>10}",
             p.name,

@@ -324,7 +324,7 @@ fn stress_runs_every_part_and_checks_its_arguments() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for part in pglocks::workloads::stress::PARTS {
+    for part in pglocks::workloads::stress::PARTS.iter().map(|p| p.name) {
         assert!(
             stdout.lines().any(|l| l.starts_with(part)),
             "{part} missing:\n{stdout}"

@@ -222,7 +222,7 @@ trait MakeRunner {
 /// LWLocks (the LWLock ones, the lock manager, …) implements so that one `match` on the preset
 /// picks the type for all of them.
 pub(crate) trait MakeWithLwLock {
-    /// What `make` builds (a runner, or the stress test's parts).
+    /// What `make` builds (a runner, or a stress part).
     type Output;
     fn make<K: RawLwLock>(self) -> Self::Output;
 }
