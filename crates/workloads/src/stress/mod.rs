@@ -34,10 +34,10 @@
 //! [`stress`] returns a [`StressReport`] once the parts have run: it passed, or it holds the
 //! first violation and the hangs. It fails before running with a [`StressError`]:
 //! [`StressError::Usage`] when the request is wrong (an unknown or repeated part name, fewer
-//! threads than parts, a zero duration), [`StressError::Setup`] when a model refused to build a
-//! part from the settings or a thread could not be started. `pglocks stress` exits 1 on a
-//! violation, a hang or a setup failure (the request was valid; the run failed) and 2 on a
-//! usage error.
+//! threads than parts, a zero duration; [`StressConfig::validate`] finds these without
+//! running), [`StressError::Setup`] when a model refused to build a part from the settings or
+//! a thread could not be started. `pglocks stress` exits 1 on a violation, a hang or a setup
+//! failure (the request was valid; the run failed) and 2 on a usage error.
 //!
 //! # Adding a part
 //!
@@ -272,7 +272,7 @@ pub enum UsageError {
     #[error("stress part '{0}' is named twice")]
     RepeatedPart(String),
     /// A zero duration or `hang_after`.
-    #[error("the stress {0} must be longer than 0")]
+    #[error("stress --{0} must be longer than 0")]
     ZeroDuration(&'static str),
 }
 
@@ -286,6 +286,32 @@ pub struct SetupError {
     pub message: String,
 }
 
+impl StressConfig {
+    /// Checks the request — durations longer than 0, registered part names each named once,
+    /// a thread per part at least — and returns the parts it runs, in the registry's order.
+    pub fn validate(&self) -> Result<Vec<&'static PartEntry>, UsageError> {
+        if self.duration.is_zero() {
+            return Err(UsageError::ZeroDuration("duration"));
+        }
+        if self.hang_after.is_zero() {
+            return Err(UsageError::ZeroDuration("hang-after"));
+        }
+        let entries = select(&self.parts)?;
+        if self.threads < entries.len() {
+            return Err(UsageError::TooFewThreads {
+                threads: self.threads,
+                parts: entries.len(),
+                names: entries
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(entries)
+    }
+}
+
 /// Runs the parts `cfg` asks for at once for `cfg.duration` (see the module doc) and reports
 /// what each did, the first violation and any hang.
 pub fn stress(cfg: &StressConfig) -> Result<StressReport, StressError> {
@@ -297,25 +323,7 @@ pub fn stress_with_progress(
     cfg: &StressConfig,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<StressReport, StressError> {
-    if cfg.duration.is_zero() {
-        return Err(UsageError::ZeroDuration("duration").into());
-    }
-    if cfg.hang_after.is_zero() {
-        return Err(UsageError::ZeroDuration("hang-after").into());
-    }
-    let entries = select(&cfg.parts)?;
-    if cfg.threads < entries.len() {
-        return Err(UsageError::TooFewThreads {
-            threads: cfg.threads,
-            parts: entries.len(),
-            names: entries
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        }
-        .into());
-    }
+    let entries = cfg.validate()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut parts = Vec::with_capacity(entries.len());
     for (p, entry) in entries.iter().enumerate() {
@@ -811,7 +819,7 @@ pub(crate) mod tests {
         assert!(usage(&cfg).contains("'spin' is named twice"));
         cfg.parts = vec!["spin".into()];
         cfg.duration = Duration::ZERO;
-        assert!(usage(&cfg).contains("duration must be longer than 0"));
+        assert!(usage(&cfg).contains("--duration must be longer than 0"));
     }
 
     #[test]
