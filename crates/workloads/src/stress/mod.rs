@@ -509,16 +509,6 @@ struct Running {
     threads: usize,
 }
 
-/// One thread's progress, read by the watchdog: steps completed (an idle step counts: the
-/// watchdog looks for threads stuck inside a step).
-#[derive(Default)]
-struct Beat {
-    steps: AtomicU64,
-}
-
-/// What a thread hands back: its counts, and whether it failed.
-type Outcome = (Tally, bool);
-
 /// A started thread, as the watchdog sees it.
 struct Thread {
     /// Its part's index in the run.
@@ -526,9 +516,12 @@ struct Thread {
     /// Its number within the part.
     i: usize,
     procno: usize,
-    beat: Arc<Beat>,
-    done: Receiver<Outcome>,
-    outcome: Option<Outcome>,
+    /// Steps it has completed, for the watchdog (an idle step counts: the watchdog looks for
+    /// threads stuck inside a step).
+    steps: Arc<AtomicU64>,
+    /// Its counts, once it is back.
+    done: Receiver<Tally>,
+    tally: Option<Tally>,
     /// Its step count when it last changed, and when.
     last: (u64, Instant),
 }
@@ -553,11 +546,11 @@ fn run_parts(
     for (p, run) in parts.iter().enumerate() {
         let mine = || threads.iter().filter(move |t| t.part == p);
         let mut total = Tally::default();
-        for (tally, _) in mine().filter_map(|t| t.outcome.as_ref()) {
+        for tally in mine().filter_map(|t| t.tally.as_ref()) {
             total.add(tally);
         }
         // The end checks, if all of the part's threads are back and nothing failed.
-        let all_back = mine().all(|t| t.outcome.is_some());
+        let all_back = mine().all(|t| t.tally.is_some());
         if all_back && report.hangs.is_empty() && lock(&first).is_none() {
             let mut end = Tally::default();
             let finished = run
@@ -615,28 +608,28 @@ fn start_threads(
             let rng =
                 SmallRng::seed_from_u64(cfg.seed ^ global.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let step = Arc::clone(&run.part).step(i, run.threads, rng);
-            let beat = Arc::new(Beat::default());
+            let steps = Arc::new(AtomicU64::new(0));
             let (tx, done) = mpsc::channel();
             let procno = b.procno();
-            let (name, beat2, stop, first) = (
+            let (name, steps2, stop, first) = (
                 run.name,
-                Arc::clone(&beat),
+                Arc::clone(&steps),
                 Arc::clone(stop),
                 Arc::clone(first),
             );
             std::thread::Builder::new()
                 .name(format!("stress-{name}-{i}"))
                 .spawn(move || {
-                    let _ = tx.send(run_thread(name, b, step, &beat2, &stop, &first));
+                    let _ = tx.send(run_thread(name, b, step, &steps2, &stop, &first));
                 })
                 .map_err(|e| refused(format!("cannot start thread {i}: {e}")))?;
             threads.push(Thread {
                 part: p,
                 i,
                 procno,
-                beat,
+                steps,
                 done,
-                outcome: None,
+                tally: None,
                 last: (0, Instant::now()),
             });
         }
@@ -645,7 +638,7 @@ fn start_threads(
 }
 
 /// The watchdog: until the deadline (or the first failure), then until every thread is back
-/// (or, after a hang, until `duration + hang_after`). Returns the threads with their outcomes,
+/// (or, after a hang, until `duration + hang_after`). Returns the threads with their counts,
 /// and the hangs.
 fn watch(
     cfg: &StressConfig,
@@ -661,12 +654,12 @@ fn watch(
         if started.elapsed() >= cfg.duration {
             stop.store(true, SeqCst);
         }
-        for t in threads.iter_mut().filter(|t| t.outcome.is_none()) {
-            if let Ok(o) = t.done.try_recv() {
-                t.outcome = Some(o);
+        for t in threads.iter_mut().filter(|t| t.tally.is_none()) {
+            if let Ok(tally) = t.done.try_recv() {
+                t.tally = Some(tally);
                 continue;
             }
-            let steps = t.beat.steps.load(Relaxed);
+            let steps = t.steps.load(Relaxed);
             if steps != t.last.0 {
                 t.last = (steps, Instant::now());
             } else if t.last.1.elapsed() >= cfg.hang_after {
@@ -686,9 +679,9 @@ fn watch(
         progress(&Progress {
             elapsed: started.elapsed(),
             duration: cfg.duration,
-            steps: threads.iter().map(|t| t.beat.steps.load(Relaxed)).sum(),
+            steps: threads.iter().map(|t| t.steps.load(Relaxed)).sum(),
         });
-        let all_back = threads.iter().all(|t| t.outcome.is_some());
+        let all_back = threads.iter().all(|t| t.tally.is_some());
         if all_back || (!hangs.is_empty() && started.elapsed() > cfg.duration + cfg.hang_after) {
             return (threads, hangs);
         }
@@ -701,22 +694,22 @@ fn run_thread(
     part: &'static str,
     mut b: Backend,
     mut step: Step,
-    beat: &Beat,
+    steps: &AtomicU64,
     stop: &AtomicBool,
     first: &Mutex<Option<Violation>>,
-) -> Outcome {
+) -> Tally {
     let mut tally = Tally::default();
-    let mut steps = 0;
+    let mut done = 0;
     while !stop.load(Relaxed) {
         if let Err(Failure(message)) = step(&mut b, &mut tally) {
             lock(first).get_or_insert(Violation { part, message });
             stop.store(true, SeqCst);
-            return (tally, true);
+            break;
         }
-        steps += 1;
-        beat.steps.store(steps, Relaxed);
+        done += 1;
+        steps.store(done, Relaxed);
     }
-    (tally, false)
+    tally
 }
 
 #[cfg(test)]
