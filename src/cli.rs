@@ -52,27 +52,8 @@ enum Command {
         preset: String,
     },
     /// Run every primitive and macro workload at once with invariant checks; exit 1 on the first
-    /// violation or a hang, with the seed that repeats the run.
-    Stress {
-        /// How long to run.
-        #[arg(long, default_value = "60s")]
-        duration: String,
-        /// Threads in all, dealt out to the parts (at least one per part).
-        #[arg(long, default_value_t = 64)]
-        threads: usize,
-        /// The release whose models run.
-        #[arg(long, default_value = workloads::DEFAULT_PRESET)]
-        preset: String,
-        /// Seed of every thread's random choices (default: from the clock, printed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Override one knob of the preset, `knob=value` (repeatable).
-        #[arg(long = "set", value_name = "KNOB=VALUE")]
-        sets: Vec<String>,
-        /// Report a thread that makes no progress for this long as hung.
-        #[arg(long, default_value = "30s")]
-        hang_after: String,
-    },
+    /// violation, a hang or a failed setup, with the seed that repeats the run.
+    Stress(StressArgs),
     /// Re-render a saved run directory (CSV, Markdown, SVG charts, index.html) from its report.json.
     Report {
         /// The run directory.
@@ -133,7 +114,8 @@ struct RunArgs {
     sample_every: u32,
 }
 
-/// Errors the command line reports; every one exits with status 2.
+/// Errors the command line reports: exit status 2, except a `pglocks stress` run or setup that
+/// failed ([`CliError::StressFailed`], [`CliError::StressSetup`]): exit status 1.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// A bad argument.
@@ -148,6 +130,9 @@ pub enum CliError {
     /// `pglocks stress` found a violation or a hang (exit status 1).
     #[error("{0}")]
     StressFailed(String),
+    /// A model refused to set up a `pglocks stress` part (exit status 1: the request was valid).
+    #[error(transparent)]
+    StressSetup(workloads::stress::SetupError),
     /// An isolation spec could not be read, parsed or run.
     #[error("{file}: {error}")]
     Isolation {
@@ -573,59 +558,100 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
         Some(Command::Report { dir, format }) => report(&dir, &format),
-        Some(Command::Stress {
-            duration,
-            threads,
-            preset,
-            seed,
-            sets,
-            hang_after,
-        }) => {
-            let mut settings = Preset::by_name(&preset)?.settings();
-            for set in &sets {
-                settings.apply(set)?;
-            }
-            let seed = seed.unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-            });
-            let cfg = workloads::stress::StressConfig {
-                duration: parse_duration("--duration", &duration)?,
-                threads,
-                settings,
-                seed,
-                hang_after: parse_duration("--hang-after", &hang_after)?,
-            };
-            stress(&cfg, &preset, &sets)
-        }
+        Some(Command::Stress(a)) => stress(&a),
     }
 }
 
-/// `pglocks stress`: runs, prints the summary table, and fails with the seed on a violation.
-fn stress(
-    cfg: &workloads::stress::StressConfig,
-    preset: &str,
-    sets: &[String],
-) -> Result<(), CliError> {
+/// `pglocks stress`'s arguments.
+#[derive(Debug, Args)]
+struct StressArgs {
+    /// How long to run.
+    #[arg(long, default_value = "60s")]
+    duration: String,
+    /// Threads in all, dealt out to the parts (at least one per part).
+    #[arg(long, default_value_t = 64)]
+    threads: usize,
+    /// The parts to run, comma-separated (default: every one; an unknown name lists them).
+    #[arg(long)]
+    parts: Option<String>,
+    /// The release whose models run.
+    #[arg(long, default_value = workloads::DEFAULT_PRESET)]
+    preset: String,
+    /// Seed of every thread's random choices (default: from the clock, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override one knob of the preset, `knob=value` (repeatable).
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    sets: Vec<String>,
+    /// Report a thread that makes no progress for this long as hung.
+    #[arg(long, default_value = "30s")]
+    hang_after: String,
+    /// No progress line on stderr (drawn only when stderr is a terminal; results go to stdout).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// `pglocks stress`: runs, prints the summary table on stdout, and fails with the seed on a
+/// violation or a hang. A wrong request (an unknown part, too few threads, a bad duration) is a
+/// usage error (status 2); a model that refuses its settings is a failed setup (status 1).
+fn stress(a: &StressArgs) -> Result<(), CliError> {
+    use workloads::stress::{self as st, StressError};
+    let mut settings = Preset::by_name(&a.preset)?.settings();
+    for set in &a.sets {
+        settings.apply(set)?;
+    }
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let cfg = st::StressConfig {
+        duration: parse_duration("--duration", &a.duration)?,
+        threads: a.threads,
+        settings,
+        seed,
+        hang_after: parse_duration("--hang-after", &a.hang_after)?,
+        parts: a.parts.as_deref().map(list).unwrap_or_default(),
+    };
+    let usage = |e: st::UsageError| CliError::Usage(e.to_string());
+    let parts = cfg.validate().map_err(usage)?;
+    let names: Vec<_> = parts.iter().map(|p| p.name).collect();
     eprintln!(
-        "pglocks stress: {} threads over {} parts, {} on {preset}, seed {}",
+        "pglocks stress: {} threads over {}, {} on {}, seed {}",
         cfg.threads,
-        workloads::stress::PARTS.len(),
+        match a.parts {
+            Some(_) => names.join(", "),
+            None => format!("all {} parts", names.len()),
+        },
         humantime::format_duration(cfg.duration),
+        a.preset,
         cfg.seed
     );
-    let report = workloads::stress::stress(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    let draw = !a.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = st::stress_with_progress(&cfg, &mut |p| {
+        if draw {
+            eprint!(
+                "\r{} s of {}, {} steps\x1b[K",
+                p.elapsed.as_secs(),
+                humantime::format_duration(p.duration),
+                p.steps
+            );
+        }
+    });
+    if draw {
+        eprint!("\r\x1b[K");
+    }
+    let report = report.map_err(|e| match e {
+        StressError::Usage(e) => usage(e),
+        StressError::Setup(e) => CliError::StressSetup(e),
+    })?;
     println!(
         "{:<12} {:>7} {:>14} {:>14} {:>10}  {:<12} {:>10}",
         "part", "threads", "operations", "checks", "events", "(what)", "violations"
     );
     let mut totals = (0, 0);
     for p in &report.parts {
-        let failed = report
-            .violation
-            .as_deref()
-            .is_some_and(|v| v.starts_with(&format!("{}:", p.name)));
+        let failed = report.violation.as_ref().is_some_and(|v| v.part == p.name);
         println!(
             "{:<12} {:>7} {:>14} {:>14} {:>10}  {:<12} {:>10}",
             p.name,
@@ -656,12 +682,17 @@ fn stress(
         why.push(format!("VIOLATION {v}"));
     }
     why.extend(report.hangs.iter().map(|h| format!("HANG {h}")));
-    let sets: String = sets.iter().map(|s| format!(" --set {s}")).collect();
+    let sets: String = a.sets.iter().map(|s| format!(" --set {s}")).collect();
+    let parts = match &a.parts {
+        Some(_) => format!(" --parts {}", cfg.parts.join(",")),
+        None => String::new(),
+    };
     Err(CliError::StressFailed(format!(
-        "{}\nrepeat with: pglocks stress --duration {} --threads {} --preset {preset}{sets} --seed {}",
+        "{}\nrepeat with: pglocks stress --duration {} --threads {}{parts} --preset {}{sets} --seed {}",
         why.join("\n"),
         humantime::format_duration(cfg.duration),
         cfg.threads,
+        a.preset,
         report.seed
     )))
 }

@@ -305,8 +305,9 @@ fn list_and_topology_describe_the_choices() {
     assert!(text.contains("0-31,64-95"), "{text}");
 }
 
-/// `pglocks stress`: a short run passes with a table of every part; too few threads is a usage
-/// error that says how many are needed.
+/// `pglocks stress`: a short run passes with a table of every part on stdout (on stderr only
+/// the line that names the run, with `--no-progress`); a wrong request is a usage error that
+/// says what is valid.
 #[test]
 fn stress_runs_every_part_and_checks_its_arguments() {
     let out = pglocks(&[
@@ -317,21 +318,84 @@ fn stress_runs_every_part_and_checks_its_arguments() {
         "11",
         "--seed",
         "3",
+        "--no-progress",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for part in pglocks::workloads::stress::PARTS {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for part in pglocks::workloads::stress::PARTS.iter().map(|p| p.name) {
         assert!(
             stdout.lines().any(|l| l.starts_with(part)),
             "{part} missing:\n{stdout}"
         );
     }
     assert!(stdout.contains("violations 0, hangs 0"), "{stdout}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        ["pglocks stress: 11 threads over all 11 parts, 300ms on pg18, seed 3"]
+    );
     fails_with(&["stress", "--threads", "3"], "at least 11 threads");
     fails_with(&["stress", "--duration", "soon"], "bad --duration");
+    fails_with(
+        &["stress", "--duration", "0s"],
+        "--duration must be longer than 0",
+    );
     fails_with(&["stress", "--preset", "pg99"], "valid: pg81");
+    fails_with(
+        &["stress", "--parts", "spin,futex"],
+        "unknown stress part 'futex' (valid: spin, lwlock, lmgr",
+    );
+    fails_with(&["stress", "--parts", "spin,spin"], "named twice");
+}
+
+/// `pglocks stress` exits 1 when the run fails: on a violation (an injected fsync failure makes
+/// the `wal` part's commits fail), with the line that repeats the run, and when a model refuses
+/// the settings a part is built from (a valid request, so not a usage error).
+#[test]
+fn stress_failures_exit_1() {
+    let out = pglocks(&[
+        "stress",
+        "--parts",
+        "wal",
+        "--threads",
+        "2",
+        "--duration",
+        "5s",
+        "--set",
+        "wal_fault=fsync:1",
+        "--seed",
+        "5",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("violations 1, hangs 0"), "{stdout}");
+    assert!(
+        stderr.contains("VIOLATION wal: unexpected error: PANIC"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "repeat with: pglocks stress --duration 5s --threads 2 --parts wal --preset pg18 \
+             --set wal_fault=fsync:1 --seed 5"
+        ),
+        "{stderr}"
+    );
+    // 17+ divides the commit log's buffers into banks of 16.
+    let out = pglocks(&[
+        "stress",
+        "--parts",
+        "xact",
+        "--set",
+        "clog_buffers=20",
+        "--duration",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pglocks: stress setup failed: xact: "),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
 }

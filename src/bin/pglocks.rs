@@ -1,5 +1,6 @@
 //! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
-//! a violation or a hang, 2 for a usage or input error.
+//! a violation or a hang or its setup failed (a model refused the settings), 2 for a usage or
+//! input error.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -14,6 +15,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ pglocks::cli::CliError::StressFailed(_)) => {
             eprintln!("pglocks: stress failed:\n{e}");
+            ExitCode::from(1)
+        }
+        Err(e @ pglocks::cli::CliError::StressSetup(_)) => {
+            eprintln!("pglocks: {e}");
             ExitCode::from(1)
         }
         Err(e) => {

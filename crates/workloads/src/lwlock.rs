@@ -248,7 +248,7 @@ impl MakeWithLwLock for BufferOnLwLock<'_> {
 /// LWLocks (the LWLock ones, the lock manager, …) implements so that one `match` on the preset
 /// picks the type for all of them.
 pub(crate) trait MakeWithLwLock {
-    /// What `make` builds (a run, or the stress test's parts).
+    /// What `make` builds (a run, or a stress part).
     type Output;
     fn make<K: RawLwLock>(self) -> Self::Output;
 }

@@ -124,7 +124,6 @@
 //! by `select-only` only).
 
 use crate::preset::Settings;
-use crate::stress::{check, setup, Failure, Part, Step, StressError, Tally};
 use crate::{proc_table, workload_error, RunResult};
 use pglocks_bufmgr::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
 use pglocks_harness::{run_team, HarnessError, TeamSpec};
@@ -150,7 +149,7 @@ use std::sync::atomic::{
     AtomicU32,
     Ordering::{AcqRel, Acquire, Relaxed},
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Implementations of the macro workloads.
 pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
@@ -272,7 +271,7 @@ pub(crate) enum TxnError {
 }
 
 /// The shared memory of one run: what every backend's transactions go through.
-struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
+pub(crate) struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> {
     locks: LockManager<K>,
     sinval: SinvalQueue<K, R>,
     procs: ProcArray<K>,
@@ -417,7 +416,7 @@ struct AppendTable {
 }
 
 /// One connection's private state.
-struct Session {
+pub(crate) struct Session {
     local: Option<LocalLocks>,
     sinval: SinvalBackend,
     snapshot: Snapshot,
@@ -707,7 +706,12 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 
     /// One transaction of `kind`, with the backend's local lock table (connected on first use).
-    fn transaction(&self, b: &mut Backend, s: &mut Session, kind: Kind) -> Result<(), TxnError> {
+    pub(crate) fn transaction(
+        &self,
+        b: &mut Backend,
+        s: &mut Session,
+        kind: Kind,
+    ) -> Result<(), TxnError> {
         let mut local = match s.local.take() {
             Some(l) => l,
             None => self.locks.connect(b, DATABASE)?,
@@ -1127,7 +1131,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
 /// ProcArray and the sinval queue, and one session per running thread (the threads attach to
 /// the first slots of the returned table and take the first sinval entries).
 #[allow(clippy::type_complexity)]
-fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
+pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     settings: &Settings,
     kind: Kind,
     threads: usize,
@@ -1258,76 +1262,35 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     }
 }
 
-/// A macro workload under `pglocks stress`: its transactions must not fail, and at the end the
-/// lock tables are empty, no buffer is pinned, and every row's last updater committed.
-struct MacroPart<K: RawLwLock, R: RawSpinLock> {
-    cluster: Arc<Cluster<K, R, Pad128, LockedVar>>,
-    sessions: Mutex<Vec<Option<Session>>>,
-    procs: ProcTable,
-    kind: Kind,
-}
+/// What `pglocks stress` reads of a cluster once its threads have stopped (its
+/// `select-only` and `tpcb-like` parts).
+impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, V> {
+    /// The heavyweight lock manager.
+    pub(crate) fn lock_manager(&self) -> &LockManager<K> {
+        &self.locks
+    }
 
-/// The stress part of macro workload `kind` on `threads` threads.
-pub(crate) fn stress_part<K: RawLwLock, R: RawSpinLock + 'static>(
-    settings: &Settings,
-    kind: Kind,
-    threads: usize,
-) -> Result<Arc<dyn Part>, StressError> {
-    let (cluster, sessions, procs) =
-        build::<K, R, Pad128, LockedVar>(settings, kind, threads).map_err(setup)?;
-    Ok(Arc::new(MacroPart {
-        cluster,
-        sessions: Mutex::new(sessions.into_iter().map(Some).collect()),
-        procs,
-        kind,
-    }))
-}
+    /// The buffer pool.
+    pub(crate) fn buffer_pool(&self) -> &BufMgr<K, P> {
+        &self.buffers
+    }
 
-impl<K: RawLwLock, R: RawSpinLock + 'static> Part for MacroPart<K, R> {
-    fn name(&self) -> &'static str {
-        self.kind.name()
+    /// The commit log, for a workload that writes.
+    pub(crate) fn commit_log(&self) -> Option<&Clog<K>> {
+        self.writes.as_ref().map(|w| &w.clog)
     }
-    fn procs(&self) -> &ProcTable {
-        &self.procs
-    }
-    fn step(self: Arc<Self>, i: usize, _: usize, _: rand::rngs::SmallRng) -> Step {
-        let mut session = self.sessions.lock().map(|mut s| s[i].take()).ok().flatten();
-        Box::new(move |b, t| {
-            let Some(s) = session.as_mut() else {
-                return Err(Failure("no session for this thread".into()));
-            };
-            self.cluster.transaction(b, s, self.kind)?;
-            t.ops += 1;
-            Ok(())
-        })
-    }
-    fn finish(&self, b: &mut Backend, _: &Tally, t: &mut Tally) -> Result<(), Failure> {
-        crate::stress::lock_tables_empty(&self.cluster.locks, b, t)?;
-        crate::stress::no_pins_left(&self.cluster.buffers, b, t)?;
-        let Some(w) = &self.cluster.writes else {
-            return Ok(());
-        };
-        for table in [
-            &self.cluster.accounts,
-            &self.cluster.tellers,
-            &self.cluster.branches,
-        ] {
-            for (row, word) in table.xmax.iter().enumerate() {
-                let xmax = word.load(Acquire) & !XMAX_COMMITTED;
-                if xmax == INVALID_TRANSACTION_ID {
-                    continue;
-                }
-                let (status, _) = w.clog.get_status(b, xmax)?;
-                check(t, status == XidStatus::Committed, || {
-                    format!(
-                        "row {row} of relation {} last updated by xid {xmax}, which is {}",
-                        table.relid,
-                        status.name()
-                    )
-                })?;
-            }
-        }
-        Ok(())
+
+    /// `(relation, row, xid)` of every updated row's last updater: its newest version's
+    /// `t_xmax`, without the hint bit (none for a workload that updates nothing).
+    pub(crate) fn last_updaters(&self) -> impl Iterator<Item = (u32, usize, u32)> + '_ {
+        [&self.accounts, &self.tellers, &self.branches]
+            .into_iter()
+            .flat_map(|table| {
+                table.xmax.iter().enumerate().filter_map(|(row, word)| {
+                    let xmax = word.load(Acquire) & !XMAX_COMMITTED;
+                    (xmax != INVALID_TRANSACTION_ID).then_some((table.relid, row, xmax))
+                })
+            })
     }
 }
 
