@@ -1,170 +1,80 @@
-//! Plugging your own LWLock idea into pglocks and measuring it beside PostgreSQL's.
+//! A new LWLock idea, measured where PostgreSQL takes its LWLocks, beside 9.6's, in one sweep.
 //!
-//! A new LWLock is one struct and one `impl RawLwLock`: `new`, `acquire` (exclusive or shared),
-//! `conditional_acquire`, `acquire_or_wait` and `release`, each given the calling [`Backend`]
-//! (PostgreSQL's `MyProc`). Like PostgreSQL's, a lock records what the backend holds in
-//! `b.held_lwlocks` (so that `release` knows the mode, and misuse is an error rather than a
-//! corrupted lock). Written against `pglocks_sync::atomic` and `pglocks_sync::thread` (never
-//! `std::sync::atomic` directly), the same code can be model-checked with loom.
+//! A lock is one struct and one `impl RawLwLock`; `pglocks::lwlock::held` keeps lwlock.c's
+//! bookkeeping (too many LWLocks held, lock not held). `series_on_lwlock` runs it as
+//! every LWLock of a workload's model — the BufferMapping partitions of `buffer-lookup`, and in
+//! pgbench's transactions the lock manager's partitions, ProcArrayLock, the WAL insertion locks,
+//! the CLOG locks — while `series_with(…, "pg", …)` runs the release's own.
 //!
-//! Three locks run through the same loop here — every thread takes one lock exclusively and
-//! releases it, as fast as it can, the `lwlock-exclusive` workload:
-//! - `pg`: PostgreSQL's LWLock of 9.6+ ([`AtomicLwLock`]): a release wakes waiters, who then
-//!   compete with everyone else, so a running backend re-takes the lock many times per time slice.
-//! - `handoff`: [`HandoffLwLock`], the design lwlock.c rejects: a release hands the lock to the
-//!   first waiter, in FIFO order. Fair, and under contention a convoy — every hand-over waits
-//!   for the scheduler to run the woken backend. Expect it to be far slower from 2 threads on.
-//! - `toy-yield`: the toy below, a reader-writer word whose waiters call `yield_now` in a loop.
-//!
-//! Run with `cargo run --release --example custom_lwlock` (a few seconds).
+//! The idea here is a toy: one word with a writer bit and a reader count, whose waiters yield
+//! and retry (no queue, no sleep). Run with `cargo run --release --example custom_lwlock`.
 
-use pglocks_harness::sweep::{quick_table, RunFn};
-use pglocks_harness::{run_team, SeriesSpec, TeamSpec};
-use pglocks_lwlock::{
-    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, RawLwLock, MAX_SIMUL_LWLOCKS,
-};
-use pglocks_sync::atomic::{AtomicU32, Ordering};
-use pglocks_sync::{thread, Backend, CachePadded, ProcTable};
+use pglocks::harness::sweep::quick_table;
+use pglocks::lwlock::{held, LwLockError, LwLockMode, RawLwLock};
+use pglocks::sync::atomic::{AtomicU32, Ordering::*};
+use pglocks::sync::{thread::yield_now, Backend};
+use pglocks::workloads::{series_on_lwlock, series_with, Preset};
 
-/// **A toy, not a lock to use**: one atomic word holding a writer bit and a reader count;
-/// a backend that cannot take the lock calls `yield_now` and tries again. No queue and no
-/// sleeping on the semaphore: a writer can starve behind a stream of readers, and when threads
-/// outnumber cores the waiters take turns on the CPU the holder needs.
-#[derive(Debug)]
-struct YieldingRwLock {
-    word: AtomicU32,
-    name: &'static str,
-}
+/// Bit 31: a writer holds it; below, the number of readers.
+struct YieldLock(AtomicU32, &'static str);
 
-impl YieldingRwLock {
-    /// Set while a writer holds the lock; below it, the number of readers.
-    const WRITER: u32 = 1 << 31;
-
-    /// Takes the lock in `mode` if the word allows it right now.
-    fn try_take(&self, mode: LwLockMode) -> bool {
-        let word = self.word.load(Ordering::Relaxed);
-        let (allowed, new) = match mode {
-            LwLockMode::Exclusive => (word == 0, Self::WRITER),
-            _ => (word & Self::WRITER == 0, word + 1),
-        };
-        allowed
-            && self
-                .word
-                .compare_exchange(word, new, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-    }
-
-    /// Whether the word would let `mode` in right now (without taking the lock).
-    fn is_free_for(&self, mode: LwLockMode) -> bool {
-        let word = self.word.load(Ordering::Acquire);
-        match mode {
-            LwLockMode::Exclusive => word == 0,
-            _ => word & Self::WRITER == 0,
-        }
-    }
-
-    /// PostgreSQL's "too many LWLocks taken" check, before anything is taken.
-    fn check_room(b: &Backend) -> Result<(), LwLockError> {
-        if b.held_lwlocks.len() >= MAX_SIMUL_LWLOCKS {
-            return Err(LwLockError::TooManyLwLocks {
-                max: MAX_SIMUL_LWLOCKS,
-            });
-        }
-        Ok(())
-    }
-
-    /// Records the lock as held by `b` (a lock is known by its address).
-    fn record(&self, b: &mut Backend, mode: LwLockMode) {
-        b.held_lwlocks
-            .push(self as *const Self as usize, mode as u8);
-    }
-}
-
-impl RawLwLock for YieldingRwLock {
+impl RawLwLock for YieldLock {
     fn new(name: &'static str) -> Self {
-        YieldingRwLock {
-            word: AtomicU32::new(0),
-            name,
-        }
+        YieldLock(AtomicU32::new(0), name)
     }
-
     fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
-        let mut first_try = true;
-        while !self.try_take(mode) {
-            first_try = false;
-            thread::yield_now();
+        let first_try = self.conditional_acquire(b, mode)?;
+        while !first_try && !self.conditional_acquire(b, mode)? {
+            yield_now();
         }
-        self.record(b, mode);
         Ok(first_try)
     }
-
     fn conditional_acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
-        let taken = self.try_take(mode);
+        held::check_room(b)?;
+        let w = self.0.load(Relaxed);
+        let (free, new) = match mode {
+            LwLockMode::Exclusive => (w == 0, 1 << 31),
+            _ => (w >> 31 == 0, w + 1),
+        };
+        let taken = free && self.0.compare_exchange(w, new, Acquire, Relaxed).is_ok();
         if taken {
-            self.record(b, mode);
+            held::record(b, self, mode);
         }
         Ok(taken)
     }
-
     fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
-        Self::check_room(b)?;
-        if self.try_take(mode) {
-            self.record(b, mode);
-            return Ok(true);
+        let taken = self.conditional_acquire(b, mode)?;
+        // Wait, without taking it, until the lock would let `mode` in.
+        let busy = match mode {
+            LwLockMode::Exclusive => !0,
+            _ => 1 << 31,
+        };
+        while !taken && self.0.load(Relaxed) & busy != 0 {
+            yield_now();
         }
-        // Wait until the holder lets go, and do not take the lock.
-        while !self.is_free_for(mode) {
-            thread::yield_now();
-        }
-        Ok(false)
+        Ok(taken)
     }
-
     fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
-        let mode = b
-            .held_lwlocks
-            .remove(self as *const Self as usize)
-            .ok_or(LwLockError::NotHeld { lock: self.name })?;
-        if mode == LwLockMode::Exclusive as u8 {
-            self.word.store(0, Ordering::Release);
-        } else {
-            self.word.fetch_sub(1, Ordering::Release);
+        match held::forget(b, self, self.1)? {
+            LwLockMode::Exclusive => self.0.store(0, Release),
+            _ => drop(self.0.fetch_sub(1, Release)),
         }
         Ok(())
-    }
-}
-
-/// One series: every thread of the team takes lock `K` exclusively and releases it.
-fn series<K: RawLwLock>(impl_name: &str) -> SeriesSpec<'static> {
-    let run: RunFn<'static> = Box::new(|spec: &TeamSpec| {
-        let procs = ProcTable::new(spec.threads);
-        let lock: CachePadded<K> = CachePadded::new(K::new("example"));
-        run_team(spec, &procs, |_thread| {
-            let lock = &lock;
-            move |b: &mut Backend| -> Result<(), LwLockError> {
-                lock.acquire(b, LwLockMode::Exclusive)?;
-                lock.release(b)
-            }
-        })
-    });
-    SeriesSpec {
-        workload: "lwlock-exclusive".into(),
-        preset: "example".into(),
-        impl_name: impl_name.into(),
-        run,
     }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let table = quick_table(
-        "lwlock-exclusive",
-        vec![
-            series::<AtomicLwLock>("pg"),
-            series::<HandoffLwLock>("handoff"),
-            series::<YieldingRwLock>("toy-yield"),
-        ],
-    )?;
-    print!("{table}");
+    let (pg96, yield_lock) = (Preset::by_name("pg96")?, series_on_lwlock::<YieldLock>);
+    let mut s = pg96.settings();
+    s.apply("synchronous_commit=off")?; // tpcb-like's curve is then the locks', not a disk's
+    let mut series = Vec::new();
+    for w in ["buffer-lookup", "select-only", "tpcb-like"] {
+        series.push(series_with(w, pg96, "pg", s.clone())?);
+        series.push(yield_lock(w, pg96, "yield", s.clone())?);
+    }
+    print!(
+        "{}",
+        quick_table("buffer-lookup, select-only, tpcb-like", series)?
+    );
     Ok(())
 }

@@ -27,7 +27,7 @@ pub mod sweep;
 pub mod team;
 pub mod topology;
 
-pub use render::{render, Format};
+pub use render::{render, render_with, Format, Show};
 pub use report::Report;
 pub use sweep::{sweep, SeriesSpec, SweepConfig};
 pub use team::{latency_histogram, run_team, TeamRun, TeamSpec};

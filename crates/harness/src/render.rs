@@ -34,17 +34,45 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// Renders `report` in `format`.
+/// Which tables a table or Markdown rendering shows after the main one (JSON and CSV always
+/// hold everything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Show {
+    /// Wait events and `LWLOCK_STATS` counters per point.
+    pub waits: bool,
+    /// The workloads' metrics per point.
+    pub metrics: bool,
+}
+
+impl Show {
+    /// Every table.
+    pub const ALL: Show = Show {
+        waits: true,
+        metrics: true,
+    };
+    /// The main table alone.
+    pub const MAIN: Show = Show {
+        waits: false,
+        metrics: false,
+    };
+}
+
+/// Renders `report` in `format`, every table.
 pub fn render(report: &Report, format: Format) -> Result<String, HarnessError> {
+    render_with(report, format, Show::ALL)
+}
+
+/// Renders `report` in `format`, with the tables `show` asks for.
+pub fn render_with(report: &Report, format: Format, show: Show) -> Result<String, HarnessError> {
     Ok(match format {
         Format::Json => serde_json::to_string_pretty(report)? + "\n",
         Format::Csv => csv(report)?,
-        Format::Table => tables(report, presets::UTF8_FULL_CONDENSED),
-        Format::Markdown => tables(report, presets::ASCII_MARKDOWN),
+        Format::Table => tables(report, presets::UTF8_FULL_CONDENSED, show),
+        Format::Markdown => tables(report, presets::ASCII_MARKDOWN, show),
     })
 }
 
-fn tables(report: &Report, preset: &str) -> String {
+fn tables(report: &Report, preset: &str, show: Show) -> String {
     // A report of several workloads names each series with its workload.
     let several = named_workloads(report).len() > 1;
     let name = |s: &Series| {
@@ -129,12 +157,12 @@ fn tables(report: &Report, preset: &str) -> String {
         m.nodes,
         m.model
     );
-    if any_waits {
+    if any_waits && show.waits {
         out += &format!(
             "\nwait events and LWLOCK_STATS counters (median run of each point)\n\n{waits}\n"
         );
     }
-    if any_metrics {
+    if any_metrics && show.metrics {
         out += &format!("\nmetrics (median run of each point)\n\n{metrics}\n");
     }
     out

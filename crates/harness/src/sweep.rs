@@ -149,14 +149,15 @@ impl SweepConfig {
     }
 }
 
-/// Runs [`SweepConfig::quick`] over `series` on this machine and returns the report as a table:
-/// what an example needs to compare a lock of its own with PostgreSQL's.
+/// Runs [`SweepConfig::quick`] over `series` on this machine and returns the report's main table
+/// (throughput, efficiency and latency per point): what an example needs to compare a lock of
+/// its own with PostgreSQL's.
 pub fn quick_table(workload: &str, series: Vec<SeriesSpec<'_>>) -> Result<String, HarnessError> {
     // Read the topology before any thread is pinned: it is restricted to the cpus this thread
     // may use.
     let topology = Topology::detect()?;
     let report = sweep(&SweepConfig::quick(workload), &topology, series)?;
-    crate::render(&report, crate::Format::Table)
+    crate::render_with(&report, crate::Format::Table, crate::Show::MAIN)
 }
 
 #[cfg(test)]
