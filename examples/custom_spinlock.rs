@@ -3,9 +3,11 @@
 //! A new lock algorithm is one struct and one `unsafe impl RawSpinLock`. Written against
 //! `pglocks_sync::atomic` and `pglocks_sync::hint` (never `std::sync::atomic` directly), the same
 //! code can also be model-checked with loom (`RUSTFLAGS="--cfg loom"`). Wrapped in a
-//! [`SpinLock`], it guards data exactly as PostgreSQL's `slock_t` does, and the harness can sweep
-//! it over thread counts next to `pg` (PostgreSQL's `s_lock`) and `tas` (a naive test-and-set):
-//! each series is a [`SeriesSpec`] whose `run` closure performs one timed [`run_team`].
+//! `pglocks::spin::SpinLock`, it guards data exactly as PostgreSQL's `slock_t` does, and the harness can sweep
+//! it over thread counts next to `pg` (PostgreSQL's `s_lock`) and `tas` (a naive test-and-set).
+//! `series_on_spinlock` runs it wherever a workload's model takes an s_lock spinlock: the `spin`
+//! workload's counter, WAL's `insertpos_lck` and `info_lck` in `wal-insert`, and 9.1's
+//! `msgnumLock` in every sinval check of `select-only`.
 //!
 //! The idea tried here is a test-and-test-and-set lock with bounded exponential backoff: waiters
 //! read the lock word (a shared cache line) until it looks free, try one exchange, and after each
@@ -15,11 +17,11 @@
 //!
 //! Run with `cargo run --release --example custom_spinlock` (a few seconds).
 
-use pglocks_harness::sweep::{quick_table, RunFn};
-use pglocks_harness::{run_team, SeriesSpec, TeamSpec};
-use pglocks_spin::{NaiveTasLock, PgSpinLock, RawSpinLock, SpinError, SpinLock, StuckSpinlock};
-use pglocks_sync::atomic::{AtomicBool, Ordering, TestAndSet};
-use pglocks_sync::{hint, Backend, CachePadded, ProcTable};
+use pglocks::harness::sweep::quick_table;
+use pglocks::spin::{NaiveTasLock, RawSpinLock, StuckSpinlock};
+use pglocks::sync::atomic::{AtomicBool, Ordering, TestAndSet};
+use pglocks::sync::{hint, Backend};
+use pglocks::workloads::{series_on_spinlock, series_with, Preset};
 
 /// Test-and-test-and-set with exponential backoff between failed exchanges.
 #[derive(Debug, Default)]
@@ -83,36 +85,27 @@ unsafe impl RawSpinLock for BackoffTtasLock {
     }
 }
 
-/// One series: every thread of the team increments a counter under a `SpinLock<u64, R>`.
-fn series<R: RawSpinLock + 'static>(impl_name: &str) -> SeriesSpec<'static> {
-    let run: RunFn<'static> = Box::new(|spec: &TeamSpec| {
-        let procs = ProcTable::new(spec.threads);
-        let counter: CachePadded<SpinLock<u64, R>> = CachePadded::new(SpinLock::new("counter", 0));
-        run_team(spec, &procs, |_thread| {
-            let counter = &counter;
-            move |backend: &mut Backend| -> Result<(), SpinError> {
-                counter.lock(backend)?.with_mut(|n| *n += 1);
-                Ok(())
-            }
-        })
-    });
-    SeriesSpec {
-        workload: "spin".into(),
-        preset: "example".into(),
-        impl_name: impl_name.into(),
-        run,
-    }
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let table = quick_table(
-        "spin",
-        vec![
-            series::<PgSpinLock<true>>("pg"),
-            series::<NaiveTasLock>("tas"),
-            series::<BackoffTtasLock>(BackoffTtasLock::NAME),
-        ],
-    )?;
-    print!("{table}");
+    // 9.1: its sinval check takes msgnumLock on every call, so select-only takes s_locks too.
+    let pg91 = Preset::by_name("pg91")?;
+    let mut settings = pg91.settings();
+    settings.apply("flush_latency=0")?;
+    let mut series = Vec::new();
+    for w in ["spin", "wal-insert", "select-only"] {
+        series.push(series_with(w, pg91, "pg", settings.clone())?);
+        series.push(series_on_spinlock::<NaiveTasLock>(
+            w,
+            pg91,
+            "tas",
+            settings.clone(),
+        )?);
+        series.push(series_on_spinlock::<BackoffTtasLock>(
+            w,
+            pg91,
+            BackoffTtasLock::NAME,
+            settings.clone(),
+        )?);
+    }
+    print!("{}", quick_table("spin, wal-insert, select-only", series)?);
     Ok(())
 }
