@@ -19,8 +19,9 @@ use std::time::Duration;
     version,
     about = "PostgreSQL's lock primitives, modelled faithfully, measured on this machine",
     long_about = "PostgreSQL's lock primitives, modelled faithfully, measured on this machine.\n\
-                  With no command, runs a quick demonstration sweep of the spin workload \
-                  (under a minute) and writes a report under target/pglocks/."
+                  With no command, runs the default sweep: PostgreSQL 9.1, 9.2 and 18 on \
+                  pgbench's select-only and tpcb-like transactions (under a minute), and writes \
+                  a report under target/pglocks/."
 )]
 pub struct Cli {
     #[command(subcommand)]

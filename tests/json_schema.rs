@@ -7,7 +7,7 @@ use pglocks::harness::Report;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
-fn design_example() -> Value {
+fn documented_example() -> Value {
     json!({ "pglocks_version": "0.1.0", "machine": {"cpus": 2, "nodes": 1, "model": "x"},
       "config": {"workload": "lmgr-relation", "duration_ms": 2000, "repeat": 3, "pin": "compact"},
       "series": [ { "workload": "lmgr-relation", "preset": "pg92", "impl": "pg",
@@ -27,15 +27,15 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 #[test]
-fn design_example_round_trips() {
-    let v = design_example();
+fn documented_example_round_trips() {
+    let v = documented_example();
     let r: Report = serde_json::from_value(v.clone()).expect("the documented example parses");
     assert_eq!(serde_json::to_value(&r).unwrap(), v);
 }
 
 #[test]
 fn optional_ideal_metrics_and_timeline_extend_a_point() {
-    let mut v = design_example();
+    let mut v = documented_example();
     let p = &mut v["series"][0]["points"][0];
     p["ideal_ops_per_sec"] = json!(1.25e7);
     p["metrics"] = json!([{"name": "wal.flushes", "value": 42.0}]);
@@ -50,10 +50,10 @@ fn optional_ideal_metrics_and_timeline_extend_a_point() {
 
 #[test]
 fn unknown_or_missing_fields_are_rejected() {
-    let mut v = design_example();
+    let mut v = documented_example();
     v["machine"]["sockets"] = json!(2);
     assert!(serde_json::from_value::<Report>(v).is_err());
-    let mut v = design_example();
+    let mut v = documented_example();
     v["series"][0]["points"][0]
         .as_object_mut()
         .unwrap()
@@ -87,7 +87,7 @@ fn a_real_run_has_exactly_the_documented_keys() {
         .unwrap();
     assert!(out.status.success());
     let real: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let doc = design_example();
+    let doc = documented_example();
     assert_eq!(keys(&real), keys(&doc));
     for k in ["machine", "config"] {
         assert_eq!(keys(&real[k]), keys(&doc[k]), "{k}");

@@ -2,11 +2,11 @@
 //! how runs become points: the median of `--repeat` runs, all runs kept, efficiency against the
 //! 1-thread point.
 //!
-//! Three keys of a point extend the original document and are optional: `ideal_ops_per_sec`,
-//! `metrics` and `timeline_ops_per_sec` (see [`Point`]). They are present only for workloads that
-//! have an ideal throughput or count their own events, and for runs of at least one timeline
-//! interval (100 ms), and absent otherwise, so the documents of every other run are exactly
-//! the original (and older documents still parse).
+//! Three keys of a point are optional: `ideal_ops_per_sec`, `metrics` and
+//! `timeline_ops_per_sec` (see [`Point`]). They are present only for workloads that have an ideal
+//! throughput or count their own events, and for runs of at least one timeline interval
+//! (100 ms), and absent otherwise, so a document without them is the contract's core (and
+//! documents written before they existed still parse).
 
 use crate::team::TeamRun;
 use pglocks_sync::stats::EventStats;
@@ -70,7 +70,7 @@ pub struct Series {
 /// One thread count's result.
 ///
 /// The last three fields, `ideal_ops_per_sec`, `metrics` and `timeline_ops_per_sec`, are optional
-/// extensions of the original document: omitted from the JSON when absent (no ideal, no metrics, a
+/// keys: omitted from the JSON when absent (no ideal, no metrics, a
 /// run shorter than one timeline interval), and absent keys parse as such. Every other key is
 /// required.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ pub struct Point {
     pub timeline_ops_per_sec: Vec<f64>,
 }
 
-/// One named metric of a point (an optional extension of the original document).
+/// One named metric of a point (an optional key of the document).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Metric {

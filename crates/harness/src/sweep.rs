@@ -7,7 +7,7 @@
 //!
 //! The harness does not know what a series runs: a workload hands it one closure per series
 //! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
-//! apart (STYLE.md): workloads never print, and the harness never knows what a lock is.
+//! apart: workloads never print, and the harness never knows what a lock is.
 
 use crate::report::{Machine, Point, Report, RunConfig, Series};
 use crate::team::{TeamRun, TeamSpec};
