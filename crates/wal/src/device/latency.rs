@@ -1,11 +1,12 @@
 //! [`FlushLatency`]: how long one flush of a [`SimulatedDevice`](super::SimulatedDevice) takes
 //! (the wait in `issue_xlog_fsync` of xlog.c, as a distribution), and its syntax: one duration
-//! such as `2ms`, or a range `1ms..3ms`.
+//! such as `2ms` (the shim's duration syntax, [`pglocks_sync::time::parse_duration`]), or a
+//! range `1ms..3ms`, which is this type's own.
 
 use std::fmt;
 use std::str::FromStr;
 
-use pglocks_sync::time::Duration;
+use pglocks_sync::time::{format_duration, parse_duration, Duration};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
@@ -13,9 +14,11 @@ use super::DeviceError;
 
 /// How long one flush of a [`SimulatedDevice`](super::SimulatedDevice) takes.
 ///
-/// Written and parsed as `2ms`, `500us` (or `500µs`), `1.5ms`, `250ns`, `1s`,
-/// `0` (no wait), or `lo..hi` such as `1ms..3ms` for a uniform draw between
-/// the two bounds (inclusive, at nanosecond resolution).
+/// Written and parsed as one duration in the duration syntax of
+/// [`pglocks_sync::time::parse_duration`] (`2ms`, `500us` or `500µs`, `1.5ms`,
+/// `250ns`, `1s`, `0` for no wait), or as `lo..hi` such as `1ms..3ms` for a
+/// uniform draw between the two bounds (inclusive, at nanosecond resolution).
+/// Shown with [`pglocks_sync::time::format_duration`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushLatency {
     /// Every flush takes this long.
@@ -69,14 +72,16 @@ impl FromStr for FlushLatency {
         let bad = || DeviceError::InvalidLatency(s.to_string());
         match s.split_once("..") {
             Some((lo, hi)) => {
-                let lo = parse_duration(lo).ok_or_else(bad)?;
-                let hi = parse_duration(hi).ok_or_else(bad)?;
+                let lo = parse_duration(lo).map_err(|_| bad())?;
+                let hi = parse_duration(hi).map_err(|_| bad())?;
                 if lo > hi {
                     return Err(bad());
                 }
                 Ok(FlushLatency::Uniform { lo, hi })
             }
-            None => parse_duration(s).map(FlushLatency::Fixed).ok_or_else(bad),
+            None => parse_duration(s)
+                .map(FlushLatency::Fixed)
+                .map_err(|_| bad()),
         }
     }
 }
@@ -84,95 +89,11 @@ impl FromStr for FlushLatency {
 impl fmt::Display for FlushLatency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            FlushLatency::Fixed(d) => write_duration(f, d),
+            FlushLatency::Fixed(d) => write!(f, "{}", format_duration(d)),
             FlushLatency::Uniform { lo, hi } => {
-                write_duration(f, lo)?;
-                f.write_str("..")?;
-                write_duration(f, hi)
+                write!(f, "{}..{}", format_duration(lo), format_duration(hi))
             }
         }
-    }
-}
-
-/// Parses one duration: a decimal number with a unit (ns, us, µs, ms, s), or
-/// a bare zero. Exact to the nanosecond; a finer fraction is rejected.
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let (int, frac) = match number.split_once('.') {
-        Some((int, frac)) => {
-            if frac.is_empty() {
-                return None;
-            }
-            (int, frac)
-        }
-        None => (number, ""),
-    };
-    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let unit_ns: u64 = match unit.trim_start() {
-        "" => {
-            // Only zero may go without a unit.
-            return if number.bytes().all(|b| b == b'0' || b == b'.') {
-                Some(Duration::ZERO)
-            } else {
-                None
-            };
-        }
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        _ => return None,
-    };
-    let whole: u64 = int.parse().ok()?;
-    let mut nanos = whole.checked_mul(unit_ns)?;
-    let frac = frac.trim_end_matches('0');
-    if !frac.is_empty() {
-        if frac.len() > 9 {
-            return None;
-        }
-        let digits: u64 = frac.parse().ok()?;
-        let scale = 10u64.pow(frac.len() as u32);
-        let scaled = digits.checked_mul(unit_ns)?;
-        if scaled % scale != 0 {
-            return None; // finer than a nanosecond
-        }
-        nanos = nanos.checked_add(scaled / scale)?;
-    }
-    Some(Duration::from_nanos(nanos))
-}
-
-/// Writes a duration in the syntax `parse_duration` reads, in the largest
-/// unit not above it, with an exact decimal fraction ("1.5ms", "250us", "0").
-fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return f.write_str("0");
-    }
-    let (unit, name, digits) = if nanos >= 1_000_000_000 {
-        (1_000_000_000u128, "s", 9usize)
-    } else if nanos >= 1_000_000 {
-        (1_000_000, "ms", 6)
-    } else if nanos >= 1_000 {
-        (1_000, "us", 3)
-    } else {
-        (1, "ns", 0)
-    };
-    let whole = nanos / unit;
-    let frac = nanos % unit;
-    if frac == 0 {
-        write!(f, "{whole}{name}")
-    } else {
-        let frac = format!("{frac:0digits$}");
-        write!(f, "{whole}.{}{name}", frac.trim_end_matches('0'))
     }
 }
 
@@ -211,6 +132,15 @@ mod tests {
         assert_eq!(
             parse("1.000001ms"),
             FlushLatency::Fixed(Duration::from_nanos(1_000_001))
+        );
+        // The shim's longer units too.
+        assert_eq!(parse("1m"), FlushLatency::Fixed(Duration::from_secs(60)));
+        assert_eq!(
+            parse("1ms..0.5min"),
+            FlushLatency::Uniform {
+                lo: ms(1),
+                hi: Duration::from_secs(30)
+            }
         );
         assert_eq!(
             parse("1ms..3ms"),
