@@ -42,179 +42,34 @@
 //! commit times; an error ends the apply (PostgreSQL's worker exits and is restarted); a
 //! worker's error reaches the leader when it next looks (at each message) rather than by signal.
 
-use crate::parallel::{self, FilesetState, PaShared, XactState};
-use crate::proto::{Message, ProtoError};
+use crate::locks::apply_lock;
+use crate::parallel::{self, FilesetState, PaShared, WorkerExit, XactState};
+use crate::proto::Message;
 use crate::serial::{Applied, StreamError};
 use crate::spool::{self, SpoolWriter};
 use crate::subscriber::{LocalTxn, Subscriber};
-use pglocks_lmgr::{LmgrError, LocalLocks, LockManager, LockManagerConfig, LockMode, LockTimeouts};
+use pglocks_lmgr::{LocalLocks, LockManager, LockManagerConfig, LockMode};
 use pglocks_lwlock::RawLwLock;
-use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqError, ShmMqHandle, ShmMqResult};
+use pglocks_shmmq::{ShmMq, ShmMqHandle, ShmMqResult};
 use pglocks_sync::stats::BackendStats;
-use pglocks_sync::{Backend, ProcTable, SyncError};
+use pglocks_sync::{Backend, ProcTable};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
-/// applyparallelworker.c's `PARALLEL_APPLY_LOCK_STREAM`: the stream lock's object id.
-pub const PARALLEL_APPLY_LOCK_STREAM: u16 = 0;
-/// applyparallelworker.c's `PARALLEL_APPLY_LOCK_XACT`: the transaction lock's object id.
-pub const PARALLEL_APPLY_LOCK_XACT: u16 = 1;
-/// applyparallelworker.c's `DSM_QUEUE_SIZE`: each worker's shm_mq, 16 MB.
-pub const DSM_QUEUE_SIZE: usize = 16 * 1024 * 1024;
-/// The default of `max_parallel_apply_workers_per_subscription`.
-pub const DEFAULT_MAX_PARALLEL_APPLY_WORKERS: usize = 2;
-/// `MAX_PARALLEL_WORKER_LIMIT`, the setting's upper bound.
-pub const MAX_PARALLEL_WORKER_LIMIT: usize = 1024;
+// The vocabulary the leader shares with the workers, under the paths it has always had here.
+pub use crate::config::{
+    ApplyConfig, Streaming, DEFAULT_MAX_PARALLEL_APPLY_WORKERS, DSM_QUEUE_SIZE,
+    MAX_PARALLEL_WORKER_LIMIT,
+};
+pub use crate::error::ApplyError;
+pub use crate::locks::{PARALLEL_APPLY_LOCK_STREAM, PARALLEL_APPLY_LOCK_XACT};
+
 /// How long the leader sleeps between looks at a worker's transaction state
 /// (`pa_wait_for_xact_state`'s 10 ms).
 const STATE_POLL: Duration = Duration::from_millis(10);
-
-/// The subscription's `streaming` option (`LOGICALREP_STREAM_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Streaming {
-    /// `off`: the publisher sends every transaction whole at commit; the leader applies all.
-    Off,
-    /// `on` (14+): streamed transactions are spooled and applied at commit (the default
-    /// before 18).
-    On,
-    /// `parallel` (16+; the default from 18): streamed transactions go to parallel workers.
-    Parallel,
-}
-
-impl Streaming {
-    /// The option's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Streaming::Off => "off",
-            Streaming::On => "on",
-            Streaming::Parallel => "parallel",
-        }
-    }
-}
-
-/// What the subscriber runs with.
-#[derive(Debug, Clone)]
-pub struct ApplyConfig {
-    /// The `streaming` option.
-    pub streaming: Streaming,
-    /// `max_parallel_apply_workers_per_subscription`.
-    pub max_parallel_apply_workers: usize,
-    /// Each worker's queue, in bytes ([`DSM_QUEUE_SIZE`]).
-    pub queue_size: usize,
-    /// The queue's release behaviour.
-    pub shm_mq: ShmMqConfig,
-    /// `SHM_SEND_RETRY_INTERVAL_MS`.
-    pub send_retry_interval: Duration,
-    /// `SHM_SEND_TIMEOUT_MS`: past it the leader serializes the rest of the transaction.
-    pub send_timeout: Duration,
-    /// `deadlock_timeout` and `lock_timeout` of the workers' waits.
-    pub timeouts: LockTimeouts,
-    /// The subscription's oid (in the apply locks' tags and the spool files' names).
-    pub subscription: u32,
-    /// The subscriber's database.
-    pub database: u32,
-    /// Where spool files go (a fresh directory is made under it; the system's temporary
-    /// directory when `None`).
-    pub spool_dir: Option<PathBuf>,
-    /// CPU work per applied change, in [`busy_work`](pglocks_sync::hint::busy_work) steps:
-    /// the executor, heap, index and WAL work of applying a row, which this model does not do
-    /// (0: none).
-    pub row_work: u32,
-}
-
-impl Default for ApplyConfig {
-    /// PostgreSQL 18's defaults.
-    fn default() -> Self {
-        Self {
-            streaming: Streaming::Parallel,
-            max_parallel_apply_workers: DEFAULT_MAX_PARALLEL_APPLY_WORKERS,
-            queue_size: DSM_QUEUE_SIZE,
-            shm_mq: ShmMqConfig::default(),
-            send_retry_interval: Duration::from_millis(pglocks_shmmq::SHM_SEND_RETRY_INTERVAL_MS),
-            send_timeout: Duration::from_millis(pglocks_shmmq::SHM_SEND_TIMEOUT_MS),
-            timeouts: LockTimeouts::default(),
-            subscription: 16_600,
-            database: 5,
-            spool_dir: None,
-            row_work: 0,
-        }
-    }
-}
-
-/// What stopped an apply, in the words PostgreSQL's apply workers use.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ApplyError {
-    /// A message out of place or undecodable.
-    #[error(transparent)]
-    Stream(#[from] StreamError),
-    /// A lock wait failed: deadlock detected, lock timeout, lock table full.
-    #[error(transparent)]
-    Lock(#[from] LmgrError),
-    /// A parallel apply worker failed; the leader reports its error
-    /// (`ProcessParallelApplyMessage`'s context line).
-    #[error("logical replication parallel apply worker for remote transaction {xid}: {error}")]
-    Worker {
-        /// The remote transaction it was applying.
-        xid: u32,
-        /// Its error.
-        error: Box<ApplyError>,
-    },
-    /// A parallel apply worker went away without an error.
-    #[error("lost connection to the logical replication parallel apply worker")]
-    LostWorker,
-    /// The leader went away while a worker waited for it.
-    #[error("lost connection to the logical replication apply worker")]
-    LostLeader,
-    /// The queue refused a message.
-    #[error("could not send data to shared-memory queue: {0}")]
-    Queue(#[from] ShmMqError),
-    /// A spool file could not be written or read.
-    #[error("could not access a streaming transaction's changes file: {0}")]
-    Io(#[from] std::io::Error),
-    /// No backend slot for a worker.
-    #[error(transparent)]
-    Sync(#[from] SyncError),
-    /// A setting out of range.
-    #[error("invalid value for {name}: {value} ({why})")]
-    Config {
-        /// The setting.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong.
-        why: &'static str,
-    },
-}
-
-impl From<ProtoError> for ApplyError {
-    fn from(e: ProtoError) -> Self {
-        ApplyError::Stream(e.into())
-    }
-}
-
-impl ApplyError {
-    /// The deadlock report's detail lines, if this is (or relays) a deadlock.
-    pub fn detail(&self) -> Option<String> {
-        match self {
-            ApplyError::Lock(e) => e.detail(),
-            ApplyError::Worker { error, .. } => error.detail(),
-            _ => None,
-        }
-    }
-
-    /// Whether this is (or relays) "deadlock detected".
-    pub fn is_deadlock(&self) -> bool {
-        match self {
-            ApplyError::Lock(e) => matches!(e, LmgrError::Deadlock { .. }),
-            ApplyError::Worker { error, .. } => error.is_deadlock(),
-            _ => false,
-        }
-    }
-}
 
 fn order(what: &str) -> ApplyError {
     ApplyError::Stream(StreamError::Order(what.to_string()))
@@ -315,29 +170,6 @@ pub fn apply<K: RawLwLock>(
     })
 }
 
-/// Models `pa_lock_stream`/`pa_unlock_stream` and `pa_lock_transaction`/`pa_unlock_transaction`
-/// (applyparallelworker.c): takes (`lock`) or releases a session lock in `mode` on object
-/// `objid` of remote transaction `xid`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn apply_lock<K: RawLwLock>(
-    sub: &Subscriber<K>,
-    b: &mut Backend,
-    local: &mut LocalLocks,
-    cfg: &ApplyConfig,
-    xid: u32,
-    objid: u16,
-    mode: LockMode,
-    lock: bool,
-) -> Result<(), ApplyError> {
-    let (lm, suboid) = (sub.lock_manager(), cfg.subscription);
-    if lock {
-        lm.lock_apply_transaction_for_session(b, local, suboid, xid, objid, mode, &cfg.timeouts)?;
-    } else {
-        lm.unlock_apply_transaction_for_session(b, local, suboid, xid, objid, mode)?;
-    }
-    Ok(())
-}
-
 /// Where a streamed transaction's messages go.
 #[derive(Debug)]
 enum Dest {
@@ -345,12 +177,6 @@ enum Dest {
     Spool(SpoolWriter),
     /// `TRANS_LEADER_SEND_TO_PARALLEL` / `_PARTIAL_SERIALIZE`: worker `id`.
     Worker(u32),
-}
-
-/// The result of a worker thread.
-pub(crate) struct WorkerExit {
-    pub(crate) stats: BackendStats,
-    pub(crate) result: Result<(), ApplyError>,
 }
 
 /// Models `ParallelApplyWorkerInfo` (applyparallelworker.c): the leader's view of one worker.

@@ -16,9 +16,14 @@
 //! ([`publisher`]), the serial reference apply ([`serial`]), the subscriber's tables with row
 //! waits through the lock manager ([`subscriber`]), spool files ([`spool`]), the leader apply
 //! worker ([`leader`], with [`apply`] running a whole subscription) and the parallel apply
-//! workers ([`parallel`]).
+//! workers ([`parallel`]). What the leader and the workers share is in modules of its own, so
+//! that the workers never import the leader: the settings ([`config`]), the error
+//! ([`error`]) and the two session locks they order each other with ([`locks`]).
 
+pub mod config;
+pub mod error;
 pub mod leader;
+pub mod locks;
 pub mod parallel;
 pub mod proto;
 pub mod publisher;
@@ -26,7 +31,9 @@ pub mod serial;
 pub mod spool;
 pub mod subscriber;
 
-pub use leader::{apply, ApplyConfig, ApplyError, ApplyOutcome, ApplyStats, Streaming};
+pub use config::{ApplyConfig, Streaming};
+pub use error::ApplyError;
+pub use leader::{apply, ApplyOutcome, ApplyStats};
 
 pub use proto::{Change, Message, ProtoError, Row};
 pub use publisher::{publish, Published, PublisherConfig};

@@ -19,10 +19,9 @@
 //! Shortcut: the shared state (`ParallelApplyWorkerShared`) is behind a mutex standing in for
 //! its spinlock, and the pending-chunk count is an atomic as in PostgreSQL.
 
-use crate::leader::{
-    apply_lock, ApplyConfig, ApplyError, WorkerExit, PARALLEL_APPLY_LOCK_STREAM,
-    PARALLEL_APPLY_LOCK_XACT,
-};
+use crate::config::ApplyConfig;
+use crate::error::ApplyError;
+use crate::locks::{apply_lock, PARALLEL_APPLY_LOCK_STREAM, PARALLEL_APPLY_LOCK_XACT};
 use crate::proto::Message;
 use crate::serial::StreamError;
 use crate::spool;
@@ -30,6 +29,7 @@ use crate::subscriber::{lock, LocalTxn, Subscriber};
 use pglocks_lmgr::{LocalLocks, LockMode};
 use pglocks_lwlock::RawLwLock;
 use pglocks_shmmq::{ShmMq, ShmMqHandle, ShmMqResult};
+use pglocks_sync::stats::BackendStats;
 use pglocks_sync::{Backend, ProcTable};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -155,6 +155,12 @@ impl PaShared {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
+}
+
+/// The result of a worker thread ([`worker_main`]): its statistics and how its apply ended.
+pub(crate) struct WorkerExit {
+    pub(crate) stats: BackendStats,
+    pub(crate) result: Result<(), ApplyError>,
 }
 
 /// The worker's thread: attaches, tells the leader through `ready`, runs the apply loop, and on

@@ -38,13 +38,20 @@ fn take_and_touch(s: &Shared, procs: &ProcTable, mode: LockMode) {
     }
 }
 
+/// The shared loom builder at preemption bound `bound` (unless `LOOM_MAX_PREEMPTIONS` says
+/// otherwise), with loom's own branch limit (`LOOM_MAX_BRANCHES`, else 1000), which these
+/// models' paths stay within.
+fn builder(bound: usize) -> loom::model::Builder {
+    let mut b = pglocks_sync::loom_builder(bound);
+    b.max_branches = loom::model::Builder::new().max_branches;
+    b
+}
+
 #[test]
 fn fast_path_weak_lock_and_strong_lock_never_overlap() {
-    let mut builder = loom::model::Builder::new();
     // Bound 3: a transfer that let go of the owner's fpInfoLock before its entries were in the
     // table needed three preemptions to show (the owner releasing in between).
-    builder.preemption_bound = builder.preemption_bound.or(Some(3));
-    builder.check(|| {
+    builder(3).check(|| {
         let procs = ProcTable::new(2);
         let mut cfg = LockManagerConfig::new(2);
         cfg.fast_path = FastPathLayout::Slots16;
@@ -65,9 +72,7 @@ fn fast_path_weak_lock_and_strong_lock_never_overlap() {
 /// model, which loom reports), and the two holds never overlap.
 #[test]
 fn a_waiter_is_always_woken_and_holds_never_overlap() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(2));
-    builder.check(|| {
+    builder(2).check(|| {
         let procs = ProcTable::new(2);
         let mut cfg = LockManagerConfig::new(2);
         cfg.fast_path = FastPathLayout::None;
@@ -109,9 +114,7 @@ fn a_waiter_is_always_woken_and_holds_never_overlap() {
 /// interleaving, the waiter returns (no lost wake-up), and nothing is left in the table.
 #[test]
 fn waiting_for_a_lazy_vxid_lock_never_hangs_or_leaks() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(2));
-    builder.check(|| {
+    builder(2).check(|| {
         let procs = ProcTable::new(2);
         let mut cfg = LockManagerConfig::new(2);
         cfg.fast_path = FastPathLayout::Slots16;
@@ -141,9 +144,7 @@ fn waiting_for_a_lazy_vxid_lock_never_hangs_or_leaks() {
 /// no longer runs, and nothing is left in the table.
 #[test]
 fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(2));
-    builder.check(|| {
+    builder(2).check(|| {
         use pglocks_sync::atomic::{AtomicBool, Ordering::*};
         let procs = ProcTable::new(2);
         let mut cfg = LockManagerConfig::new(2);

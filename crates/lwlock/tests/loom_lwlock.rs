@@ -60,10 +60,7 @@ fn model(threads: usize, f: impl Fn() + Sync + Send + 'static) {
 
 /// A model at preemption bound `bound` unless `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(bound));
-    b.max_branches = 100_000;
-    b.check(f);
+    pglocks_sync::loom_builder(bound).check(f);
 }
 
 fn increment<K: RawLwLock>(s: &Shared<K>, me: &mut Backend) {

@@ -26,14 +26,9 @@ fn short_spin_config() -> SpinDelayConfig {
 }
 
 fn mutual_exclusion<R: RawSpinLock + 'static>(threads: usize) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        // LOOM_MAX_PREEMPTIONS overrides; by default 3 for two threads, 1 for three.
-        builder.preemption_bound = Some(if threads > 2 { 1 } else { 3 });
-    }
-    // Spin loops make long paths: every failed try is a branch point.
-    builder.max_branches = 100_000;
-    builder.check(move || {
+    // LOOM_MAX_PREEMPTIONS overrides; by default 3 for two threads, 1 for three. Spin loops
+    // make long paths (every failed try is a branch point): the builder allows 100 000 branches.
+    pglocks_sync::loom_builder(if threads > 2 { 1 } else { 3 }).check(move || {
         let procs = ProcTable::with_spin_config(threads, short_spin_config());
         let lock: Arc<SpinLock<u32, R>> = Arc::new(SpinLock::new("counter", 0));
         let handles: Vec<_> = (0..threads)
@@ -104,7 +99,11 @@ fn mcs_three_threads() {
 /// try_lock never succeeds while another thread holds the lock.
 #[test]
 fn pg_try_lock_respects_holder() {
-    loom::model(|| {
+    // Bound 4 explores as many interleavings of this small model as no bound at all (17), and
+    // its paths stay within loom's own branch limit (`LOOM_MAX_BRANCHES`, else 1000).
+    let mut b = pglocks_sync::loom_builder(4);
+    b.max_branches = loom::model::Builder::new().max_branches;
+    b.check(|| {
         let procs = ProcTable::with_spin_config(2, short_spin_config());
         let lock: Arc<SpinLock<u32, PgSpinLock>> = Arc::new(SpinLock::new("flag", 0));
         let l2 = Arc::clone(&lock);

@@ -12,7 +12,9 @@
 //! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
 //! - [`proclist`], the lists of backends threaded through `PGPROC` (LWLock wait queues);
 //! - [`stats`], per-backend counters and the wait-event table merged after a run;
-//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers.
+//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers;
+//! - [`time`], besides the clock and sleep of the shim, the one duration syntax of every setting
+//!   ([`time::parse_duration`], [`time::format_duration`]).
 
 pub mod backend;
 pub mod cell;
@@ -22,6 +24,7 @@ pub mod proclist;
 mod semaphore;
 pub mod spin_delay;
 pub mod stats;
+pub mod time;
 pub mod tranche;
 
 pub use backend::{
@@ -128,25 +131,6 @@ pub mod hint {
                 .wrapping_add(1442695040888963407);
         }
         x
-    }
-}
-
-/// Time: `Instant` and the sleeps that PostgreSQL takes (`pg_usleep` in s_lock, `deadlock_timeout`,
-/// simulated flush latency). Under loom a sleep is a yield: loom has no clock, and what a sleep
-/// means to an algorithm is "let the others run".
-pub mod time {
-    pub use std::time::{Duration, Instant};
-
-    /// Sleeps for `d` (PostgreSQL's `pg_usleep`); under loom, yields instead.
-    #[inline]
-    pub fn sleep(d: Duration) {
-        #[cfg(loom)]
-        {
-            let _ = d;
-            loom::thread::yield_now();
-        }
-        #[cfg(not(loom))]
-        std::thread::sleep(d);
     }
 }
 

@@ -5,10 +5,11 @@
 use pglocks_sync::sync::Arc;
 use pglocks_sync::Semaphore;
 
-/// loom with LOOM_MAX_PREEMPTIONS, or 2 when it is unset.
+/// loom with LOOM_MAX_PREEMPTIONS, or 2 when it is unset, and loom's own branch limit
+/// (`LOOM_MAX_BRANCHES`, else 1000): these paths are short.
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = b.preemption_bound.or(Some(2));
+    let mut b = pglocks_sync::loom_builder(2);
+    b.max_branches = loom::model::Builder::new().max_branches;
     b.check(f);
 }
 
