@@ -32,11 +32,11 @@ pub fn threads(text: &str) -> Option<Vec<usize>> {
 }
 
 /// `--duration` / `--warmup`: a duration or a usage error; an accepted duration reads back the
-/// same from the way humantime writes it.
+/// same from the way `pglocks_sync::time::format_duration` writes it.
 pub fn duration(text: &str) -> Option<std::time::Duration> {
     match parse_duration("--duration", text) {
         Ok(d) => {
-            let written = humantime::format_duration(d).to_string();
+            let written = pglocks::sync::time::format_duration(d).to_string();
             assert_eq!(
                 parse_duration("--duration", &written).unwrap(),
                 d,

@@ -216,9 +216,10 @@ const MAX_THREADS: usize = 65_536;
 const MAX_POINTS: usize = 4096;
 const TOO_MANY: &str = "more than 65536 threads or 4096 points";
 
-/// Parses a duration such as `2s`, `500ms` or `1m`.
+/// Parses a duration such as `2s`, `500ms` or `1m`, in the syntax of the knobs
+/// (`pglocks_sync::time::parse_duration`).
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, CliError> {
-    humantime::parse_duration(s.trim())
+    pglocks_sync::time::parse_duration(s)
         .map_err(|e| CliError::Usage(format!("bad {flag} '{s}': {e} (examples: 2s, 500ms, 1m)")))
 }
 
@@ -624,7 +625,7 @@ fn stress(a: &StressArgs) -> Result<(), CliError> {
             Some(_) => names.join(", "),
             None => format!("all {} parts", names.len()),
         },
-        humantime::format_duration(cfg.duration),
+        pglocks_sync::time::format_duration(cfg.duration),
         a.preset,
         cfg.seed
     );
@@ -634,7 +635,7 @@ fn stress(a: &StressArgs) -> Result<(), CliError> {
             eprint!(
                 "\r{} s of {}, {} steps\x1b[K",
                 p.elapsed.as_secs(),
-                humantime::format_duration(p.duration),
+                pglocks_sync::time::format_duration(p.duration),
                 p.steps
             );
         }
@@ -691,7 +692,7 @@ fn stress(a: &StressArgs) -> Result<(), CliError> {
     Err(CliError::StressFailed(format!(
         "{}\nrepeat with: pglocks stress --duration {} --threads {}{parts} --preset {}{sets} --seed {}",
         why.join("\n"),
-        humantime::format_duration(cfg.duration),
+        pglocks_sync::time::format_duration(cfg.duration),
         cfg.threads,
         a.preset,
         report.seed

@@ -123,7 +123,7 @@ proptest! {
     #[test]
     fn durations_read_back(secs in 0u64..100_000_000, nanos in 0u32..1_000_000_000, ms in 0u64..10_000_000) {
         let d = Duration::new(secs, nanos);
-        prop_assert_eq!(checks::duration(&humantime::format_duration(d).to_string()), Some(d));
+        prop_assert_eq!(checks::duration(&pglocks::sync::time::format_duration(d).to_string()), Some(d));
         prop_assert_eq!(checks::duration(&format!("{ms}ms")), Some(Duration::from_millis(ms)));
         prop_assert_eq!(checks::duration(&format!(" {secs}s ")), Some(Duration::from_secs(secs)));
     }

@@ -8,7 +8,6 @@
 
 use crate::preset::Settings;
 use pglocks_sync::time::Duration;
-use pglocks_wal::FlushLatency;
 
 /// One knob of `--set`.
 #[derive(Clone, Copy)]
@@ -102,17 +101,15 @@ impl Codec<f64> for Fraction {
     }
 }
 
-/// Reads one duration in the project's syntax (`10us`, `1ms`, `0`).
+/// Reads one duration in the syntax of every duration pglocks takes (`10us`, `1ms`, `2s`, `0`;
+/// `pglocks_sync::time::parse_duration`).
 pub(crate) fn read_duration(text: &str) -> Option<Duration> {
-    match text.parse::<FlushLatency>() {
-        Ok(FlushLatency::Fixed(d)) => Some(d),
-        _ => None,
-    }
+    pglocks_sync::time::parse_duration(text).ok()
 }
 
 /// Writes a duration as [`read_duration`] reads it.
 pub(crate) fn write_duration(d: Duration) -> String {
-    FlushLatency::Fixed(d).to_string()
+    pglocks_sync::time::format_duration(d).to_string()
 }
 
 /// A duration from `least` to `most`; `expected` says so in words.
