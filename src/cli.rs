@@ -134,6 +134,10 @@ pub enum CliError {
     /// A model refused to set up a `pglocks stress` part (exit status 1: the request was valid).
     #[error(transparent)]
     StressSetup(workloads::stress::SetupError),
+    /// Ctrl-C stopped a `run` or `stress`: what was measured has been printed (and saved);
+    /// exit status 130, as a shell reports a command ended by SIGINT.
+    #[error("{0}")]
+    Interrupted(String),
     /// An isolation spec could not be read, parsed or run.
     #[error("{file}: {error}")]
     Isolation {
@@ -216,11 +220,52 @@ const MAX_THREADS: usize = 65_536;
 const MAX_POINTS: usize = 4096;
 const TOO_MANY: &str = "more than 65536 threads or 4096 points";
 
+/// The longest `--duration`, `--warmup` or `--hang-after`: 30 days. A run keeps its memory
+/// bounded however long it is (the timeline is downsampled), so this only keeps the arithmetic
+/// of times far from its limits.
+pub const MAX_FLAG_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The most `--repeat` rounds.
+pub const MAX_REPEAT: u32 = 1000;
+
 /// Parses a duration such as `2s`, `500ms` or `1m`, in the syntax of the knobs
-/// (`pglocks_sync::time::parse_duration`).
+/// (`pglocks_sync::time::parse_duration`), at most [`MAX_FLAG_DURATION`].
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, CliError> {
-    pglocks_sync::time::parse_duration(s)
-        .map_err(|e| CliError::Usage(format!("bad {flag} '{s}': {e} (examples: 2s, 500ms, 1m)")))
+    let d = pglocks_sync::time::parse_duration(s)
+        .map_err(|e| CliError::Usage(format!("bad {flag} '{s}': {e} (examples: 2s, 500ms, 1m)")))?;
+    if d > MAX_FLAG_DURATION {
+        return Err(CliError::Usage(format!(
+            "bad {flag} '{s}': at most 30 days (720h)"
+        )));
+    }
+    Ok(d)
+}
+
+/// Ctrl-C during `run`, `stress` or the default run: the first asks the harness to stop (the
+/// run in progress is dropped, the points finished are printed and saved, exit status 130); a
+/// second ends the process at once.
+fn stop_on_ctrl_c() {
+    extern "C" fn on_sigint(_: libc::c_int) {
+        if harness::interrupt::stop_requested() {
+            // SAFETY: `_exit` is async-signal-safe and ends the process without unwinding.
+            unsafe { libc::_exit(130) };
+        }
+        harness::interrupt::request_stop();
+    }
+    // SAFETY: the handler only reads and stores an atomic and calls `_exit`, all
+    // async-signal-safe; `signal` replaces the default disposition of SIGINT.
+    let handler: extern "C" fn(libc::c_int) = on_sigint;
+    unsafe { libc::signal(libc::SIGINT, handler as libc::sighandler_t) };
+}
+
+/// After a sweep's report is printed and saved: exit 130 if Ctrl-C cut it short.
+fn interrupted(report: &harness::Report) -> Result<(), CliError> {
+    if !report.interrupted {
+        return Ok(());
+    }
+    let points: usize = report.series.iter().map(|s| s.points.len()).sum();
+    Err(CliError::Interrupted(format!(
+        "interrupted: the report holds the {points} points finished before Ctrl-C"
+    )))
 }
 
 fn list(s: &str) -> Vec<String> {
@@ -257,8 +302,10 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     if duration.is_zero() {
         return Err(CliError::Usage("--duration must be longer than 0".into()));
     }
-    if a.repeat == 0 {
-        return Err(CliError::Usage("--repeat must be at least 1".into()));
+    if a.repeat == 0 || a.repeat > MAX_REPEAT {
+        return Err(CliError::Usage(format!(
+            "--repeat must be from 1 to {MAX_REPEAT}"
+        )));
     }
     let pin = pin_policy(&a.pin)?;
     let topology = detect(a.sysfs_root.as_deref())?;
@@ -336,7 +383,7 @@ fn run(a: &RunArgs) -> Result<(), CliError> {
         let files = harness::save_report(&report, dir)?;
         eprintln!("report saved in {}: {}", dir.display(), files.join(", "));
     }
-    Ok(())
+    interrupted(&report)
 }
 
 /// The presets the default run compares: before and after the 9.2 scalability work, and today.
@@ -413,7 +460,7 @@ fn demo() -> Result<(), CliError> {
         started.elapsed().as_secs_f64(),
         dir.display()
     );
-    Ok(())
+    interrupted(&report)
 }
 
 fn print_list() {
@@ -545,6 +592,12 @@ fn isolation(specs: &[PathBuf], preset: &str) -> Result<(), CliError> {
 
 /// Runs the parsed command line.
 pub fn execute(cli: Cli) -> Result<(), CliError> {
+    if matches!(
+        cli.command,
+        None | Some(Command::Run(_)) | Some(Command::Stress(_))
+    ) {
+        stop_on_ctrl_c();
+    }
     match cli.command {
         None => demo(),
         Some(Command::Run(a)) => run(&a),
@@ -676,6 +729,12 @@ fn stress(a: &StressArgs) -> Result<(), CliError> {
         u8::from(report.violation.is_some()),
         report.hangs.len()
     );
+    if report.interrupted && report.passed() {
+        return Err(CliError::Interrupted(format!(
+            "interrupted after {:.1} s: no violation or hang in that time",
+            report.elapsed.as_secs_f64()
+        )));
+    }
     if report.passed() {
         return Ok(());
     }

@@ -1,6 +1,6 @@
 //! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
 //! a violation or a hang or its setup failed (a model refused the settings), 2 for a usage or
-//! input error.
+//! input error, 130 when Ctrl-C stopped `run` or `stress` (after printing what it measured).
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -20,6 +20,10 @@ fn main() -> ExitCode {
         Err(e @ pglocks::cli::CliError::StressSetup(_)) => {
             eprintln!("pglocks: {e}");
             ExitCode::from(1)
+        }
+        Err(e @ pglocks::cli::CliError::Interrupted(_)) => {
+            eprintln!("pglocks: {e}");
+            ExitCode::from(130)
         }
         Err(e) => {
             eprintln!("pglocks: error: {e}");

@@ -19,6 +19,7 @@
 
 pub mod format;
 pub mod html;
+pub mod interrupt;
 pub mod plot;
 pub mod query;
 pub mod render;
@@ -69,6 +70,9 @@ pub enum HarnessError {
     /// Drawing the chart.
     #[error("drawing the chart: {0}")]
     Plot(String),
+    /// A stop was asked for (Ctrl-C) during the run; the run is discarded.
+    #[error("interrupted")]
+    Interrupted,
     /// Reading or writing report files.
     #[error("{path}: {source}")]
     Io {

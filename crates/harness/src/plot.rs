@@ -22,7 +22,7 @@
 
 use crate::format::{duration_ns, si_short};
 use crate::query::{series_of, thread_counts, workloads};
-use crate::report::{Report, Series};
+use crate::report::{Point, Report, Series};
 use crate::HarnessError;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
@@ -553,17 +553,31 @@ fn latency(workload: &str, series: &[&Series]) -> Panel {
 }
 
 fn timeline(workload: &str, series: &[&Series]) -> Vec<Panel> {
-    let interval = crate::team::TIMELINE_INTERVAL.as_secs_f64();
+    // Each point's own interval: 100 ms, or longer for a run past two minutes.
+    let interval_of = |p: &Point| {
+        p.timeline_interval_ms
+            .map_or(crate::team::TIMELINE_INTERVAL.as_secs_f64(), |ms| {
+                ms as f64 / 1000.0
+            })
+    };
     let points = || series.iter().flat_map(|s| &s.points);
     let y_top = points()
         .flat_map(|p| p.timeline_ops_per_sec.iter().copied())
         .fold(1.0, f64::max)
         * 1.15;
     let longest = points()
-        .map(|p| p.timeline_ops_per_sec.len())
-        .max()
-        .unwrap_or(0)
-        .max(1);
+        .map(|p| p.timeline_ops_per_sec.len() as f64 * interval_of(p))
+        .fold(0.0, f64::max)
+        .max(crate::team::TIMELINE_INTERVAL.as_secs_f64());
+    let widths: Vec<u64> = points()
+        .filter(|p| !p.timeline_ops_per_sec.is_empty())
+        .map(|p| (interval_of(p) * 1000.0).round() as u64)
+        .collect();
+    let width_text = match (widths.iter().min(), widths.iter().max()) {
+        (Some(lo), Some(hi)) if lo != hi => format!("{lo}-{hi} ms"),
+        (Some(ms), _) => format!("{ms} ms"),
+        _ => format!("{} ms", crate::team::TIMELINE_INTERVAL.as_millis()),
+    };
     // One colour per thread count, the same in every panel.
     let thread_counts = thread_counts(series.iter().copied());
     series
@@ -571,11 +585,10 @@ fn timeline(workload: &str, series: &[&Series]) -> Vec<Panel> {
         .map(|s| Panel {
             caption: format!("{workload} {}: throughput vs time", s.label()),
             x: Axis::linear(
-                0.0..longest as f64 * interval,
+                0.0..longest,
                 MAX_X_TICKS,
                 format!(
-                    "seconds into the measured phase (median run; each point one {} ms interval)",
-                    crate::team::TIMELINE_INTERVAL.as_millis()
+                    "seconds into the measured phase (median run; each point one {width_text} interval)"
                 ),
                 |v, decimals| format!("{v:.decimals$}"),
             ),
@@ -591,7 +604,7 @@ fn timeline(workload: &str, series: &[&Series]) -> Vec<Panel> {
                         .timeline_ops_per_sec
                         .iter()
                         .enumerate()
-                        .map(|(k, &r)| ((k + 1) as f64 * interval, r))
+                        .map(|(k, &r)| ((k + 1) as f64 * interval_of(p), r))
                         .collect(),
                     color: series_color(
                         thread_counts.binary_search(&p.threads).unwrap_or_default(),

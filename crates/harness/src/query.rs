@@ -127,6 +127,7 @@ mod tests {
                 pin: "none".into(),
             },
             series,
+            interrupted: false,
         }
     }
 

@@ -256,6 +256,7 @@ mod tests {
                 impl_name: "pg".into(),
                 points,
             }],
+            interrupted: false,
         }
     }
 

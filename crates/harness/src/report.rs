@@ -24,6 +24,11 @@ pub struct Report {
     pub config: RunConfig,
     /// One series per (preset, impl) pair.
     pub series: Vec<Series>,
+    /// Optional: the sweep was stopped (Ctrl-C) before its end; the series hold the points
+    /// finished before it (a point's runs are those of the rounds completed). Absent, and
+    /// false, for a whole sweep.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// The machine a report was measured on.
@@ -106,6 +111,11 @@ pub struct Point {
     /// the run was shorter than one interval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline_ops_per_sec: Vec<f64>,
+    /// Optional: the time each timeline point covers, in ms, when it is not 100 — a run longer
+    /// than `MAX_TIMELINE_POINTS` intervals (two minutes) keeps its timeline in points of 200,
+    /// 400, … ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_interval_ms: Option<u64>,
 }
 
 /// One named metric of a point (an optional key of the document).
@@ -195,6 +205,8 @@ impl Point {
             ideal_ops_per_sec: median.ideal_ops_per_sec,
             metrics: metrics(&median.stats.events),
             timeline_ops_per_sec: median.timeline_ops_per_sec.clone(),
+            timeline_interval_ms: Some(median.timeline_interval.as_millis() as u64)
+                .filter(|&ms| ms != crate::team::TIMELINE_INTERVAL.as_millis() as u64),
         }
     }
 
@@ -314,6 +326,7 @@ pub(crate) mod tests {
             ideal_ops_per_sec: None,
             metrics: vec![],
             timeline_ops_per_sec: vec![],
+            timeline_interval_ms: None,
         }
     }
 
@@ -398,6 +411,7 @@ pub(crate) mod tests {
                 stats,
                 ideal_ops_per_sec: ideal,
                 timeline_ops_per_sec: vec![ops as f64],
+                timeline_interval: crate::team::TIMELINE_INTERVAL,
             }
         };
         let runs = [

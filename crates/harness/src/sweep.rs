@@ -71,7 +71,8 @@ pub fn sweep(
         .iter()
         .map(|_| vec![Vec::new(); cfg.threads.len()])
         .collect();
-    for _ in 0..repeat {
+    let mut interrupted = false;
+    'rounds: for _ in 0..repeat {
         for (t, &threads) in cfg.threads.iter().enumerate() {
             let spec = TeamSpec {
                 threads,
@@ -85,7 +86,18 @@ pub fn sweep(
                     "{} {}/{} at {threads} threads",
                     s.workload, s.preset, s.impl_name
                 ));
-                runs[i][t].push((s.run)(&spec)?);
+                if crate::interrupt::stop_requested() {
+                    interrupted = true;
+                    break 'rounds;
+                }
+                match (s.run)(&spec) {
+                    Ok(run) => runs[i][t].push(run),
+                    Err(HarnessError::Interrupted) => {
+                        interrupted = true;
+                        break 'rounds;
+                    }
+                    Err(e) => return Err(e),
+                }
                 bar.inc(1);
             }
         }
@@ -96,7 +108,12 @@ pub fn sweep(
             workload: s.workload,
             preset: s.preset,
             impl_name: s.impl_name,
-            points: runs.iter().map(|r| Point::from_runs(r)).collect(),
+            // An interrupted sweep keeps the thread counts that have a run.
+            points: runs
+                .iter()
+                .filter(|r| !r.is_empty())
+                .map(|r| Point::from_runs(r))
+                .collect(),
         };
         series.fill_efficiency();
         out.push(series);
@@ -116,6 +133,7 @@ pub fn sweep(
             pin: cfg.pin.to_string(),
         },
         series: out,
+        interrupted,
     })
 }
 
@@ -187,6 +205,7 @@ mod tests {
                             stats: Default::default(),
                             ideal_ops_per_sec: None,
                             timeline_ops_per_sec: vec![],
+                            timeline_interval: crate::team::TIMELINE_INTERVAL,
                         })
                     }
                 }),

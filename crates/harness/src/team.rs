@@ -18,6 +18,13 @@
 //! consecutive readings over their actual spacing are the run's per-interval throughput. Only full
 //! intervals are kept: a run shorter than one interval has an empty timeline, and the tail after
 //! the last full interval is left out, as pgbench's last progress line only covers a full period.
+//! The timeline's memory does not grow with the run: past [`MAX_TIMELINE_POINTS`] intervals,
+//! neighbouring points are merged in pairs, each then covering twice the time (as a round-robin
+//! database keeps a long series), so a day's soak keeps as many points as a two-minute run.
+//!
+//! A stop asked for with [`interrupt::request_stop`](crate::interrupt::request_stop) (Ctrl-C)
+//! ends the warm-up or the measured phase within one 20 ms sleep; the run's threads stop and the
+//! run is discarded with [`HarnessError::Interrupted`].
 
 use crate::HarnessError;
 use hdrhistogram::Histogram;
@@ -33,6 +40,10 @@ const STOP: u8 = 3;
 
 /// How often the main thread samples the team's running operation count for the timeline.
 pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The most points one run's timeline keeps (two minutes of [`TIMELINE_INTERVAL`]s); a longer
+/// run's points are merged in pairs whenever it is reached.
+pub const MAX_TIMELINE_POINTS: usize = 1200;
 
 /// Longest latency the histograms track (longer samples are clamped to it).
 const MAX_LATENCY_NS: u64 = 60_000_000_000;
@@ -72,6 +83,9 @@ pub struct TeamRun {
     /// Throughput of all threads in each full [`TIMELINE_INTERVAL`] of the measured time, in
     /// order (empty for a run shorter than one interval).
     pub timeline_ops_per_sec: Vec<f64>,
+    /// The time each point of the timeline covers: [`TIMELINE_INTERVAL`], or a power-of-two
+    /// multiple of it for a run longer than [`MAX_TIMELINE_POINTS`] intervals.
+    pub timeline_interval: Duration,
 }
 
 impl TeamRun {
@@ -117,7 +131,8 @@ where
     let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
         .map(|_| CachePadded::new(AtomicU64::new(0)))
         .collect();
-    let mut timeline = Vec::new();
+    let mut timeline = Timeline::default();
+    let mut interrupted = false;
     let mut results = Vec::with_capacity(spec.threads);
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|scope| {
@@ -175,6 +190,7 @@ where
         sleep_unless_stopped(&phase, spec.duration.saturating_sub(start.elapsed()));
         phase.store(STOP, Ordering::Relaxed);
         elapsed = start.elapsed();
+        interrupted = crate::interrupt::stop_requested();
         for h in handles {
             results.push(match h.join() {
                 Ok(r) => r.map_err(HarnessError::Workload),
@@ -182,6 +198,10 @@ where
             });
         }
     });
+    if interrupted {
+        // The threads are joined; what they did is not a whole run.
+        return Err(HarnessError::Interrupted);
+    }
     let mut per_thread_ops = Vec::with_capacity(spec.threads);
     let mut latency = latency_histogram();
     let mut stats = BackendStats::default();
@@ -200,41 +220,94 @@ where
         latency,
         stats,
         ideal_ops_per_sec: None,
-        timeline_ops_per_sec: timeline,
+        timeline_interval: timeline.interval(),
+        timeline_ops_per_sec: timeline.rates(),
     })
 }
 
+/// A run's throughput against time, in bounded memory: operations and seconds per point, each
+/// point `width` [`TIMELINE_INTERVAL`]s long.
+#[derive(Debug)]
+struct Timeline {
+    /// Intervals per point (a power of two).
+    width: u64,
+    /// Full points: (operations, seconds).
+    points: Vec<(u64, f64)>,
+    /// The point being filled: operations, seconds, intervals so far.
+    filling: (u64, f64, u64),
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            width: 1,
+            points: Vec::new(),
+            filling: (0, 0.0, 0),
+        }
+    }
+}
+
+impl Timeline {
+    /// Adds one interval's reading; merges the points in pairs when they reach the limit.
+    fn add(&mut self, ops: u64, secs: f64) {
+        let f = &mut self.filling;
+        (f.0, f.1, f.2) = (f.0 + ops, f.1 + secs, f.2 + 1);
+        if f.2 < self.width {
+            return;
+        }
+        self.points.push((f.0, f.1));
+        self.filling = (0, 0.0, 0);
+        if self.points.len() >= MAX_TIMELINE_POINTS {
+            self.points = self
+                .points
+                .chunks(2)
+                .map(|pair| pair.iter().fold((0, 0.0), |(o, s), p| (o + p.0, s + p.1)))
+                .collect();
+            self.width *= 2;
+        }
+    }
+
+    /// The throughput of each full point.
+    fn rates(&self) -> Vec<f64> {
+        self.points
+            .iter()
+            .map(|&(ops, secs)| if secs > 0.0 { ops as f64 / secs } else { 0.0 })
+            .collect()
+    }
+
+    /// The time one point covers.
+    fn interval(&self) -> Duration {
+        TIMELINE_INTERVAL.saturating_mul(self.width.min(u64::from(u32::MAX)) as u32)
+    }
+}
+
 /// Sleeps through the measured phase from `start`, reading the threads' published counts at every
-/// full [`TIMELINE_INTERVAL`] that ends within `duration`, and returns each interval's throughput.
-/// Stops early (with the intervals so far) if a thread failed and stopped the team.
+/// full [`TIMELINE_INTERVAL`] that ends within `duration`, into a [`Timeline`]. Stops early (with
+/// the intervals so far) if a thread failed and stopped the team, or a stop was asked for.
 fn sample_timeline(
     phase: &AtomicU8,
     published: &[CachePadded<AtomicU64>],
     start: Instant,
     duration: Duration,
-) -> Vec<f64> {
+) -> Timeline {
     let total = || -> u64 { published.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
-    let intervals = (duration.as_nanos() / TIMELINE_INTERVAL.as_nanos()) as u32;
-    let mut out = Vec::with_capacity(intervals as usize);
+    let mut timeline = Timeline::default();
     let (mut last_at, mut last_ops) = (start, 0);
-    for k in 1..=intervals {
+    let mut due = TIMELINE_INTERVAL;
+    while due <= duration {
         sleep_unless_stopped(
             phase,
-            (start + TIMELINE_INTERVAL * k).saturating_duration_since(Instant::now()),
+            (start + due).saturating_duration_since(Instant::now()),
         );
-        if phase.load(Ordering::Relaxed) == STOP {
+        if phase.load(Ordering::Relaxed) == STOP || crate::interrupt::stop_requested() {
             break;
         }
         let (at, ops) = (Instant::now(), total());
-        let secs = (at - last_at).as_secs_f64();
-        out.push(if secs > 0.0 {
-            ops.saturating_sub(last_ops) as f64 / secs
-        } else {
-            0.0
-        });
+        timeline.add(ops.saturating_sub(last_ops), (at - last_at).as_secs_f64());
         (last_at, last_ops) = (at, ops);
+        due += TIMELINE_INTERVAL;
     }
-    out
+    timeline
 }
 
 /// An empty latency histogram as runs keep them: 1 ns to the longest latency recorded, 3
@@ -243,12 +316,14 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("constant histogram bounds are valid")
 }
 
-/// Sleeps `d` in short steps, returning early if a thread failed and stopped the team.
+/// Sleeps `d` in short steps, returning early if a thread failed and stopped the team, or a stop
+/// was asked for.
 fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
     let end = Instant::now() + d;
     loop {
         let now = Instant::now();
-        if now >= end || phase.load(Ordering::Relaxed) == STOP {
+        if now >= end || phase.load(Ordering::Relaxed) == STOP || crate::interrupt::stop_requested()
+        {
             return;
         }
         std::thread::sleep((end - now).min(Duration::from_millis(20)));
@@ -323,6 +398,38 @@ mod tests {
         // Each thread times its first operation and every fourth after it: ceil(ops / 4).
         let samples = run.latency.len();
         assert!(samples * 4 >= run.total_ops() && samples * 4 <= run.total_ops() + 9);
+    }
+
+    #[test]
+    fn a_long_timeline_keeps_a_bounded_number_of_points() {
+        let mut t = Timeline::default();
+        // A day of 100 ms readings, 10 operations each.
+        let day = 24 * 3600 * 10;
+        for k in 0..day {
+            t.add(10 + k % 2, 0.1);
+            assert!(t.points.len() < MAX_TIMELINE_POINTS, "{k}");
+        }
+        let (rates, interval) = (t.rates(), t.interval());
+        assert!(rates.len() >= MAX_TIMELINE_POINTS / 2, "{}", rates.len());
+        // Every point covers the same power-of-two number of intervals, and the points cover
+        // the whole day but for the one being filled.
+        assert!(t.width.is_power_of_two() && t.width >= 128, "{}", t.width);
+        assert_eq!(interval, TIMELINE_INTERVAL * t.width as u32);
+        assert!(day - rates.len() as u64 * t.width < t.width);
+        assert!(
+            rates.iter().all(|r| (r - 105.0).abs() < 0.01),
+            "{:?}",
+            &rates[..4]
+        );
+        // A short run keeps its 100 ms points.
+        let mut short = Timeline::default();
+        for _ in 0..5 {
+            short.add(3, 0.1);
+        }
+        assert_eq!(
+            (short.rates().len(), short.interval()),
+            (5, TIMELINE_INTERVAL)
+        );
     }
 
     #[test]

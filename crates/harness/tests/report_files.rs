@@ -31,6 +31,7 @@ fn point(threads: usize, ops: f64, waits: Vec<Wait>) -> Point {
         timeline_ops_per_sec: (1..=5)
             .map(|k| ops * (1.0 + k as f64 / 3.0) / 2.0)
             .collect(),
+        timeline_interval_ms: None,
     }
 }
 
@@ -90,6 +91,7 @@ fn two_workload_report() -> Report {
             series("tpcb-like", "pg91", "pg", 1e4),
             series("tpcb-like", "pg18", "floor", 2e4),
         ],
+        interrupted: false,
     }
 }
 

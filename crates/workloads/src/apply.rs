@@ -207,6 +207,7 @@ impl PgWorkload for Apply {
             stats,
             ideal_ops_per_sec: None,
             timeline_ops_per_sec: Vec::new(),
+            timeline_interval: pglocks_harness::team::TIMELINE_INTERVAL,
         })
     }
 }

@@ -134,11 +134,20 @@ const COMMIT_DELAY: Custom<Duration> = Custom {
     },
 };
 
-/// `--set flush_latency=`: a duration or a uniform range.
+/// `--set flush_latency=`: a duration or a uniform range, at most 10 s (a flush slower than that
+/// is a broken disk, not a latency).
 const FLUSH_LATENCY: Custom<FlushLatency> = Custom {
     read: |text, _| {
+        let most = Duration::from_secs(10);
         text.parse()
-            .map_err(|_| "a duration such as 2ms or 500us, a range 1ms..3ms, or 0".to_string())
+            .ok()
+            .filter(|l| match *l {
+                FlushLatency::Fixed(d) => d <= most,
+                FlushLatency::Uniform { hi, .. } => hi <= most,
+            })
+            .ok_or_else(|| {
+                "a duration such as 2ms or 500us, a range 1ms..3ms, or 0 (at most 10s)".to_string()
+            })
     },
     write: |latency| latency.to_string(),
 };

@@ -214,6 +214,9 @@ pub struct StressReport {
     pub seed: u64,
     /// Wall time.
     pub elapsed: Duration,
+    /// The run was stopped early (`pglocks_harness::interrupt`, Ctrl-C); its counts are those
+    /// of the time it ran, and its end checks ran on the state it stopped in.
+    pub interrupted: bool,
 }
 
 impl StressReport {
@@ -578,6 +581,7 @@ fn run_parts(
     }
     report.violation = lock(&first).clone();
     report.elapsed = started.elapsed();
+    report.interrupted = pglocks_harness::interrupt::stop_requested();
     Ok(report)
 }
 
@@ -651,7 +655,7 @@ fn watch(
     let mut hangs = Vec::new();
     loop {
         std::thread::sleep(Duration::from_millis(100));
-        if started.elapsed() >= cfg.duration {
+        if started.elapsed() >= cfg.duration || pglocks_harness::interrupt::stop_requested() {
             stop.store(true, SeqCst);
         }
         for t in threads.iter_mut().filter(|t| t.tally.is_none()) {
