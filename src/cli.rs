@@ -264,7 +264,7 @@ fn interrupted(report: &harness::Report) -> Result<(), CliError> {
     }
     let points: usize = report.series.iter().map(|s| s.points.len()).sum();
     Err(CliError::Interrupted(format!(
-        "interrupted: the report holds the {points} points finished before Ctrl-C"
+        "interrupted: the report holds the {points} points measured before Ctrl-C"
     )))
 }
 

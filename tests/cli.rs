@@ -73,7 +73,7 @@ fn malformed_numbers_exit_2() {
     fails_with(&run_args(&["--threads", "8..1"]), "backwards");
     fails_with(&["run", "spin", "--duration", "soon"], "bad --duration");
     fails_with(&["run", "spin", "--duration", "0s"], "longer than 0");
-    fails_with(&["run", "spin", "--repeat", "0"], "at least 1");
+    fails_with(&["run", "spin", "--repeat", "0"], "from 1 to 1000");
     fails_with(&["run", "spin", "--no-such-flag"], "--no-such-flag");
     fails_with(&["report", "/nonexistent/dir"], "report.json");
     fails_with(

@@ -80,6 +80,12 @@ pub fn index_html(report: &Report) -> String {
          <h1>pglocks report: {w}</h1>\n",
         w = esc(&workload_list(report))
     );
+    if report.interrupted {
+        out.push_str(
+            "<p><strong>Interrupted:</strong> the run was stopped with Ctrl-C; the figures are \
+             the points measured before it (the last may have run shorter).</p>\n",
+        );
+    }
     table(
         &mut out,
         &[],

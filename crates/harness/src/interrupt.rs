@@ -3,8 +3,9 @@
 //! One process-wide flag: a front end (the CLI's SIGINT handler) raises it with
 //! [`request_stop`], which is a single atomic store and so safe inside a signal handler. A team
 //! in its warm-up or measured phase sees it within one of its 20 ms sleeps and stops its threads;
-//! that run is discarded ([`HarnessError::Interrupted`](crate::HarnessError::Interrupted)), and a
-//! sweep returns the points finished before it, its report marked `interrupted`.
+//! a run that had measured at least 100 ms keeps what it measured (a shorter `elapsed`), one
+//! that had not is discarded ([`HarnessError::Interrupted`](crate::HarnessError::Interrupted)),
+//! and a sweep returns the points it has, its report marked `interrupted`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -147,7 +147,12 @@ fn tables(report: &Report, preset: &str, show: Show) -> String {
     let c = &report.config;
     let m = &report.machine;
     let mut out = format!(
-        "{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
+        "{}{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
+        if report.interrupted {
+            "INTERRUPTED (the points measured before Ctrl-C) | "
+        } else {
+            ""
+        },
         if several { "workloads" } else { "workload" },
         workload_list(report),
         c.duration_ms,

@@ -25,8 +25,8 @@ pub struct Report {
     /// One series per (preset, impl) pair.
     pub series: Vec<Series>,
     /// Optional: the sweep was stopped (Ctrl-C) before its end; the series hold the points
-    /// finished before it (a point's runs are those of the rounds completed). Absent, and
-    /// false, for a whole sweep.
+    /// that have at least one run (the last run may have measured less than `duration_ms`).
+    /// Absent, and false, for a whole sweep.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
 }

@@ -91,6 +91,12 @@ pub fn sweep(
                     break 'rounds;
                 }
                 match (s.run)(&spec) {
+                    // A run cut short by the stop keeps what it measured; the sweep ends.
+                    Ok(run) if crate::interrupt::stop_requested() => {
+                        runs[i][t].push(run);
+                        interrupted = true;
+                        break 'rounds;
+                    }
                     Ok(run) => runs[i][t].push(run),
                     Err(HarnessError::Interrupted) => {
                         interrupted = true;

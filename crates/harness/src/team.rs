@@ -23,8 +23,10 @@
 //! database keeps a long series), so a day's soak keeps as many points as a two-minute run.
 //!
 //! A stop asked for with [`interrupt::request_stop`](crate::interrupt::request_stop) (Ctrl-C)
-//! ends the warm-up or the measured phase within one 20 ms sleep; the run's threads stop and the
-//! run is discarded with [`HarnessError::Interrupted`].
+//! ends the warm-up or the measured phase within one 20 ms sleep and the threads stop. A run
+//! that had measured at least one timeline interval is returned as it is, its `elapsed` the
+//! time it measured (its rates are as good as a shorter run's); one stopped before that is
+//! discarded with [`HarnessError::Interrupted`].
 
 use crate::HarnessError;
 use hdrhistogram::Histogram;
@@ -198,8 +200,8 @@ where
             });
         }
     });
-    if interrupted {
-        // The threads are joined; what they did is not a whole run.
+    if interrupted && elapsed < TIMELINE_INTERVAL {
+        // Stopped in the warm-up or at once: nothing worth a figure was measured.
         return Err(HarnessError::Interrupted);
     }
     let mut per_thread_ops = Vec::with_capacity(spec.threads);
