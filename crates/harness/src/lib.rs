@@ -14,8 +14,9 @@
 //! - [`query`] (what to pick out of a report: workloads, series, thread counts, waits, metrics)
 //!   and [`format`](mod@format) (how a number is written: ops/s, latencies, fractions, a point's table row),
 //!   both on top of [`report`] alone;
-//! - [`compare`] (two reports point by point, with a verdict per series and the noise band), on
-//!   top of those;
+//! - [`compare`] (two reports point by point, with a verdict per series and the noise band) and
+//!   [`summary`] (a few sentences that read a report: the releases side by side where each thread
+//!   has a CPU and where they are oversubscribed), on top of those;
 //! - [`render`](mod@render) (table, JSON, CSV, Markdown), [`plot`] (the SVG charts) and [`html`] (the page,
 //!   which links the charts by [`plot::ChartKind`]) on top of those.
 
@@ -26,6 +27,7 @@ pub mod plot;
 pub mod query;
 pub mod render;
 pub mod report;
+pub mod summary;
 pub mod sweep;
 pub mod team;
 pub mod topology;
