@@ -358,7 +358,7 @@ pub fn render(c: &Comparison, format: Format) -> Result<String, HarnessError> {
     Ok(match format {
         Format::Json => serde_json::to_string_pretty(c)? + "\n",
         Format::Csv => csv(c)?,
-        Format::Table => text(c, presets::UTF8_FULL_CONDENSED, ""),
+        Format::Table => text(c, presets::UTF8_FULL_CONDENSED, "  "),
         Format::Markdown => text(c, presets::ASCII_MARKDOWN, "- "),
     })
 }
@@ -500,14 +500,14 @@ fn text(c: &Comparison, preset: &str, bullet: &str) -> String {
             c.noise * 100.0
         );
         for v in &c.series {
-            out += &format!("{bullet}  {}\n", verdict_line(&namer, v, c.noise));
+            out += &format!("{bullet}{}\n", verdict_line(&namer, v, c.noise));
         }
     }
     for (which, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
         if !list.is_empty() {
             out += &format!("\nonly in {which}:\n");
             for u in list {
-                out += &format!("{bullet}  {}\n", unmatched_line(&namer, u));
+                out += &format!("{bullet}{}\n", unmatched_line(&namer, u));
             }
         }
     }

@@ -223,7 +223,8 @@ fn brief_thread_counts(report: &Report) -> Vec<usize> {
     keep
 }
 
-/// A first look at `report` that fits a terminal of [`BRIEF_WIDTH`] columns: the title, then
+/// A first look at `report` that fits a terminal of [`BRIEF_WIDTH`] columns: a short title
+/// (workloads, runs, machine), then
 /// the main table with the columns that answer "how did it scale" — series, threads, ops/s,
 /// efficiency, p99 latency and the spread of the runs ((largest − smallest) ÷ median) — at
 /// three thread counts at most (the smallest, the largest with a CPU per thread, the largest;
@@ -264,7 +265,17 @@ pub fn brief(report: &Report) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let mut out = wrap(&title(report), BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
+    let c = &report.config;
+    let m = &report.machine;
+    let title = format!(
+        "{}: {} runs of {} ms a point (median); {} cpus, {}",
+        workload_list(report),
+        c.repeat,
+        c.duration_ms,
+        m.cpus,
+        m.model
+    );
+    let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
     if !left_out.is_empty() {
         left_out.sort_unstable();
         left_out.dedup();

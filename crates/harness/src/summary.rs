@@ -11,9 +11,11 @@
 //! At each, the series are compared in pairs: each with the one before it when they differ only
 //! by preset (releases are listed oldest first, so this reads "what did each release change"),
 //! and each with the first otherwise (implementations beside PostgreSQL's, `pg`). A ratio within
-//! the comparison's noise band ([`DEFAULT_NOISE`], ±3 %) reads as "the same". Then each series'
-//! efficiency at the first count (its throughput over threads × its 1-thread throughput). A
-//! workload with one series says how far it scaled from one thread.
+//! the comparison's noise band ([`DEFAULT_NOISE`], ±3 %) reads as "the same". The first count
+//! is said in full, the second as its ratios alone, in the same order, so that a paragraph stays
+//! a few lines of a terminal. Then each series' efficiency at the first count (its throughput
+//! over threads × its 1-thread throughput). A workload with one series says how far it scaled
+//! from one thread.
 //!
 //! The same sentences head each workload of the report's `index.html` and follow the table of
 //! the default run.
@@ -52,76 +54,86 @@ pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
             format!("at {t} {threads}")
         }
     };
-    let mut sentences = Vec::new();
-    let thread_counts: Vec<usize> = fit
+    let counts: Vec<usize> = fit
         .into_iter()
         .chain((Some(top) != fit).then_some(top))
         .collect();
+    // The first count in full, the second (the oversubscribed one) as its figures alone, in the
+    // same order: "…; at 4 threads (oversubscribed: 2 CPUs) 1.44× and 1.65×".
+    let mut clauses = Vec::new();
+    let mut efficiencies = None;
     if let [only] = series[..] {
-        for (i, &t) in thread_counts.iter().enumerate() {
+        for &t in &counts {
             let Some(e) = efficiency(only, t) else {
                 continue;
             };
-            sentences.push(if i == 0 {
+            let gain = times(e * t as f64);
+            clauses.push(if clauses.is_empty() {
                 format!(
-                    "{workload} {} {}: {} its 1-thread throughput (efficiency {e:.2})",
+                    "{workload} {} {}: {gain} its 1-thread ops/s (efficiency {e:.2})",
                     only.label(),
-                    at(t),
-                    times(e * t as f64)
+                    at(t)
                 )
             } else {
-                format!(
-                    "{}: {} (efficiency {e:.2})",
-                    capital(&at(t)),
-                    times(e * t as f64)
-                )
+                format!("{} {gain} (efficiency {e:.2})", at(t))
             });
         }
     } else {
         let names = names(&series);
-        for (i, &t) in thread_counts.iter().enumerate() {
-            let relations: Vec<String> = pairs(&series)
-                .into_iter()
-                .enumerate()
-                .map(|(k, (a, b))| {
-                    relation(
-                        &names[b],
-                        &names[a],
-                        ops(series[a], t),
-                        ops(series[b], t),
-                        k == 0 && i == 0,
-                    )
+        let pairs = pairs(&series);
+        for (i, &t) in counts.iter().enumerate() {
+            let ratios: Vec<Option<f64>> = pairs
+                .iter()
+                .map(|&(a, b)| {
+                    let a_ops = ops(series[a], t);
+                    (a_ops > 0.0).then(|| ops(series[b], t) / a_ops)
                 })
                 .collect();
-            let lead = if i == 0 {
-                format!("{workload} {}", at(t))
+            if i == 0 {
+                // The first "the same" says what it means.
+                let mut explained = false;
+                let relations: Vec<String> = pairs
+                    .iter()
+                    .zip(&ratios)
+                    .enumerate()
+                    .map(|(k, (&(a, b), &r))| {
+                        let text = relation(&names[b], &names[a], r, k == 0, !explained);
+                        explained |= r.is_some_and(same);
+                        text
+                    })
+                    .collect();
+                clauses.push(format!("{workload} {}: {}", at(t), relations.join(", ")));
             } else {
-                capital(&at(t))
-            };
-            sentences.push(format!("{lead}: {}", relations.join(", ")));
+                let figures: Vec<String> = ratios.iter().map(|&r| figure(r)).collect();
+                clauses.push(format!("{} {}", at(t), and_list(&figures)));
+            }
         }
         if let Some(t) = fit.filter(|&t| t > 1) {
-            let efficiencies: Option<Vec<String>> = series
+            efficiencies = series
                 .iter()
                 .zip(&names)
                 .map(|(s, n)| efficiency(s, t).map(|e| format!("{n} {e:.2}")))
-                .collect();
-            if let Some(e) = efficiencies {
-                sentences.push(format!(
-                    "Efficiency at {t} threads (1 = linear): {}",
-                    e.join(", ")
-                ));
-            }
+                .collect::<Option<Vec<String>>>()
+                .map(|e| format!("Efficiency at {t} threads: {}.", e.join(", ")));
         }
     }
-    (!sentences.is_empty()).then(|| sentences.join(". ") + ".")
+    if clauses.is_empty() {
+        return None;
+    }
+    let mut text = clauses.join("; ") + ".";
+    if let Some(e) = efficiencies {
+        text = text + " " + &e;
+    }
+    Some(text)
 }
 
-/// `s` with its first letter upper-case.
-fn capital(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
 }
 
 /// The thread counts every one of `series` measured, in increasing order.
@@ -180,19 +192,31 @@ fn efficiency(s: &Series, threads: usize) -> Option<f64> {
         .then(|| ops(s, threads) / (threads as f64 * one))
 }
 
-/// "`b` does 2.02× the throughput of `a`" (`long`), or "`b` 2.02× `a`'s".
-fn relation(b: &str, a: &str, a_ops: f64, b_ops: f64, long: bool) -> String {
-    if a_ops <= 0.0 {
-        return format!("{a} measured nothing");
+/// "`b` does 2.02× the ops/s of `a`" (`long`), or "`b` 2.02× `a`'s"; "the same" within the
+/// noise band (which `explain` names); `ratio` is `None` when `a` measured nothing.
+fn relation(b: &str, a: &str, ratio: Option<f64>, long: bool, explain: bool) -> String {
+    match ratio {
+        None => format!("{a} measured nothing"),
+        Some(r) if same(r) && explain => {
+            format!("{b} the same as {a} (within {:.0}%)", DEFAULT_NOISE * 100.0)
+        }
+        Some(r) if same(r) => format!("{b} the same as {a}"),
+        Some(r) if long => format!("{b} does {} the ops/s of {a}", times(r)),
+        Some(r) => format!("{b} {} {a}'s", times(r)),
     }
-    let r = b_ops / a_ops;
-    if (r - 1.0).abs() <= DEFAULT_NOISE {
-        format!("{b} the same as {a} (within {:.0}%)", DEFAULT_NOISE * 100.0)
-    } else if long {
-        format!("{b} does {} the throughput of {a}", times(r))
-    } else {
-        format!("{b} {} {a}'s", times(r))
+}
+
+/// A ratio alone: `1.44×`, or "the same" within the noise band.
+fn figure(ratio: Option<f64>) -> String {
+    match ratio {
+        None => "nothing measured".into(),
+        Some(r) if same(r) => "the same".into(),
+        Some(r) => times(r),
     }
+}
+
+fn same(ratio: f64) -> bool {
+    (ratio - 1.0).abs() <= DEFAULT_NOISE
 }
 
 #[cfg(test)]
@@ -238,12 +262,12 @@ mod tests {
         assert_eq!(
             text,
             [
-                "select-only at 2 threads (one per CPU): pg92 does 2.90\u{d7} the throughput \
-                 of pg91, pg18 1.60\u{d7} pg92's. At 4 threads (oversubscribed: 2 CPUs): pg92 \
-                 4.00\u{d7} pg91's, pg18 the same as pg92 (within 3%). Efficiency at 2 threads \
-                 (1 = linear): pg91 0.50, pg92 0.76, pg18 0.77.",
-                "tpcb-like pg91/pg at 2 threads (one per CPU): 1.20\u{d7} its 1-thread \
-                 throughput (efficiency 0.60).",
+                "select-only at 2 threads (one per CPU): pg92 does 2.90\u{d7} the ops/s of \
+                 pg91, pg18 1.60\u{d7} pg92's; at 4 threads (oversubscribed: 2 CPUs) \
+                 4.00\u{d7} and the same. Efficiency at 2 threads: pg91 0.50, pg92 0.76, pg18 \
+                 0.77.",
+                "tpcb-like pg91/pg at 2 threads (one per CPU): 1.20\u{d7} its 1-thread ops/s \
+                 (efficiency 0.60).",
             ]
         );
         // The page says the same under each workload's heading.
@@ -252,7 +276,7 @@ mod tests {
             html.contains("<h2>tpcb-like</h2>\n<p>tpcb-like pg91/pg at 2 threads (one per CPU)"),
             "{html}"
         );
-        assert!(html.contains("pg92&#39;s."), "{html}");
+        assert!(html.contains("pg92&#39;s;"), "{html}");
     }
 
     #[test]
@@ -265,8 +289,19 @@ mod tests {
         r.machine.cpus = 8;
         assert_eq!(
             workload_summary(&r, "spin").unwrap(),
-            "spin at 8 threads (one per CPU): tas does 0.50\u{d7} the throughput of pg, mcs \
-             1.50\u{d7} pg's. Efficiency at 8 threads (1 = linear): pg 0.20, tas 0.10, mcs 0.30."
+            "spin at 8 threads (one per CPU): tas does 0.50\u{d7} the ops/s of pg, mcs \
+             1.50\u{d7} pg's. Efficiency at 8 threads: pg 0.20, tas 0.10, mcs 0.30."
+        );
+        // Past the CPUs too, the oversubscribed count's figures follow in the same order.
+        r.machine.cpus = 4;
+        for s in &mut r.series {
+            s.points.insert(1, point(4, 100.0));
+        }
+        assert_eq!(
+            workload_summary(&r, "spin").unwrap(),
+            "spin at 4 threads (one per CPU): tas the same as pg (within 3%), mcs the same as \
+             pg; at 8 threads (oversubscribed: 4 CPUs) 0.50\u{d7} and 1.50\u{d7}. \
+             Efficiency at 4 threads: pg 0.25, tas 0.25, mcs 0.25."
         );
     }
 
@@ -281,8 +316,8 @@ mod tests {
         assert_eq!(
             summary(&r),
             [
-                "w at 4 threads (oversubscribed: 2 CPUs): pg92/tas does 2.00\u{d7} the throughput \
-              of pg91/pg."
+                "w at 4 threads (oversubscribed: 2 CPUs): pg92/tas does 2.00\u{d7} the ops/s of \
+              pg91/pg."
             ]
         );
         let r = report(vec![
