@@ -1,6 +1,6 @@
 //! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
-//! a violation or a hang or its setup failed (a model refused the settings), 2 for a usage or
-//! input error.
+//! a violation or a hang or its setup failed (a model refused the settings) or `compare
+//! --fail-if-slower` found B slower, 2 for a usage or input error.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
             eprintln!("pglocks: stress failed:\n{e}");
             ExitCode::from(1)
         }
-        Err(e @ pglocks::cli::CliError::StressSetup(_)) => {
+        Err(e @ (pglocks::cli::CliError::StressSetup(_) | pglocks::cli::CliError::Slower(_))) => {
             eprintln!("pglocks: {e}");
             ExitCode::from(1)
         }
