@@ -10,7 +10,7 @@
 //! Runs short by default (10 samples, 200 ms warm-up, 1 s measurement); `PGLOCKS_BENCH_LONG=1`
 //! for criterion's defaults.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use pglocks_harness::TeamSpec;
 use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult};
 use pglocks_sync::ProcTable;
@@ -90,4 +90,4 @@ criterion_group! {
     config = config();
     targets = shm_mq_solo, apply
 }
-criterion_main!(benches);
+common::bench_main!(benches);

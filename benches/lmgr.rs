@@ -6,7 +6,7 @@
 //!
 //! Runs short by default; `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use pglocks_lmgr::{FastPathLayout, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode};
 use pglocks_sync::ProcTable;
@@ -109,4 +109,4 @@ criterion_group! {
     config = config();
     targets = uncontended
 }
-criterion_main!(benches);
+common::bench_main!(benches);

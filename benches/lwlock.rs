@@ -39,9 +39,7 @@
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
 use criterion::measurement::WallTime;
-use criterion::{
-    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
-};
+use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use pglocks_lwlock::{
     AtomicLwLock, HandoffLwLock, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock, Pg18Layout,
     Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
@@ -231,4 +229,4 @@ criterion_group! {
     config = config();
     targets = uncontended, scaling
 }
-criterion_main!(benches);
+common::bench_main!(benches);

@@ -15,9 +15,7 @@
 //! runs); `PGLOCKS_BENCH_LONG=1` for criterion's defaults and 1 s team runs.
 
 use criterion::measurement::WallTime;
-use criterion::{
-    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
-};
+use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use pglocks_harness::TeamSpec;
 use pglocks_workloads::{series, Preset};
 use std::time::Duration;
@@ -93,4 +91,4 @@ criterion_group! {
     config = config();
     targets = pgbench
 }
-criterion_main!(benches);
+common::bench_main!(benches);

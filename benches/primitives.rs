@@ -8,7 +8,7 @@
 //! Runs short by default (10 samples, 200 ms warm-up, 1 s measurement per function); set
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
@@ -64,4 +64,4 @@ criterion_group! {
     config = config();
     targets = uncontended
 }
-criterion_main!(benches);
+common::bench_main!(benches);

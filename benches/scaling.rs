@@ -20,9 +20,7 @@
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
 use criterion::measurement::WallTime;
-use criterion::{
-    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
-};
+use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
@@ -140,4 +138,4 @@ criterion_group! {
     config = config();
     targets = scaling
 }
-criterion_main!(benches);
+common::bench_main!(benches);

@@ -7,7 +7,7 @@
 //!
 //! Runs short by default; `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use pglocks_lwlock::{AtomicLwLock, AtomicVar, Pg96Layout};
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::ProcTable;
@@ -90,4 +90,4 @@ criterion_group! {
     config = config();
     targets = uncontended
 }
-criterion_main!(benches);
+common::bench_main!(benches);

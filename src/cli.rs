@@ -1,8 +1,14 @@
-//! The `pglocks` command line: `run`, `list`, `topology`, `isolation`, `report`,
-//! and with no command a quick demonstration sweep that writes a report.
+//! The `pglocks` command line: `run`, `compare`, `list`, `topology`, `isolation`, `report`,
+//! `stress`, and with no command the default run, a sweep that fits its result on one screen and
+//! writes a report.
 //!
 //! Every user error (an unknown name, a malformed list or duration, zero threads) becomes a
 //! [`CliError`] whose message lists the valid choices; `main` prints it and exits with status 2.
+//! Results go to stdout; what a command is doing (its progress bar, drawn only on a terminal
+//! and turned off by `--no-progress` wherever a command runs for long) goes to stderr.
+
+mod compare;
+mod show;
 
 use clap::{Args, Parser, Subcommand};
 use pglocks_harness::{
@@ -23,15 +29,30 @@ use std::time::Duration;
                   pgbench's select-only and tpcb-like transactions (under a minute), and writes \
                   a report under target/pglocks/."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    default_run: DefaultRunArgs,
+}
+
+/// The flags of the default run (no command).
+#[derive(Debug, Args)]
+struct DefaultRunArgs {
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+    #[command(flatten)]
+    show: show::ShowArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a workload over thread counts and print throughput, latency and waits.
     Run(Box<RunArgs>),
+    /// Compare two saved reports point by point (exit 1 with --fail-if-slower when B lost).
+    Compare(compare::CompareArgs),
     /// List workloads, their implementations, presets and knobs.
     List,
     /// Show the detected NUMA nodes, cores, SMT siblings and the pinning order.
@@ -62,6 +83,8 @@ enum Command {
         /// Also print the report in this format.
         #[arg(long, default_value = "table")]
         format: String,
+        #[command(flatten)]
+        show: show::ShowArgs,
     },
 }
 
@@ -113,10 +136,13 @@ struct RunArgs {
     /// Time one operation in this many (latency sampling; 1 = every operation, 0 = only the first).
     #[arg(long, default_value_t = 1024)]
     sample_every: u32,
+    #[command(flatten)]
+    show: show::ShowArgs,
 }
 
 /// Errors the command line reports: exit status 2, except a `pglocks stress` run or setup that
-/// failed ([`CliError::StressFailed`], [`CliError::StressSetup`]): exit status 1.
+/// failed ([`CliError::StressFailed`], [`CliError::StressSetup`]) and a comparison that found B
+/// slower ([`CliError::Slower`]): exit status 1.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// A bad argument.
@@ -131,6 +157,9 @@ pub enum CliError {
     /// `pglocks stress` found a violation or a hang (exit status 1).
     #[error("{0}")]
     StressFailed(String),
+    /// `pglocks compare --fail-if-slower` found B slower (exit status 1).
+    #[error("{0}")]
+    Slower(String),
     /// A model refused to set up a `pglocks stress` part (exit status 1: the request was valid).
     #[error(transparent)]
     StressSetup(workloads::stress::SetupError),
@@ -378,7 +407,7 @@ fn run(a: &RunArgs) -> Result<(), CliError> {
     let format: Format = a.format.parse()?;
     let plan = plan(a)?;
     let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
-    print!("{}", harness::render(&report, format)?);
+    show::print(&report, format, &a.show)?;
     if let Some(dir) = &a.out {
         let files = harness::save_report(&report, dir)?;
         eprintln!("report saved in {}: {}", dir.display(), files.join(", "));
@@ -399,7 +428,9 @@ const DEFAULT_RUN_WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
 /// 8, what the default shared buffers hold). `tpcb-like` commits with `synchronous_commit =
 /// off`: a commit hands its record to the WAL writer, which flushes it in the background (on the
 /// default simulated device), so that the curve is the locks' and not a disk's.
-fn demo() -> Result<(), CliError> {
+fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
+    use harness::format::wrap;
+    use harness::render::BRIEF_WIDTH;
     let topology = detect(None)?;
     let max_threads = 2 * topology.logical_cpus().max(1);
     let scale = max_threads.clamp(1, 8);
@@ -420,32 +451,46 @@ fn demo() -> Result<(), CliError> {
             pin: "compact".into(),
             format: "table".into(),
             out: None,
-            no_progress: false,
+            no_progress: args.no_progress,
             sets,
             flush_latency: None,
             sysfs_root: None,
             sample_every: 1024,
+            show: show::ShowArgs::default(),
         })?);
     }
     let mut sweep = plans[0].sweep.clone();
     sweep.workload = DEFAULT_RUN_WORKLOADS.join(",");
     let series: Vec<_> = plans.into_iter().flat_map(|p| p.series).collect();
+    let threads: Vec<String> = sweep.threads.iter().map(usize::to_string).collect();
+    let estimate = ((series.len() * sweep.threads.len()) as u32 * sweep.repeat)
+        * (sweep.duration + sweep.warmup).as_millis() as u32
+        / 1_000;
     eprintln!(
-        "pglocks: default run, PostgreSQL {} on {} (scale {scale}; tpcb-like with \
-         synchronous_commit = off), {} series x threads {:?} x {} runs of {} ms; about {} s",
-        DEFAULT_RUN_PRESETS,
-        DEFAULT_RUN_WORKLOADS.join(" and "),
-        series.len(),
-        sweep.threads,
-        sweep.repeat,
-        sweep.duration.as_millis(),
-        ((series.len() * sweep.threads.len()) as u32 * sweep.repeat)
-            * (sweep.duration + sweep.warmup).as_millis() as u32
-            / 1_000
+        "{}",
+        wrap(
+            &format!(
+                "pglocks: {} on {} (scale {scale}; tpcb-like with synchronous_commit=off) at \
+                 {} threads, about {estimate} s",
+                DEFAULT_RUN_PRESETS.replace(',', ", "),
+                DEFAULT_RUN_WORKLOADS.join(" and "),
+                threads.join(", "),
+            ),
+            BRIEF_WIDTH,
+            "  "
+        )
     );
     let started = std::time::Instant::now();
     let report = harness::sweep(&sweep, &topology, series)?;
-    print!("{}", harness::render(&report, Format::Table)?);
+    if args.show.any() {
+        show::print(&report, Format::Table, &args.show)?;
+    } else {
+        print!("{}", harness::render::brief(&report));
+    }
+    println!();
+    for paragraph in harness::summary::summary(&report) {
+        println!("{}", wrap(&format!("- {paragraph}"), BRIEF_WIDTH, "  "));
+    }
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -454,13 +499,24 @@ fn demo() -> Result<(), CliError> {
         .join(format!("default-{stamp}"));
     harness::save_report(&report, &dir)?;
     println!(
-        "\nwall time {:.1} s; report: {}/index.html (with report.json, report.csv, report.md and \
-         the charts throughput-, efficiency-, latency- and timeline-<workload>.svg)\n\
-         more: `pglocks list`, `pglocks run tpcb-like --preset pg91,pg92,pg94,pg18 --threads 1..8:x2`",
+        "\nwall time {:.1} s. The report, with charts, wait events and metrics:\n  {}/index.html",
         started.elapsed().as_secs_f64(),
         dir.display()
     );
+    if !args.show.any() {
+        println!("All tables: {} report {} -v", invocation(), dir.display());
+    }
     interrupted(&report)
+}
+
+/// How the user started this program, for a command line to copy: `cargo run --release --` when
+/// cargo ran it (cargo sets `CARGO_MANIFEST_DIR` for the programs it runs), `pglocks` otherwise.
+fn invocation() -> &'static str {
+    match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(_) if cfg!(debug_assertions) => "cargo run --",
+        Some(_) => "cargo run --release --",
+        None => "pglocks",
+    }
 }
 
 fn print_list() {
@@ -563,10 +619,10 @@ what the releases with a modelled change set differently (every other knob is th
     }
 }
 
-fn report(dir: &Path, format: &str) -> Result<(), CliError> {
+fn report(dir: &Path, format: &str, show: &show::ShowArgs) -> Result<(), CliError> {
     let format: Format = format.parse()?;
     let (r, files): (Report, _) = harness::rerender(dir)?;
-    print!("{}", harness::render(&r, format)?);
+    show::print(&r, format, show)?;
     eprintln!("re-rendered {}: {}", dir.display(), files.join(", "));
     Ok(())
 }
@@ -599,8 +655,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         stop_on_ctrl_c();
     }
     match cli.command {
-        None => demo(),
+        None => demo(&cli.default_run),
         Some(Command::Run(a)) => run(&a),
+        Some(Command::Compare(a)) => compare::compare(&a),
         Some(Command::List) => {
             print_list();
             Ok(())
@@ -612,7 +669,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
-        Some(Command::Report { dir, format }) => report(&dir, &format),
+        Some(Command::Report { dir, format, show }) => report(&dir, &format, &show),
         Some(Command::Stress(a)) => stress(&a),
     }
 }
@@ -777,6 +834,21 @@ mod tests {
             let e = parse_threads(bad).unwrap_err().to_string();
             assert!(e.contains("bad --threads"), "{bad}: {e}");
         }
+    }
+
+    /// Every command that runs for long takes `--no-progress`, the default run too; the default
+    /// run's flags belong to it alone.
+    #[test]
+    fn long_commands_take_no_progress() {
+        for args in [
+            &["pglocks", "--no-progress"][..],
+            &["pglocks", "--no-progress", "--show", "waits"],
+            &["pglocks", "run", "spin", "--no-progress"],
+            &["pglocks", "stress", "--no-progress"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+        assert!(Cli::try_parse_from(["pglocks", "--no-progress", "list"]).is_err());
     }
 
     #[test]

@@ -102,6 +102,8 @@ fn wal_commit_reports_its_ideal_and_commits_per_flush() {
         "--flush-latency",
         "1ms",
         "--no-progress",
+        "--show",
+        "waits,metrics",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -114,6 +116,54 @@ fn wal_commit_reports_its_ideal_and_commits_per_flush() {
     ] {
         assert!(text.contains(needle), "{needle} missing in:\n{text}");
     }
+}
+
+/// `run` prints the main table; the wait and metrics tables only with `--show` or `--verbose`,
+/// and a line on stderr says what was left out and how to see it.
+#[test]
+fn run_prints_the_main_table_and_names_what_it_leaves_out() {
+    let args = [
+        "run",
+        "wal-commit",
+        "--threads",
+        "2",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--repeat",
+        "1",
+        "--no-progress",
+    ];
+    let out = pglocks(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("ops/s"), "{stdout}");
+    assert!(
+        !stdout.contains("WalSync") && !stdout.contains("wal.flushes"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "not shown: the waits and metrics tables; --show waits,metrics (or --verbose) \
+             prints them"
+        ),
+        "{stderr}"
+    );
+    let mut verbose = args.to_vec();
+    verbose.push("-v");
+    let out = pglocks(&verbose);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("WalSync") && stdout.contains("wal.flushes"),
+        "{stdout}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not shown"));
+    fails_with(
+        &run_args(&["--show", "latency"]),
+        "possible values: waits, metrics, all",
+    );
 }
 
 #[test]
@@ -398,4 +448,139 @@ fn stress_failures_exit_1() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// Saves a quick run of `select-only` on pg92 and pg18 in `dir`, with `sets` (`--set` values).
+fn save_quick_run(dir: &std::path::Path, sets: &[&str]) {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut args = vec![
+        "run",
+        "select-only",
+        "--preset",
+        "pg92,pg18",
+        "--threads",
+        "1,2",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--repeat",
+        "1",
+        "--no-progress",
+        "--format",
+        "csv",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let out = pglocks(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `pglocks compare A B`: every shared point with both figures and the ratio, a verdict per
+/// series, what only one has; `--fail-if-slower` exits 1 only when B lost more than it allows;
+/// a missing or malformed report or a bad percentage exits 2.
+#[test]
+fn compare_two_saved_runs() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-compare");
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    save_quick_run(&a, &[]);
+    save_quick_run(&b, &["lwlock_padding=none"]);
+    let (a_dir, b_dir) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    // Two real runs: whatever the figures, the table lists the four shared points and exits 0.
+    let out = pglocks(&["compare", a_dir, b_dir]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("4 points in both, largest change first; 0 only in A, 0 only in B"),
+        "{text}"
+    );
+    for series in ["pg92/pg: ", "pg18/pg: "] {
+        assert!(text.contains(series), "{series} has no verdict:\n{text}");
+    }
+
+    // A run compared with itself: every ratio is 1, so no point is slower.
+    let a_json = a.join("report.json");
+    let out = pglocks(&[
+        "compare",
+        a_dir,
+        a_json.to_str().unwrap(),
+        "--fail-if-slower",
+        "5%",
+        "--format",
+        "csv",
+    ]);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{csv}");
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(
+        csv.lines()
+            .skip(1)
+            .all(|l| l.contains(",both,") && l.ends_with(",1.0000")),
+        "{csv}"
+    );
+
+    // B hand-edited: pg92 half as fast, and pg18's 2-thread point gone.
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&a_json).unwrap()).unwrap();
+    for p in doc["series"][0]["points"].as_array_mut().unwrap() {
+        let ops = p["ops_per_sec"].as_f64().unwrap();
+        p["ops_per_sec"] = serde_json::json!(ops / 2.0);
+    }
+    doc["series"][1]["points"].as_array_mut().unwrap().pop();
+    let slow = tmp.join("slow.json");
+    std::fs::write(&slow, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let slow = slow.to_str().unwrap();
+    let out = pglocks(&["compare", a_dir, slow, "--fail-if-slower", "5"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("B is slower: 2 of the 3 shared points lost more than 5%"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("pg92/pg: B slower, 0.50\u{d7} A"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("only in A:\n  pg18/pg at 2 threads"),
+        "{stdout}"
+    );
+    // Without the flag, or allowing more than the loss, the same comparison exits 0.
+    assert_eq!(pglocks(&["compare", a_dir, slow]).status.code(), Some(0));
+    let out = pglocks(&[
+        "compare",
+        a_dir,
+        slow,
+        "--fail-if-slower",
+        "60%",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["points"][0]["ratio"], 0.5);
+    assert_eq!(v["only_in_a"][0]["threads"], serde_json::json!([2]));
+
+    fails_with(&["compare", a_dir, "/nonexistent/run"], "/nonexistent/run");
+    let bad = tmp.join("bad.json");
+    std::fs::write(&bad, "{\"series\": []}").unwrap();
+    fails_with(
+        &["compare", a_dir, bad.to_str().unwrap()],
+        "not a pglocks report",
+    );
+    fails_with(
+        &["compare", a_dir, a_dir, "--fail-if-slower", "five"],
+        "bad --fail-if-slower 'five'",
+    );
 }

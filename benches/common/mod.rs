@@ -1,11 +1,13 @@
-//! What the criterion benches share: the short configuration, and the pool of pinned worker
-//! threads that the multi-threaded benches time with `iter_custom`.
+//! What the criterion benches share: the short configuration, the pool of pinned worker
+//! threads that the multi-threaded benches time with `iter_custom`, and [`bench_main!`], the
+//! `main` that ends by saying where criterion's HTML report is.
 //!
 //! Every bench compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
 use criterion::Criterion;
 use pglocks_harness::topology::{cpu_for_thread, pin_current_thread};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -21,6 +23,52 @@ pub fn config() -> Criterion {
             .warm_up_time(Duration::from_millis(200))
             .measurement_time(Duration::from_secs(1))
     }
+}
+
+/// criterion's `criterion_main!`: a `main` that runs the groups; then [`finish`].
+macro_rules! bench_main {
+    ($($group:path),+ $(,)?) => {
+        fn main() {
+            $($group();)+
+            common::finish();
+        }
+    };
+}
+pub(crate) use bench_main;
+
+/// What `criterion_main!` does after the groups (criterion's summary), then, when the benches
+/// ran (`cargo bench` passes `--bench`; `cargo test --benches` runs each once and writes no
+/// report), the line that says where criterion's HTML report is.
+pub fn finish() {
+    Criterion::default().configure_from_args().final_summary();
+    if std::env::args().any(|a| a == "--bench") {
+        if let Some(index) = html_report() {
+            println!(
+                "criterion's HTML report, every bench measured so far: {}",
+                index.display()
+            );
+        }
+    }
+}
+
+/// criterion's `report/index.html`, where criterion puts it: under `CRITERION_HOME`, or the
+/// `criterion` folder of cargo's target directory (`CARGO_TARGET_DIR`, or the folder above the
+/// profile's that holds this bench's executable, `<target>/<profile>/deps/<bench>-<hash>`).
+/// `None` if it was not written.
+fn html_report() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok();
+    let homes = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::env::var_os("CARGO_TARGET_DIR").map(|t| PathBuf::from(t).join("criterion")))
+        .chain(
+            exe.iter()
+                .flat_map(|e| e.ancestors())
+                .map(|dir| dir.join("criterion")),
+        );
+    homes
+        .map(|home| home.join("report").join("index.html"))
+        .find(|index| index.is_file())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

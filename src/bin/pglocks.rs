@@ -1,6 +1,7 @@
 //! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
-//! a violation or a hang or its setup failed (a model refused the settings), 2 for a usage or
-//! input error, 130 when Ctrl-C stopped `run` or `stress` (after printing what it measured).
+//! a violation or a hang or its setup failed (a model refused the settings) or `compare
+//! --fail-if-slower` found B slower, 2 for a usage or input error, 130 when Ctrl-C stopped `run`
+//! or `stress` (after printing what it measured).
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
             eprintln!("pglocks: stress failed:\n{e}");
             ExitCode::from(1)
         }
-        Err(e @ pglocks::cli::CliError::StressSetup(_)) => {
+        Err(e @ (pglocks::cli::CliError::StressSetup(_) | pglocks::cli::CliError::Slower(_))) => {
             eprintln!("pglocks: {e}");
             ExitCode::from(1)
         }

@@ -69,6 +69,37 @@ pub fn metric_value(v: f64) -> String {
     }
 }
 
+/// A ratio of two throughputs with two decimals and a times sign: `2.02×`, `0.85×`.
+pub fn times(ratio: f64) -> String {
+    format!("{ratio:.2}\u{d7}")
+}
+
+/// A ratio as a signed change in percent with one decimal: `1.123` → `+12.3%`, `0.5` → `-50.0%`.
+pub fn change(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (a longer word keeps a line
+/// of its own), each line after the first starting with `indent`; for prose in a terminal.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line_len = 0;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if line_len > 0 && line_len + 1 + len > width {
+            out.push('\n');
+            out.push_str(indent);
+            line_len = indent.chars().count();
+        } else if line_len > 0 {
+            out.push(' ');
+            line_len += 1;
+        }
+        out.push_str(word);
+        line_len += len;
+    }
+    out
+}
+
 /// A point's efficiency with two decimals, `-` without one.
 fn efficiency(p: &Point) -> String {
     p.efficiency
@@ -130,5 +161,15 @@ mod tests {
         assert_eq!(percent(0.931), "93.1%");
         assert_eq!(metric_value(1234.0), "1234");
         assert_eq!(metric_value(1.5), "1.50");
+        assert_eq!(times(2.0199), "2.02\u{d7}");
+        assert_eq!(change(1.1234), "+12.3%");
+        assert_eq!(change(0.5), "-50.0%");
+    }
+
+    #[test]
+    fn prose_wraps_at_spaces() {
+        assert_eq!(wrap("aa bb cc dd", 5, "  "), "aa bb\n  cc\n  dd");
+        assert_eq!(wrap("a  verylongword b", 4, ""), "a\nverylongword\nb");
+        assert_eq!(wrap("", 10, ""), "");
     }
 }

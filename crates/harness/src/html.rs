@@ -1,9 +1,9 @@
 //! The report's `index.html`: one page that ties a report directory together. It shows the machine
 //! and the run's settings, links the data files, and for each workload (a report may hold several)
-//! the main table (throughput, efficiency, latency percentiles per point), the four charts
-//! ([`ChartKind`]), the lock-wait table of each series at its largest thread count (lock, mode,
-//! wait time, count, sorted by wait time, like the `pglockwait` tables of the seed talks) and the
-//! workload's own metrics, if it counts any.
+//! the sentences that read it ([`crate::summary`]), the main table (throughput, efficiency,
+//! latency percentiles per point), the four charts ([`ChartKind`]), the lock-wait table of each
+//! series at its largest thread count (lock, mode, wait time, count, sorted by wait time, like
+//! the `pglockwait` tables of the seed talks) and the workload's own metrics, if it counts any.
 //!
 //! Plain HTML with a little CSS, no script; the charts are `<img>` links to the SVG files beside
 //! it. Like every file of the report it is a function of the [`Report`] alone (no clock, no
@@ -16,6 +16,7 @@ use crate::query::{
     workload_list, workloads,
 };
 use crate::report::{Report, Series};
+use crate::summary::workload_summary;
 use std::fmt::Write;
 
 /// `s` with HTML's special characters escaped, for text and attribute values.
@@ -123,14 +124,18 @@ pub fn index_html(report: &Report) -> String {
         let _ = write!(out, "<a href=\"{f}\">{f}</a>{sep}");
     }
     for workload in workloads(report) {
-        workload_section(&mut out, workload, &series_of(report, workload));
+        workload_section(&mut out, report, workload);
     }
     out.push_str("</body>\n</html>\n");
     out
 }
 
-fn workload_section(out: &mut String, workload: &str, series: &[&Series]) {
+fn workload_section(out: &mut String, report: &Report, workload: &str) {
+    let series = &series_of(report, workload);
     let _ = writeln!(out, "<h2>{}</h2>", esc(workload));
+    if let Some(text) = workload_summary(report, workload) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&text));
+    }
     main_table(out, series);
     for kind in ChartKind::ALL {
         let file = kind.file_name(workload);

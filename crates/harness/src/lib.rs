@@ -14,9 +14,13 @@
 //! - [`query`] (what to pick out of a report: workloads, series, thread counts, waits, metrics)
 //!   and [`format`](mod@format) (how a number is written: ops/s, latencies, fractions, a point's table row),
 //!   both on top of [`report`] alone;
+//! - [`compare`] (two reports point by point, with a verdict per series and the noise band) and
+//!   [`summary`] (a few sentences that read a report: the releases side by side where each thread
+//!   has a CPU and where they are oversubscribed), on top of those;
 //! - [`render`](mod@render) (table, JSON, CSV, Markdown), [`plot`] (the SVG charts) and [`html`] (the page,
 //!   which links the charts by [`plot::ChartKind`]) on top of those.
 
+pub mod compare;
 pub mod format;
 pub mod html;
 pub mod interrupt;
@@ -24,6 +28,7 @@ pub mod plot;
 pub mod query;
 pub mod render;
 pub mod report;
+pub mod summary;
 pub mod sweep;
 pub mod team;
 pub mod topology;
@@ -64,6 +69,14 @@ pub enum HarnessError {
     /// JSON encoding or decoding.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A file that is not a report document.
+    #[error("{path}: not a pglocks report: {source}")]
+    BadReport {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
     /// CSV encoding.
     #[error("CSV: {0}")]
     Csv(#[from] csv::Error),
@@ -123,14 +136,21 @@ pub fn save_report(report: &Report, dir: &Path) -> Result<Vec<String>, HarnessEr
         .collect())
 }
 
+/// Reads a report document (a `report.json`), naming the file in any error.
+pub fn load_report(path: &Path) -> Result<Report, HarnessError> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    serde_json::from_str(&text).map_err(|source| HarnessError::BadReport {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Re-renders a report directory from its `report.json` (`pglocks report DIR`): `report.csv`,
 /// `report.md`, `index.html` and the charts, four per workload. Returns the report and the names
 /// of the files written. Every file is a function of the JSON alone: the same JSON renders the
 /// same bytes.
 pub fn rerender(dir: &Path) -> Result<(Report, Vec<String>), HarnessError> {
-    let json = dir.join(files::JSON);
-    let text = std::fs::read_to_string(&json).map_err(io_err(&json))?;
-    let report: Report = serde_json::from_str(&text)?;
+    let report = load_report(&dir.join(files::JSON))?;
     let mut written = Vec::new();
     for (name, text) in [
         (files::CSV, render(&report, Format::Csv)?),

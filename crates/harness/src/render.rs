@@ -1,9 +1,13 @@
 //! Rendering a [`Report`]: a terminal table, Markdown, CSV and JSON. Every format is computed
 //! from the report alone, so `pglocks report DIR` renders a saved run exactly as it was printed.
+//!
+//! The table and Markdown forms show the main table (one row per point) and, as [`Show`] asks,
+//! the wait events and the metrics, which run to hundreds of rows for a sweep of the macro
+//! workloads; [`brief`] is the narrow first look the default run prints.
 
-use crate::format::{metric_value, point_cells, wait_ms};
-use crate::query::{any_ideal, named_workloads, workload_list};
-use crate::report::{Report, Series};
+use crate::format::{metric_value, percent, point_cells, si, wait_ms, wrap};
+use crate::query::{any_ideal, named_workloads, thread_counts, workload_list};
+use crate::report::{median_of, Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
 
@@ -57,6 +61,23 @@ impl Show {
     };
 }
 
+impl Show {
+    /// The tables a table or Markdown rendering of `report` leaves out with `self`: `"waits"`
+    /// and `"metrics"`, each only when some point has a row for it (for a hint that names the
+    /// flag showing them).
+    pub fn hidden(self, report: &Report) -> Vec<&'static str> {
+        let points = || report.series.iter().flat_map(|s| &s.points);
+        let mut out = Vec::new();
+        if !self.waits && points().any(|p| !p.waits.is_empty()) {
+            out.push("waits");
+        }
+        if !self.metrics && points().any(|p| !p.metrics.is_empty()) {
+            out.push("metrics");
+        }
+        out
+    }
+}
+
 /// Renders `report` in `format`, every table.
 pub fn render(report: &Report, format: Format) -> Result<String, HarnessError> {
     render_with(report, format, Show::ALL)
@@ -73,15 +94,7 @@ pub fn render_with(report: &Report, format: Format, show: Show) -> Result<String
 }
 
 fn tables(report: &Report, preset: &str, show: Show) -> String {
-    // A report of several workloads names each series with its workload.
-    let several = named_workloads(report).len() > 1;
-    let name = |s: &Series| {
-        if several {
-            format!("{} {}", s.workload, s.label())
-        } else {
-            s.label()
-        }
-    };
+    let name = series_namer(report);
     // The ideal columns appear only when some point has an ideal.
     let with_ideal = any_ideal(&report.series);
     let mut header = vec!["series", "threads", "ops/s", "ns/op/thread", "efficiency"];
@@ -144,24 +157,7 @@ fn tables(report: &Report, preset: &str, show: Show) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let c = &report.config;
-    let m = &report.machine;
-    let mut out = format!(
-        "{}{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}\n\n{t}\n",
-        if report.interrupted {
-            "INTERRUPTED (the points measured before Ctrl-C) | "
-        } else {
-            ""
-        },
-        if several { "workloads" } else { "workload" },
-        workload_list(report),
-        c.duration_ms,
-        c.repeat,
-        c.pin,
-        m.cpus,
-        m.nodes,
-        m.model
-    );
+    let mut out = format!("{}\n\n{t}\n", title(report));
     if any_waits && show.waits {
         out += &format!(
             "\nwait events and LWLOCK_STATS counters (median run of each point)\n\n{waits}\n"
@@ -171,6 +167,143 @@ fn tables(report: &Report, preset: &str, show: Show) -> String {
         out += &format!("\nmetrics (median run of each point)\n\n{metrics}\n");
     }
     out
+}
+
+/// How a report's tables name a series: `preset/impl`, after its workload in a report of several
+/// workloads.
+fn series_namer(report: &Report) -> impl Fn(&Series) -> String {
+    let several = named_workloads(report).len() > 1;
+    move |s: &Series| {
+        if several {
+            format!("{} {}", s.workload, s.label())
+        } else {
+            s.label()
+        }
+    }
+}
+
+/// The line above a report's tables: its workloads, runs, pinning and machine.
+fn title(report: &Report) -> String {
+    let c = &report.config;
+    let m = &report.machine;
+    format!(
+        "{}{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}",
+        if report.interrupted {
+            "INTERRUPTED (the points measured before Ctrl-C) | "
+        } else {
+            ""
+        },
+        if named_workloads(report).len() > 1 {
+            "workloads"
+        } else {
+            "workload"
+        },
+        workload_list(report),
+        c.duration_ms,
+        c.repeat,
+        c.pin,
+        m.cpus,
+        m.nodes,
+        m.model
+    )
+}
+
+/// The width [`brief`] keeps to: a terminal's narrowest common width.
+pub const BRIEF_WIDTH: usize = 80;
+
+/// The thread counts [`brief`] shows: the smallest (1 in a sweep that starts there), the
+/// largest with a CPU per thread and the largest measured.
+fn brief_thread_counts(report: &Report) -> Vec<usize> {
+    let all = thread_counts(&report.series);
+    let cpus = report.machine.cpus.max(1);
+    let mut keep: Vec<usize> = [
+        all.first().copied(),
+        all.iter().copied().filter(|&t| t <= cpus).max(),
+        all.last().copied(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    keep.dedup();
+    keep
+}
+
+/// A first look at `report` that fits a terminal of [`BRIEF_WIDTH`] columns: a short title
+/// (workloads, runs, machine), then
+/// the main table with the columns that answer "how did it scale" — series, threads, ops/s,
+/// efficiency, p99 latency and the spread of the runs ((largest − smallest) ÷ median) — at
+/// three thread counts at most (the smallest, the largest with a CPU per thread, the largest;
+/// on 2 CPUs with threads 1, 2, 4 that is every point), with a line that says which were left
+/// out. What the default run prints; [`render`] has every column and point.
+pub fn brief(report: &Report) -> String {
+    let name = series_namer(report);
+    let counts = brief_thread_counts(report);
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_FULL_CONDENSED).set_header(vec![
+        "series",
+        "threads",
+        "ops/s",
+        "efficiency",
+        "p99 ns",
+        "spread",
+    ]);
+    let mut left_out = Vec::new();
+    for s in &report.series {
+        for p in &s.points {
+            if !counts.contains(&p.threads) {
+                left_out.push(p.threads);
+                continue;
+            }
+            t.add_row(vec![
+                name(s),
+                p.threads.to_string(),
+                si(p.ops_per_sec),
+                p.efficiency
+                    .map_or_else(|| "-".into(), |e| format!("{e:.2}")),
+                p.latency_ns.p99.to_string(),
+                spread(&p.runs_ops_per_sec).map_or_else(|| "-".into(), percent),
+            ]);
+        }
+    }
+    for i in 1..=5 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let c = &report.config;
+    let m = &report.machine;
+    let title = format!(
+        "{}: {} runs of {} ms a point (median); {} cpus, {}",
+        workload_list(report),
+        c.repeat,
+        c.duration_ms,
+        m.cpus,
+        m.model
+    );
+    let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
+    if !left_out.is_empty() {
+        left_out.sort_unstable();
+        left_out.dedup();
+        let list: Vec<String> = left_out.iter().map(usize::to_string).collect();
+        out += &wrap(
+            &format!("(not shown: the points at {} threads)", list.join(", ")),
+            BRIEF_WIDTH,
+            " ",
+        );
+        out.push('\n');
+    }
+    out
+}
+
+/// (largest − smallest) ÷ median of a point's runs; `None` for a single run or a zero median.
+fn spread(runs: &[f64]) -> Option<f64> {
+    let median = median_of(runs);
+    let (lo, hi) = runs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| {
+            (lo.min(r), hi.max(r))
+        });
+    (runs.len() > 1 && median > 0.0).then(|| (hi - lo) / median)
 }
 
 fn csv(report: &Report) -> Result<String, HarnessError> {
@@ -266,6 +399,48 @@ mod tests {
     }
 
     #[test]
+    fn the_brief_table_fits_80_columns_and_says_what_it_leaves_out() {
+        use crate::compare::tests::report;
+        let series = |workload: &str, preset: &str| Series {
+            workload: workload.into(),
+            preset: preset.into(),
+            impl_name: "pg".into(),
+            points: [1, 2, 4, 8, 16]
+                .iter()
+                .map(|&t| {
+                    let mut p = point(t, 1_234_567.0 * t as f64);
+                    p.runs_ops_per_sec =
+                        vec![p.ops_per_sec * 0.9, p.ops_per_sec, p.ops_per_sec * 1.2];
+                    p.efficiency = Some(0.5);
+                    p.latency_ns.p99 = 12_345_678;
+                    p
+                })
+                .collect(),
+        };
+        let mut r = report(vec![
+            series("select-only", "pg82uis"),
+            series("tpcb-like", "pg82uis"),
+        ]);
+        r.machine.cpus = 4;
+        r.machine.model = "AMD EPYC 7B13 64-Core Processor with a long model name".into();
+        let text = brief(&r);
+        for line in text.lines() {
+            assert!(line.chars().count() <= BRIEF_WIDTH, "{line}");
+        }
+        // 1, 4 (one thread per CPU) and 16 threads; 2 and 8 are left out, and said to be.
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("pg82uis/pg")).collect();
+        assert_eq!(rows.len(), 6, "{text}");
+        assert!(rows[0].contains("select-only pg82uis/pg"), "{text}");
+        assert!(rows[1].contains(" 4 ┆  4.938M ┆"), "{text}");
+        assert!(rows[1].contains("12345678 ┆  30.0%"), "{text}");
+        assert!(
+            text.contains("(not shown: the points at 2, 8 threads)"),
+            "{text}"
+        );
+        assert_eq!(Show::MAIN.hidden(&r), Vec::<&str>::new());
+    }
+
+    #[test]
     fn ideal_columns_and_metrics_appear_only_when_present() {
         let plain = report(vec![point(1, 1000.0), point(2, 1800.0)]);
         for format in [Format::Table, Format::Markdown] {
@@ -309,6 +484,10 @@ mod tests {
             "no efficiency, ideal or fraction: {row1}"
         );
         assert!(md.contains("metrics (median run of each point)"), "{md}");
+        assert_eq!(Show::MAIN.hidden(&r), ["metrics"]);
+        assert!(!render_with(&r, Format::Markdown, Show::MAIN)
+            .unwrap()
+            .contains("wal.flushes"));
         let flushes = md.lines().find(|l| l.contains("wal.flushes")).unwrap();
         assert!(
             flushes.contains("1234") && !flushes.contains("1234."),
