@@ -8,12 +8,12 @@
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
 use crate::{sleep_until_woken, wait_for_wakeup, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinDelayStatus};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 use std::marker::PhantomData;
 
 /// Where the state word keeps what; the values differ by release (lwlock.c's `LW_FLAG_*` and
@@ -751,7 +751,7 @@ mod tests {
                 "only a wait-until-free waiter was woken"
             );
             assert_ne!(st & L::HAS_WAITERS, 0, "somebody was woken: the flag stays");
-            let t = pglocks_sync::tranche::tranche_id("test");
+            let t = pglocks_proc::tranche::tranche_id("test");
             let taken = |a: &mut Backend| a.stats.lwlock.tranche(t).unwrap().wait_list_lock;
             let before = taken(&mut a);
             lock.acquire(&mut a, X).unwrap();
@@ -824,7 +824,7 @@ mod tests {
         assert_eq!(Pg96Layout::VAL_EXCLUSIVE, 0x0100_0000);
     }
 
-    use pglocks_sync::{SyncError, MAX_BACKENDS};
+    use pglocks_proc::{ProcError, MAX_BACKENDS};
 
     /// The shared-holder count at `MAX_BACKENDS` (2^18 − 1) holders, through the state word
     /// itself rather than 262 143 backends: from one holder short of it, one more shared
@@ -880,7 +880,7 @@ mod tests {
         assert!(Pg96Layout::SHARED_MASK as usize >= 64 * MAX_BACKENDS);
         assert_eq!(
             ProcTable::try_new(MAX_BACKENDS + 1).unwrap_err(),
-            SyncError::TooManyBackends {
+            ProcError::TooManyBackends {
                 requested: MAX_BACKENDS + 1,
                 max: MAX_BACKENDS
             }

@@ -65,11 +65,11 @@ use crate::{
     sleep_until_woken, LockedBit, LwLockError, LwLockMode, Pg96Layout, RawLwLock, StateLayout,
     WaitListLock, MAX_SIMUL_LWLOCKS,
 };
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// The state word's layout: 9.6's.
 type Layout = Pg96Layout;
@@ -119,7 +119,7 @@ enum Attempt {
 ///
 /// ```
 /// use pglocks_lwlock::{HandoffLwLock, LwLockMode};
-/// let procs = pglocks_sync::ProcTable::new(1);
+/// let procs = pglocks_proc::ProcTable::new(1);
 /// let mut me = procs.attach().unwrap();
 /// let lock = HandoffLwLock::new("ProcArray");
 /// assert!(lock.acquire(&mut me, LwLockMode::Exclusive).unwrap()); // had without sleeping

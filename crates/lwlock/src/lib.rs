@@ -37,9 +37,9 @@
 //! - [`tranche`]: `MainLWLockArray` with the named individual locks, the partitioned tranches
 //!   (`BufferMapping`, `LockManager`, `PredicateLockManager`), padding per release and
 //!   `LWLockReleaseAll`.
-//! - `LWLOCK_STATS`: with [`ProcTable::set_lwlock_stats`](pglocks_sync::ProcTable::set_lwlock_stats)
+//! - `LWLOCK_STATS`: with [`ProcTable::set_lwlock_stats`](pglocks_proc::ProcTable::set_lwlock_stats)
 //!   on, every acquisition, block, dequeue-self and spin delay is counted per tranche in the
-//!   backend's [`LwLockStats`](pglocks_sync::stats::LwLockStats); a lock carries a 16-bit tranche
+//!   backend's [`LwLockStats`](pglocks_proc::stats::LwLockStats); a lock carries a 16-bit tranche
 //!   number (as PostgreSQL's does), so counting is an array index.
 //! - [`ParkingLotLwLock`]: parking_lot's reader-writer lock behind the same trait, for
 //!   comparison; `examples/custom_lwlock.rs` shows how to plug in a lock of one's own.
@@ -51,7 +51,7 @@
 //!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
-//!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
+//!   the backend's shared [`ProcSlot`](pglocks_proc::ProcSlot), `held_lwlocks[]` in the handle.
 //! - Misuse that PostgreSQL reports with `elog(ERROR)` returns [`LwLockError`]; the PANICs for
 //!   impossible states are debug assertions.
 //! - Interrupt holdoff (`HOLD_INTERRUPTS`) has nothing to model and is left out.
@@ -60,9 +60,9 @@
 //! - `held_lwlocks[]` entries are one word (address and mode packed), so recording a lock is
 //!   one store.
 
+use pglocks_proc::tranche::{tranche_name, TrancheId};
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::tranche::{tranche_name, TrancheId};
-use pglocks_sync::Backend;
 
 mod atomic;
 pub mod handoff;
@@ -85,7 +85,7 @@ pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, Par
 pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
-pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;
+pub const MAX_SIMUL_LWLOCKS: usize = pglocks_proc::HELD_LWLOCKS_CAPACITY;
 
 /// An LWLock implementation: PostgreSQL's of each release, or a new idea, measured through the
 /// same workloads. Every method takes the calling backend, as PostgreSQL's take `MyProc`.
@@ -208,7 +208,7 @@ impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'sta
 /// The sleep of `LWLockAcquire` and friends: waits on the backend's semaphore until a releaser
 /// has marked it not waiting. Wake-ups meant for something else may be absorbed on the way; their
 /// number is returned, and the caller re-posts them once it is done (lwlock.c's `extraWaits`).
-fn wait_for_wakeup(slot: &pglocks_sync::ProcSlot) -> u32 {
+fn wait_for_wakeup(slot: &pglocks_proc::ProcSlot) -> u32 {
     let mut extra_waits = 0;
     loop {
         slot.sem.lock();
@@ -291,7 +291,7 @@ fn too_many(max: usize) -> LwLockError {
 /// checks). A lock is known by its address.
 pub mod held {
     use super::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
-    use pglocks_sync::Backend;
+    use pglocks_proc::Backend;
 
     /// `LWLockAcquire`'s first test: room for one more held lock, else "too many LWLocks taken".
     #[inline(always)]

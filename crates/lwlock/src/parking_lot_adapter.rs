@@ -15,8 +15,8 @@
 
 use crate::{LwLockError, LwLockMode, RawLwLock, MAX_SIMUL_LWLOCKS};
 use parking_lot::lock_api::RawRwLock as _;
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::Backend;
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::Backend;
 
 /// A `parking_lot::RawRwLock` as an LWLock.
 pub struct ParkingLotLwLock {
@@ -121,7 +121,7 @@ impl RawLwLock for ParkingLotLwLock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     #[test]
     fn behaves_as_an_lwlock() {

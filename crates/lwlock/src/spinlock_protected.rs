@@ -29,12 +29,12 @@ use crate::atomic::{detach_leading_wait_until_free, wake_all};
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::WAITING;
 use crate::{lock_counting_delays, sleep_until_woken, LwLockError, LwLockMode};
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::Ordering::Relaxed;
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// lwlock.c's `MAX_SIMUL_LWLOCKS` before 9.5.
 pub const MAX_SIMUL_LWLOCKS_94: usize = 100;

@@ -4,32 +4,27 @@
 //! Built normally, everything here is `std` (plus a futex-backed [`Semaphore`] on Linux). Built with
 //! `RUSTFLAGS="--cfg loom"`, the same names are loom's, so the lock algorithms above this crate can
 //! be model-checked without a line of change. Keep it the only door: a crate that imports
-//! `std::sync::atomic` directly escapes the model checker, and the planned many-core simulator.
+//! `std::sync::atomic` directly escapes the model checker, and the planned many-core simulator,
+//! which will stand behind these same names.
 //!
-//! Besides the shim the crate holds what every subsystem shares:
+//! The shim is the whole crate: it models nothing of PostgreSQL but the machine a backend runs
+//! on. PostgreSQL's per-backend structures (`PGPROC`, `ProcGlobal`, proclists, latches, wait
+//! events, the tranche registry) are built on it in `pglocks-proc`. What it holds:
+//! - [`atomic`], [`sync`], [`thread`], [`hint`], [`cell`] and [`time`]: std's or loom's;
+//! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting; a futex
+//!   wait and wake on Linux);
 //! - [`CachePadded`] (crossbeam-utils') and [`CACHE_LINE_SIZE`], for padding hot atomics;
-//! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting);
-//! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
-//! - [`proclist`], the lists of backends threaded through `PGPROC` (LWLock wait queues);
-//! - [`stats`], per-backend counters and the wait-event table merged after a run;
-//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers;
+//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers:
+//!   like the clock, the outcome of an I/O call is something the machine decides, not a
+//!   backend, so a simulator replaces both at this seam;
 //! - [`time`], besides the clock and sleep of the shim, the one duration syntax of every setting
 //!   ([`time::parse_duration`], [`time::format_duration`]).
 
-pub mod backend;
 pub mod cell;
 pub mod fault;
-pub mod latch;
-pub mod proclist;
 mod semaphore;
-pub mod spin_delay;
-pub mod stats;
 pub mod time;
-pub mod tranche;
 
-pub use backend::{
-    Backend, HeldLwLocks, ProcSlot, ProcTable, SyncError, HELD_LWLOCKS_CAPACITY, MAX_BACKENDS,
-};
 pub use crossbeam_utils::CachePadded;
 pub use semaphore::Semaphore;
 

@@ -19,13 +19,13 @@
 //! spinlock; [`ProcTable::attach`] claims the first free slot with one compare-exchange per slot,
 //! since attaching is never on a measured path.
 
-use crate::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use crate::latch::Latch;
 use crate::proclist::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
-use crate::sync::Arc;
-use crate::{CachePadded, Semaphore};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use pglocks_sync::sync::Arc;
+use pglocks_sync::{CachePadded, Semaphore};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -71,10 +71,10 @@ struct ProcGlobal {
 /// `LW_VAL_EXCLUSIVE` and relies on this bound, so a [`ProcTable`] is never larger.
 pub const MAX_BACKENDS: usize = (1 << 18) - 1;
 
-/// Errors of this crate, in PostgreSQL's words.
+/// Errors of sizing or attaching to the [`ProcTable`], in PostgreSQL's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SyncError {
+pub enum ProcError {
     /// Every slot is attached (`InitProcess` when the free list is empty).
     #[error("sorry, too many clients already (all {max} backend slots are in use)")]
     TooManyClients {
@@ -114,8 +114,8 @@ impl ProcTable {
     }
 
     /// [`ProcTable::new`], refusing more than [`MAX_BACKENDS`] slots with
-    /// [`SyncError::TooManyBackends`] (models the check of `InitializeMaxBackends`).
-    pub fn try_new(max_backends: usize) -> Result<Self, SyncError> {
+    /// [`ProcError::TooManyBackends`] (models the check of `InitializeMaxBackends`).
+    pub fn try_new(max_backends: usize) -> Result<Self, ProcError> {
         Self::try_with_spin_config(max_backends, SpinDelayConfig::default())
     }
 
@@ -123,9 +123,9 @@ impl ProcTable {
     pub fn try_with_spin_config(
         max_backends: usize,
         config: SpinDelayConfig,
-    ) -> Result<Self, SyncError> {
+    ) -> Result<Self, ProcError> {
         if max_backends > MAX_BACKENDS {
-            return Err(SyncError::TooManyBackends {
+            return Err(ProcError::TooManyBackends {
                 requested: max_backends,
                 max: MAX_BACKENDS,
             });
@@ -191,7 +191,7 @@ impl ProcTable {
 
     /// Models `InitProcess` (proc.c): claims a free slot and returns the backend's handle, whose
     /// spin estimate starts from the shared one (`set_spins_per_delay`).
-    pub fn attach(&self) -> Result<Backend, SyncError> {
+    pub fn attach(&self) -> Result<Backend, ProcError> {
         let procno = self
             .inner
             .slots
@@ -201,7 +201,7 @@ impl ProcTable {
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             })
-            .ok_or(SyncError::TooManyClients {
+            .ok_or(ProcError::TooManyClients {
                 max: self.inner.slots.len(),
             })?;
         let mut stats = BackendStats::default();
@@ -260,7 +260,7 @@ impl Backend {
     /// `WaitLatch` on the backend's own latch: `true` once it is set, `false` if `deadline`
     /// came first (`None`: no timeout). The caller resets it ([`Backend::reset_latch`]) and
     /// looks again at what it waits for.
-    pub fn wait_latch(&self, deadline: Option<crate::time::Instant>) -> bool {
+    pub fn wait_latch(&self, deadline: Option<pglocks_sync::time::Instant>) -> bool {
         let slot = self.procs.slot(self.procno);
         slot.latch.wait(&slot.sem, deadline)
     }
@@ -270,10 +270,10 @@ impl Backend {
     /// wait event `event`. Returns whether the latch was set.
     pub fn wait_latch_event(
         &mut self,
-        timeout: Option<crate::time::Duration>,
+        timeout: Option<pglocks_sync::time::Duration>,
         event: &'static str,
     ) -> bool {
-        let start = crate::time::Instant::now();
+        let start = pglocks_sync::time::Instant::now();
         let set = self.wait_latch(timeout.map(|t| start + t));
         if set {
             self.reset_latch();
@@ -364,7 +364,7 @@ mod tests {
         let b = t.attach().unwrap();
         assert_ne!(a.procno(), b.procno());
         let err = t.attach().unwrap_err();
-        assert_eq!(err, SyncError::TooManyClients { max: 2 });
+        assert_eq!(err, ProcError::TooManyClients { max: 2 });
         assert!(err.to_string().contains("too many clients"));
         drop(a);
         assert_eq!(t.attach().unwrap().procno(), 0);
