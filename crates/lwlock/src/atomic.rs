@@ -319,7 +319,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         );
         self.state.fetch_or(L::HAS_WAITERS, Relaxed);
         slot.lw_waiting.store(WAITING, Relaxed);
-        slot.lw_wait_mode.store(mode as u8, Relaxed);
+        slot.lw_wait_mode.store(mode, Relaxed);
         self.with_waiters(|w| {
             if mode == LwLockMode::WaitUntilFree {
                 w.push_head(procs, wait_link, me);
@@ -375,7 +375,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if self.attempt_lock(mode) {
             return self.acquire_slow(b, mode);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -398,7 +398,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
                 break;
             }
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         crate::repost_absorbed_wakeups(b, extra_waits);
         Ok(result)
     }
@@ -425,7 +425,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if must_wait {
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -441,7 +441,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if self.attempt_lock(mode) {
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -450,7 +450,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     #[inline(always)]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         let mode = crate::forget_held(b, self.id(), self.tranche)?;
-        let sub = if mode == LwLockMode::Exclusive as u8 {
+        let sub = if mode == LwLockMode::Exclusive {
             L::VAL_EXCLUSIVE
         } else {
             L::VAL_SHARED
@@ -478,7 +478,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         self.with_waiters(|w| {
             w.for_each_modify(procs, wait_link, |w, p| {
                 let slot = procs.slot(p as usize);
-                let mode = LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed));
+                let mode = slot.lw_wait_mode.load(Relaxed);
                 if woke_somebody && mode == LwLockMode::Exclusive {
                     return true;
                 }
@@ -614,7 +614,7 @@ pub(crate) fn detach_leading_wait_until_free(
     let mut wake = ProcList::new();
     waiters.for_each_modify(procs, wait_link, |w, p| {
         let slot = procs.slot(p as usize);
-        if LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed)) != LwLockMode::WaitUntilFree {
+        if slot.lw_wait_mode.load(Relaxed) != LwLockMode::WaitUntilFree {
             return false;
         }
         w.delete(procs, wait_link, p);

@@ -80,6 +80,8 @@ pub use atomic::{
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
 pub use handoff::HandoffLwLock;
 pub use parking_lot_adapter::ParkingLotLwLock;
+/// lwlock.h's `LWLockMode`, kept with the backend's held locks in `pglocks-proc`.
+pub use pglocks_proc::LwLockMode;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
 pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};
@@ -245,7 +247,7 @@ fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u
 /// reverse order of taking them, so the search (from the end, as lwlock.c's) usually stops at
 /// the last entry, inline; anything else is the cold path.
 #[inline(always)]
-fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<LwLockMode, LwLockError> {
     match b.held_lwlocks.last() {
         Some((l, mode)) if l == id => {
             b.held_lwlocks.pop();
@@ -256,7 +258,11 @@ fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwL
 }
 
 #[cold]
-fn forget_held_anywhere(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+fn forget_held_anywhere(
+    b: &mut Backend,
+    id: usize,
+    tranche: TrancheId,
+) -> Result<LwLockMode, LwLockError> {
     b.held_lwlocks
         .remove(id)
         .ok_or_else(|| LwLockError::NotHeld {
@@ -303,7 +309,7 @@ pub mod held {
     #[inline(always)]
     pub fn record<L: ?Sized>(b: &mut Backend, lock: &L, mode: LwLockMode) {
         b.held_lwlocks
-            .push(lock as *const L as *const () as usize, mode as u8);
+            .push(lock as *const L as *const () as usize, mode);
     }
 
     /// `LWLockRelease`'s start: takes `lock` out of `b`'s held locks and returns the mode it was
@@ -316,7 +322,6 @@ pub mod held {
     ) -> Result<LwLockMode, LwLockError> {
         b.held_lwlocks
             .remove(lock as *const L as *const () as usize)
-            .map(LwLockMode::from_u8)
             .ok_or(LwLockError::NotHeld { lock: name })
     }
 }
@@ -348,38 +353,6 @@ fn lock_counting_delays<R: RawSpinLock>(
         c.spin_delay += delays;
     }
     Ok(())
-}
-
-/// lwlock.h's `LWLockMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum LwLockMode {
-    /// `LW_EXCLUSIVE`.
-    Exclusive = 0,
-    /// `LW_SHARED`.
-    Shared = 1,
-    /// `LW_WAIT_UNTIL_FREE`: wait until the lock is free, without taking it (only as a waiter,
-    /// from `LWLockAcquireOrWait` and `LWLockWaitForVar`).
-    WaitUntilFree = 2,
-}
-
-impl LwLockMode {
-    /// The mode as reports name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LwLockMode::Exclusive => "exclusive",
-            LwLockMode::Shared => "shared",
-            LwLockMode::WaitUntilFree => "wait-until-free",
-        }
-    }
-
-    fn from_u8(v: u8) -> Self {
-        match v {
-            0 => LwLockMode::Exclusive,
-            1 => LwLockMode::Shared,
-            _ => LwLockMode::WaitUntilFree,
-        }
-    }
 }
 
 /// `LWLockWaitState` (16+): a backend's `lwWaiting`.

@@ -33,5 +33,6 @@ pub mod stats;
 pub mod tranche;
 
 pub use backend::{
-    Backend, HeldLwLocks, ProcError, ProcSlot, ProcTable, HELD_LWLOCKS_CAPACITY, MAX_BACKENDS,
+    AtomicLwLockMode, Backend, HeldLwLocks, LwLockMode, ProcError, ProcSlot, ProcTable,
+    HELD_LWLOCKS_CAPACITY, MAX_BACKENDS,
 };

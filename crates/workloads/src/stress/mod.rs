@@ -477,7 +477,7 @@ fn lwlock_wait(procs: &ProcTable, procno: usize) -> String {
         0 => "running (not in an LWLock queue)".into(),
         w => format!(
             "in an LWLock wait queue (lwWaiting {w}, mode {})",
-            slot.lw_wait_mode.load(Relaxed)
+            slot.lw_wait_mode.load(Relaxed) as u8
         ),
     }
 }
