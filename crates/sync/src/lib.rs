@@ -11,6 +11,7 @@
 //! on. PostgreSQL's per-backend structures (`PGPROC`, `ProcGlobal`, proclists, latches, wait
 //! events, the tranche registry) are built on it in `pglocks-proc`. What it holds:
 //! - [`atomic`], [`sync`], [`thread`], [`hint`], [`cell`] and [`time`]: std's or loom's;
+//! - [`entropy`]: fresh random seeds (the clock's, or a constant under loom);
 //! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting; a futex
 //!   wait and wake on Linux);
 //! - [`CachePadded`] (crossbeam-utils') and [`CACHE_LINE_SIZE`], for padding hot atomics;
@@ -126,6 +127,33 @@ pub mod hint {
                 .wrapping_add(1442695040888963407);
         }
         x
+    }
+}
+
+/// Where randomness comes from when a model wants it fresh rather than reproducible.
+pub mod entropy {
+    /// A seed for a random-number generator that differs between calls, even two at the same
+    /// instant: the wall clock's nanoseconds mixed with a process-wide call count. Under loom,
+    /// a constant instead, so that every execution of a model draws the same numbers (a
+    /// simulator behind the shim decides it likewise).
+    pub fn fresh_seed() -> u64 {
+        #[cfg(loom)]
+        return 0x5eed_1007;
+        #[cfg(not(loom))]
+        {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            use std::time::{SystemTime, UNIX_EPOCH};
+            // The count is the machine's, not a model's: std's atomic, never loom's.
+            static CALLS: AtomicU64 = AtomicU64::new(0);
+            let clock = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            clock
+                ^ CALLS
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        }
     }
 }
 
