@@ -12,8 +12,8 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use pglocks_harness::TeamSpec;
+use pglocks_proc::ProcTable;
 use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult};
-use pglocks_sync::ProcTable;
 use pglocks_workloads::{series, Preset};
 use std::hint::black_box;
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use pglocks_lmgr::{FastPathLayout, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use std::hint::black_box;
 
 mod common;

@@ -44,8 +44,9 @@ use pglocks_lwlock::{
     AtomicLwLock, HandoffLwLock, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock, Pg18Layout,
     Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
 };
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::atomic::{AtomicU32, Ordering};
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 use std::hint::black_box;
 use std::sync::Arc;
 

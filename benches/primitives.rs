@@ -9,10 +9,10 @@
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
 use criterion::{criterion_group, BenchmarkGroup, Criterion};
+use pglocks_proc::ProcTable;
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
-use pglocks_sync::ProcTable;
 use std::hint::black_box;
 
 mod common;

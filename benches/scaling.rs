@@ -21,10 +21,11 @@
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 use std::sync::Arc;
 
 mod common;

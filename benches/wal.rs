@@ -9,8 +9,8 @@
 
 use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use pglocks_lwlock::{AtomicLwLock, AtomicVar, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_spin::PgSpinLock;
-use pglocks_sync::ProcTable;
 use pglocks_wal::{Insertion, NullDevice, Record, Wal, WalConfig};
 use std::hint::black_box;
 

@@ -11,8 +11,9 @@
 
 use pglocks::harness::sweep::quick_table;
 use pglocks::lwlock::{held, LwLockError, LwLockMode, RawLwLock};
+use pglocks::proc::Backend;
 use pglocks::sync::atomic::{AtomicU32, Ordering::*};
-use pglocks::sync::{thread::yield_now, Backend};
+use pglocks::sync::thread::yield_now;
 use pglocks::workloads::{series_on_lwlock, series_with, Preset};
 
 /// Bit 31: a writer holds it; below, the number of readers.

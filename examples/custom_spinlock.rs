@@ -18,9 +18,10 @@
 //! Run with `cargo run --release --example custom_spinlock` (a few seconds).
 
 use pglocks::harness::sweep::quick_table;
+use pglocks::proc::Backend;
 use pglocks::spin::{NaiveTasLock, RawSpinLock, StuckSpinlock};
 use pglocks::sync::atomic::{AtomicBool, Ordering, TestAndSet};
-use pglocks::sync::{hint, Backend};
+use pglocks::sync::hint;
 use pglocks::workloads::{series_on_spinlock, series_with, Preset};
 
 /// Test-and-test-and-set with exponential backoff between failed exchanges.

@@ -8,7 +8,7 @@
 //! ```
 
 use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
-use pglocks::sync::ProcTable;
+use pglocks::proc::ProcTable;
 use pglocks::wal::{FileDevice, Wal, WalConfig, DEFAULT_WAL_SEGMENT_SIZE};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,9 +9,9 @@ use pglocks::cli::{parse_duration, parse_threads, CliError};
 use pglocks::isolation::spec::Blocker;
 use pglocks::isolation::{parse_spec, IsolationError, TestSpec};
 use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks::proc::ProcTable;
 use pglocks::slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks::slru::{FileStore, SlruError, Victim, BLCKSZ};
-use pglocks::sync::ProcTable;
 use pglocks::workloads::{WorkloadError, PRESETS};
 
 /// `--threads`: a list within the documented bounds (1 to 65536 threads, at most 4096 points)

@@ -13,6 +13,7 @@ pub use pglocks_harness as harness;
 pub use pglocks_isolation as isolation;
 pub use pglocks_lmgr as lmgr;
 pub use pglocks_lwlock as lwlock;
+pub use pglocks_proc as proc;
 pub use pglocks_procarray as procarray;
 pub use pglocks_shmmq as shmmq;
 pub use pglocks_sinval as sinval;

@@ -11,7 +11,7 @@
 //!   jump to the next segment) and stop only at the end of WAL.
 
 use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
-use pglocks::sync::ProcTable;
+use pglocks::proc::ProcTable;
 use pglocks::wal::{FileDevice, NullDevice, ReadRecord, Wal, WalConfig};
 use std::path::PathBuf;
 use std::process::Command;

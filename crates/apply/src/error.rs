@@ -4,8 +4,8 @@
 use crate::proto::ProtoError;
 use crate::serial::StreamError;
 use pglocks_lmgr::LmgrError;
+use pglocks_proc::ProcError;
 use pglocks_shmmq::ShmMqError;
-use pglocks_sync::SyncError;
 
 /// What stopped an apply, in the words PostgreSQL's apply workers use.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub enum ApplyError {
     Io(#[from] std::io::Error),
     /// No backend slot for a worker.
     #[error(transparent)]
-    Sync(#[from] SyncError),
+    Proc(#[from] ProcError),
     /// A setting out of range.
     #[error("invalid value for {name}: {value} ({why})")]
     Config {

@@ -8,7 +8,7 @@ use crate::error::ApplyError;
 use crate::subscriber::Subscriber;
 use pglocks_lmgr::{LocalLocks, LockMode};
 use pglocks_lwlock::RawLwLock;
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 
 /// applyparallelworker.c's `PARALLEL_APPLY_LOCK_STREAM`: the stream lock's object id.
 pub const PARALLEL_APPLY_LOCK_STREAM: u16 = 0;

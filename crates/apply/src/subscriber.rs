@@ -25,7 +25,7 @@ use crate::proto::Change;
 use crate::serial::{changed_row, Conflict, Tables};
 use pglocks_lmgr::{LmgrError, LocalLocks, LockManager, LockMode, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -10,7 +10,7 @@ use pglocks_lmgr::{
     LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag, LockTimeouts,
 };
 use pglocks_lwlock::AtomicLwLock;
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -7,8 +7,8 @@ use crate::desc::*;
 use crate::freelist::VictimSearch;
 use crate::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::time::{sleep, Instant};
-use pglocks_sync::Backend;
 
 /// What `BufferAlloc` found.
 enum Alloc {
@@ -437,7 +437,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
 mod tests {
     use crate::{BufMgr, BufMgrConfig, PrivateRefCount};
     use pglocks_lwlock::AtomicLwLock;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     #[test]
     fn the_content_lock_shares_the_descriptors_64_bytes() {
@@ -465,7 +465,7 @@ mod tests {
         pool.unlock_buffer(&mut a, buf).unwrap();
         pool.lock_buffer(&mut a, buf, Exclusive).unwrap();
         pool.unlock_buffer(&mut a, buf).unwrap();
-        let t = pglocks_sync::tranche::tranche_id("BufferContent");
+        let t = pglocks_proc::tranche::tranche_id("BufferContent");
         let counts = a.stats.lwlock.tranche(t).unwrap();
         assert_eq!((counts.sh_acquire, counts.ex_acquire), (1, 1));
         let e = pool.unlock_buffer(&mut a, buf).unwrap_err();

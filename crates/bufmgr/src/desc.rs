@@ -36,10 +36,10 @@
 
 use crate::tag::BufferTag;
 use crate::BufMgrError;
+use pglocks_proc::Backend;
 use pglocks_spin::SpinDelayStatus;
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::Backend;
 use std::collections::HashMap;
 
 /// `BUF_REFCOUNT_ONE`.
@@ -354,7 +354,7 @@ impl PrivateRefCount {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     /// A backend's `spins_per_delay` after `n` uncontended header locks taken `how`.
     fn spins_after(how: HeaderLock, n: usize) -> (u32, u32) {

@@ -34,9 +34,10 @@ use crate::desc::{refcount, usage_count, BUF_USAGECOUNT_ONE, FREENEXT_END_OF_LIS
 use crate::desc::{BufferDesc, FREENEXT_NOT_IN_LIST};
 use crate::{BufMgr, BufMgrError};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 
 /// Who guards the hand and the freelist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,8 +69,8 @@ use buf_table::BufTable;
 use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::time::Duration;
-use pglocks_sync::Backend;
 
 /// lwlock.h's `NUM_BUFFER_PARTITIONS` from 9.5 (16 in 8.2–9.4).
 pub use pglocks_lwlock::tranche::NUM_BUFFER_PARTITIONS;

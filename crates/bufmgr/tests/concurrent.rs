@@ -8,7 +8,7 @@ use pglocks_bufmgr::{
     BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use std::sync::Arc;
 
 type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;

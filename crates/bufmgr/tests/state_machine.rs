@@ -11,7 +11,7 @@ use pglocks_bufmgr::{
     VictimSearch, BM_MAX_USAGE_COUNT,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
 

@@ -3,8 +3,8 @@
 //! sweeps over thread counts with repeats and medians, and the outputs (table, JSON, CSV,
 //! Markdown, SVG charts, an HTML page, a report directory).
 //!
-//! It depends on nothing of pglocks but `pglocks-sync` (for [`Backend`](pglocks_sync::Backend)
-//! and its statistics): what is measured is the workloads' business.
+//! It depends on nothing of pglocks but `pglocks-proc` (for [`Backend`](pglocks_proc::Backend)
+//! and its statistics) and the `pglocks-sync` shim: what is measured is the workloads' business.
 //!
 //! # Modules
 //! Measuring: [`topology`], [`team`] and [`sweep`](mod@sweep) produce a [`report::Report`], the JSON

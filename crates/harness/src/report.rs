@@ -9,7 +9,7 @@
 //! documents written before they existed still parse).
 
 use crate::team::TeamRun;
-use pglocks_sync::stats::EventStats;
+use pglocks_proc::stats::EventStats;
 use serde::{Deserialize, Serialize};
 
 /// The whole document `pglocks run --format json` prints and `report.json` holds.
@@ -398,7 +398,7 @@ pub(crate) mod tests {
     #[test]
     fn from_runs_takes_ideal_and_metrics_from_the_median_run() {
         let run = |ops: u64, flushes: u64, ideal: Option<f64>| {
-            let mut stats = pglocks_sync::stats::BackendStats::default();
+            let mut stats = pglocks_proc::stats::BackendStats::default();
             stats.events.count("wal.flushes", flushes);
             for v in [1, 2, 2, 3, 10] {
                 stats.events.sample("wal.commits_per_flush", v * flushes);

@@ -30,9 +30,10 @@
 
 use crate::HarnessError;
 use hdrhistogram::Histogram;
+use pglocks_proc::stats::BackendStats;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use pglocks_sync::stats::BackendStats;
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 use std::time::{Duration, Instant};
 
 const STARTING: u8 = 0;

@@ -3,7 +3,7 @@
 
 use pglocks_harness::sweep::RunFn;
 use pglocks_harness::{interrupt, run_team, sweep, PinPolicy, SeriesSpec, SweepConfig, Topology};
-use pglocks_sync::{Backend, ProcTable};
+use pglocks_proc::{Backend, ProcTable};
 use std::time::{Duration, Instant};
 
 fn spinning_series(name: &str) -> SeriesSpec<'static> {

@@ -14,7 +14,7 @@ use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
     LockTimeouts,
 };
-use pglocks_sync::{Backend, ProcTable};
+use pglocks_proc::{Backend, ProcTable};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};

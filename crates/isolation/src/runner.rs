@@ -53,7 +53,7 @@ use crate::spec::{all_permutations, Blocker, PermutationStep, SqlBlock};
 use crate::sql::Statement;
 use crate::{IsolationError, TestSpec};
 use pglocks_lmgr::{LockManager, LockManagerConfig, WaitTimeout};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc;

@@ -25,12 +25,13 @@
 
 use crate::mode::LockMode;
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{
     AtomicU32,
     Ordering::{Acquire, Relaxed, Release},
 };
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 
 /// lock.c's slots per group (`FP_LOCK_SLOTS_PER_GROUP`; `FP_LOCK_SLOTS_PER_BACKEND` before 18).
 pub const FP_LOCK_SLOTS_PER_GROUP: usize = 16;

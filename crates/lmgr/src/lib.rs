@@ -45,7 +45,7 @@ pub use vxid::VirtualXid;
 use fastpath::{strong, weak, FastPath};
 use locktag::TagMap;
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
-use pglocks_sync::{Backend, MAX_BACKENDS};
+use pglocks_proc::{Backend, MAX_BACKENDS};
 use proc::{Joined, WaitSlots};
 use table::LockTable;
 
@@ -722,7 +722,7 @@ impl<K: RawLwLock> LockManager<K> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
     use LockMode::*;
 
     fn setup(layout: FastPathLayout) -> (ProcTable, LockManager) {
@@ -834,7 +834,7 @@ mod tests {
         }
         assert_eq!(lm.entries_in_use(), (1, 1), "the 17th did not fit");
         a.stats.lwlock.set_enabled(true);
-        let fp = pglocks_sync::tranche::tranche_id("LockFastPath");
+        let fp = pglocks_proc::tranche::tranche_id("LockFastPath");
         // Relation 16 is in the table, but 16 fast-path slots are in use: LockRelease looks
         // in them first (an fpInfoLock acquisition), then releases in the table.
         lm.release(&mut a, &mut la, LockTag::relation(5, 16), AccessShare, tx)
@@ -875,7 +875,7 @@ mod tests {
         lm.release_all(&mut b, &mut lb, false).unwrap();
         a.stats.lwlock.set_enabled(true);
         assert_eq!(lm.release_all(&mut a, &mut la, false).unwrap(), 4);
-        let fp = pglocks_sync::tranche::tranche_id("LockFastPath");
+        let fp = pglocks_proc::tranche::tranche_id("LockFastPath");
         // Held across the walk, let go before the moved lock's release in the table, and
         // taken again for the locks after it (the walk's order is the hash table's): at most
         // two acquisitions for four locks.

@@ -33,13 +33,14 @@ use crate::deadlock::{dead_lock_check, DeadlockInfo, DeadlockState, WaitGraph};
 use crate::table::{AllPartitions, Lock, PartitionLocks, Waiter};
 use crate::{LmgrError, LockManager, LockMode, LockTag};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::atomic::{
     AtomicU8,
     Ordering::{Acquire, Release},
 };
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::time::{Duration, Instant};
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 
 /// proc.h's `PROC_WAIT_STATUS_OK`: not waiting, or granted.
 const STATUS_OK: u8 = 0;
@@ -414,7 +415,7 @@ impl<K: RawLwLock> LockManager<K> {
     /// PostgreSQL (`CheckDeadLockAlert` sets `got_deadlock_timeout`, `LockTimeoutHandler` a
     /// pending cancel; both set the latch, here: post the semaphore). The waiter handles it as
     /// its own timer: the deadlock check (once per wait), or giving up the wait. `b` is the
-    /// caller's backend, any one of the same [`pglocks_sync::ProcTable`]. Fire a timer only at
+    /// caller's backend, any one of the same [`pglocks_proc::ProcTable`]. Fire a timer only at
     /// a backend that waits ([`Self::is_waiting`]): one that does not would keep it and handle
     /// it as soon as its next wait begins; whatever is left when a wait ends is dropped.
     pub fn fire_timeout(&self, b: &Backend, procno: usize, timeout: WaitTimeout) {
@@ -449,7 +450,7 @@ mod tests {
         LmgrError, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag, LockTimeouts,
         WaitTimeout,
     };
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
     use std::sync::{mpsc, Arc};
 
     /// Two backends in a deadlock with timers that never fire by themselves: nothing happens
@@ -529,7 +530,7 @@ mod tests {
             let mut local = lm2.connect(&mut be, 5).unwrap();
             lm2.acquire(&mut be, &mut local, tag, mode, owner, &t)
                 .unwrap();
-            let lm_tranche = pglocks_sync::tranche::tranche_id("LockManager");
+            let lm_tranche = pglocks_proc::tranche::tranche_id("LockManager");
             be.stats.lwlock.tranche(lm_tranche).unwrap().ex_acquire
         });
         while !lm.is_waiting(procno) {

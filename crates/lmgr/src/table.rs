@@ -21,9 +21,10 @@ use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
 use crate::{LmgrError, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 
 /// lock.h's `PROCLOCK`, kept inside its lock: what one backend holds of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -413,7 +414,7 @@ impl PartitionLocks<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
     use LockMode::*;
 
     #[test]

@@ -24,7 +24,7 @@ use crate::{
     LockTimeouts,
 };
 use pglocks_lwlock::RawLwLock;
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 
 /// lock.h's `VirtualTransactionId`: a backend and its local transaction number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,7 +176,7 @@ impl<K: RawLwLock> LockManager<K> {
 mod tests {
     use super::*;
     use crate::{FastPathLayout, LockManagerConfig};
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
     use std::sync::Arc;
     use std::time::Duration;
 

@@ -18,7 +18,7 @@
 
 use crate::{LmgrError, LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 use std::time::Duration;
 
 /// The pause before asking again when the xid lock was free but the xid still runs

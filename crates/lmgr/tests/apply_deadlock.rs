@@ -9,7 +9,7 @@
 #![cfg(not(loom))]
 
 use pglocks_lmgr::{LmgrError, LockManager, LockManagerConfig, LockMode, LockTimeouts};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::Duration;

@@ -15,7 +15,7 @@ use pglocks_lmgr::{
     FastPathLayout, LmgrError, LocalLocks, LockAcquireResult, LockManager, LockManagerConfig,
     LockMode, LockOwner, LockTag,
 };
-use pglocks_sync::{Backend, ProcTable, MAX_BACKENDS};
+use pglocks_proc::{Backend, ProcTable, MAX_BACKENDS};
 
 const DB: u32 = 5;
 const TX: LockOwner = LockOwner::Transaction;

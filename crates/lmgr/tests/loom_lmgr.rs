@@ -11,8 +11,8 @@ use pglocks_lmgr::{
     FastPathLayout, LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner,
     LockTag, LockTimeouts,
 };
+use pglocks_proc::ProcTable;
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::ProcTable;
 
 struct Shared {
     lm: LockManager,
@@ -179,7 +179,7 @@ fn xact_lock_table_wait_returns_only_after_the_transaction_ended() {
 /// subscription 16600: taken (`take`) or released.
 fn apply_lock(
     lm: &LockManager<pglocks_lwlock::AtomicLwLock>,
-    b: &mut pglocks_sync::Backend,
+    b: &mut pglocks_proc::Backend,
     local: &mut pglocks_lmgr::LocalLocks,
     objid: u16,
     mode: LockMode,

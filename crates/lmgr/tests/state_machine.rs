@@ -8,7 +8,7 @@
 use pglocks_lmgr::{
     FastPathLayout, LockAcquireResult, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag,
 };
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::HashMap;

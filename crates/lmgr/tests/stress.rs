@@ -7,7 +7,7 @@ use pglocks_lmgr::{
     FastPathLayout, LmgrError, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag,
     LockTimeouts,
 };
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};

@@ -7,7 +7,7 @@ use pglocks_lmgr::{
     FastPathLayout, LmgrError, LocalLocks, LockAcquireResult, LockManager, LockManagerConfig,
     LockMode, LockMode::*, LockOwner, LockTag, LockTimeouts,
 };
-use pglocks_sync::{Backend, ProcTable};
+use pglocks_proc::{Backend, ProcTable};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;

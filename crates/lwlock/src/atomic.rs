@@ -8,12 +8,12 @@
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
 use crate::{sleep_until_woken, wait_for_wakeup, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinDelayStatus};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 use std::marker::PhantomData;
 
 /// Where the state word keeps what; the values differ by release (lwlock.c's `LW_FLAG_*` and
@@ -319,7 +319,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         );
         self.state.fetch_or(L::HAS_WAITERS, Relaxed);
         slot.lw_waiting.store(WAITING, Relaxed);
-        slot.lw_wait_mode.store(mode as u8, Relaxed);
+        slot.lw_wait_mode.store(mode, Relaxed);
         self.with_waiters(|w| {
             if mode == LwLockMode::WaitUntilFree {
                 w.push_head(procs, wait_link, me);
@@ -375,7 +375,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if self.attempt_lock(mode) {
             return self.acquire_slow(b, mode);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -398,7 +398,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
                 break;
             }
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         crate::repost_absorbed_wakeups(b, extra_waits);
         Ok(result)
     }
@@ -425,7 +425,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if must_wait {
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -441,7 +441,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         if self.attempt_lock(mode) {
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -450,7 +450,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     #[inline(always)]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         let mode = crate::forget_held(b, self.id(), self.tranche)?;
-        let sub = if mode == LwLockMode::Exclusive as u8 {
+        let sub = if mode == LwLockMode::Exclusive {
             L::VAL_EXCLUSIVE
         } else {
             L::VAL_SHARED
@@ -478,7 +478,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         self.with_waiters(|w| {
             w.for_each_modify(procs, wait_link, |w, p| {
                 let slot = procs.slot(p as usize);
-                let mode = LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed));
+                let mode = slot.lw_wait_mode.load(Relaxed);
                 if woke_somebody && mode == LwLockMode::Exclusive {
                     return true;
                 }
@@ -614,7 +614,7 @@ pub(crate) fn detach_leading_wait_until_free(
     let mut wake = ProcList::new();
     waiters.for_each_modify(procs, wait_link, |w, p| {
         let slot = procs.slot(p as usize);
-        if LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed)) != LwLockMode::WaitUntilFree {
+        if slot.lw_wait_mode.load(Relaxed) != LwLockMode::WaitUntilFree {
             return false;
         }
         w.delete(procs, wait_link, p);
@@ -751,7 +751,7 @@ mod tests {
                 "only a wait-until-free waiter was woken"
             );
             assert_ne!(st & L::HAS_WAITERS, 0, "somebody was woken: the flag stays");
-            let t = pglocks_sync::tranche::tranche_id("test");
+            let t = pglocks_proc::tranche::tranche_id("test");
             let taken = |a: &mut Backend| a.stats.lwlock.tranche(t).unwrap().wait_list_lock;
             let before = taken(&mut a);
             lock.acquire(&mut a, X).unwrap();
@@ -824,7 +824,7 @@ mod tests {
         assert_eq!(Pg96Layout::VAL_EXCLUSIVE, 0x0100_0000);
     }
 
-    use pglocks_sync::{SyncError, MAX_BACKENDS};
+    use pglocks_proc::{ProcError, MAX_BACKENDS};
 
     /// The shared-holder count at `MAX_BACKENDS` (2^18 − 1) holders, through the state word
     /// itself rather than 262 143 backends: from one holder short of it, one more shared
@@ -880,7 +880,7 @@ mod tests {
         assert!(Pg96Layout::SHARED_MASK as usize >= 64 * MAX_BACKENDS);
         assert_eq!(
             ProcTable::try_new(MAX_BACKENDS + 1).unwrap_err(),
-            SyncError::TooManyBackends {
+            ProcError::TooManyBackends {
                 requested: MAX_BACKENDS + 1,
                 max: MAX_BACKENDS
             }

@@ -65,11 +65,11 @@ use crate::{
     sleep_until_woken, LockedBit, LwLockError, LwLockMode, Pg96Layout, RawLwLock, StateLayout,
     WaitListLock, MAX_SIMUL_LWLOCKS,
 };
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// The state word's layout: 9.6's.
 type Layout = Pg96Layout;
@@ -119,7 +119,7 @@ enum Attempt {
 ///
 /// ```
 /// use pglocks_lwlock::{HandoffLwLock, LwLockMode};
-/// let procs = pglocks_sync::ProcTable::new(1);
+/// let procs = pglocks_proc::ProcTable::new(1);
 /// let mut me = procs.attach().unwrap();
 /// let lock = HandoffLwLock::new("ProcArray");
 /// assert!(lock.acquire(&mut me, LwLockMode::Exclusive).unwrap()); // had without sleeping
@@ -222,7 +222,7 @@ impl HandoffLwLock {
                 "queueing for lock while waiting on another one"
             );
             slot.lw_waiting.store(WAITING, Relaxed);
-            slot.lw_wait_mode.store(queue_as as u8, Relaxed);
+            slot.lw_wait_mode.store(queue_as, Relaxed);
             self.with_waiters(|w| {
                 if queue_as == LwLockMode::WaitUntilFree {
                     w.push_head(procs, wait_link, me);
@@ -252,7 +252,7 @@ impl HandoffLwLock {
         if self.attempt_lock(mode) {
             return self.acquire_slow(b, mode);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -266,7 +266,7 @@ impl HandoffLwLock {
                 false
             }
         };
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(had_without_sleeping)
     }
 
@@ -283,7 +283,7 @@ impl HandoffLwLock {
         if self.attempt_lock(mode) {
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -301,7 +301,7 @@ impl HandoffLwLock {
         };
         match attempt {
             Attempt::Took => {
-                b.held_lwlocks.push(self.id(), mode as u8);
+                b.held_lwlocks.push(self.id(), mode);
                 Ok(true)
             }
             Attempt::Queued => {
@@ -316,7 +316,7 @@ impl HandoffLwLock {
     #[inline]
     pub fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         let mode = crate::forget_held(b, self.id(), self.tranche)?;
-        let share = value(LwLockMode::from_u8(mode));
+        let share = value(mode);
         let new = self.state.fetch_sub(share, Release) - share;
         if new & LOCK_MASK == 0 && new & HAS_WAITERS != 0 {
             self.hand_over(b)?;
@@ -340,7 +340,7 @@ impl HandoffLwLock {
             debug_assert!(!w.is_empty(), "HAS_WAITERS set on an empty queue");
             w.for_each_modify(procs, wait_link, |w, p| {
                 let slot = procs.slot(p as usize);
-                let mode = LwLockMode::from_u8(slot.lw_wait_mode.load(Relaxed));
+                let mode = slot.lw_wait_mode.load(Relaxed);
                 if mode == LwLockMode::Exclusive && grant != 0 {
                     // Behind a shared run: it waits for the run to finish.
                     return false;
@@ -457,7 +457,7 @@ mod tests {
                 assert!(slot.sem.try_lock(), "waiter {i} woken but not posted");
                 self.told[i] = true;
                 if self.modes[i] != W {
-                    b.held_lwlocks.push(self.lock.id(), self.modes[i] as u8);
+                    b.held_lwlocks.push(self.lock.id(), self.modes[i]);
                 }
                 woken.push(i);
             }
@@ -522,7 +522,7 @@ mod tests {
         assert!(!lock.conditional_acquire(&mut newcomer, S).unwrap());
         assert!(!lock.conditional_acquire(&mut reader, X).unwrap());
         lock.wait_for_turn(&mut writer, X); // posted: returns at once
-        writer.held_lwlocks.push(lock.id(), X as u8);
+        writer.held_lwlocks.push(lock.id(), X);
         lock.release(&mut writer).unwrap();
         assert!(lock.conditional_acquire(&mut newcomer, S).unwrap());
         lock.release(&mut newcomer).unwrap();

@@ -37,9 +37,9 @@
 //! - [`tranche`]: `MainLWLockArray` with the named individual locks, the partitioned tranches
 //!   (`BufferMapping`, `LockManager`, `PredicateLockManager`), padding per release and
 //!   `LWLockReleaseAll`.
-//! - `LWLOCK_STATS`: with [`ProcTable::set_lwlock_stats`](pglocks_sync::ProcTable::set_lwlock_stats)
+//! - `LWLOCK_STATS`: with [`ProcTable::set_lwlock_stats`](pglocks_proc::ProcTable::set_lwlock_stats)
 //!   on, every acquisition, block, dequeue-self and spin delay is counted per tranche in the
-//!   backend's [`LwLockStats`](pglocks_sync::stats::LwLockStats); a lock carries a 16-bit tranche
+//!   backend's [`LwLockStats`](pglocks_proc::stats::LwLockStats); a lock carries a 16-bit tranche
 //!   number (as PostgreSQL's does), so counting is an array index.
 //! - [`ParkingLotLwLock`]: parking_lot's reader-writer lock behind the same trait, for
 //!   comparison; `examples/custom_lwlock.rs` shows how to plug in a lock of one's own.
@@ -51,7 +51,7 @@
 //!
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles; `lwWaiting`, `lwWaitMode` and `lwWaitLink` are in
-//!   the backend's shared [`ProcSlot`](pglocks_sync::ProcSlot), `held_lwlocks[]` in the handle.
+//!   the backend's shared [`ProcSlot`](pglocks_proc::ProcSlot), `held_lwlocks[]` in the handle.
 //! - Misuse that PostgreSQL reports with `elog(ERROR)` returns [`LwLockError`]; the PANICs for
 //!   impossible states are debug assertions.
 //! - Interrupt holdoff (`HOLD_INTERRUPTS`) has nothing to model and is left out.
@@ -60,9 +60,9 @@
 //! - `held_lwlocks[]` entries are one word (address and mode packed), so recording a lock is
 //!   one store.
 
+use pglocks_proc::tranche::{tranche_name, TrancheId};
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::tranche::{tranche_name, TrancheId};
-use pglocks_sync::Backend;
 
 mod atomic;
 pub mod handoff;
@@ -80,12 +80,14 @@ pub use atomic::{
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
 pub use handoff::HandoffLwLock;
 pub use parking_lot_adapter::ParkingLotLwLock;
+/// lwlock.h's `LWLockMode`, kept with the backend's held locks in `pglocks-proc`.
+pub use pglocks_proc::LwLockMode;
 pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
 pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};
 
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
-pub const MAX_SIMUL_LWLOCKS: usize = pglocks_sync::HELD_LWLOCKS_CAPACITY;
+pub const MAX_SIMUL_LWLOCKS: usize = pglocks_proc::HELD_LWLOCKS_CAPACITY;
 
 /// An LWLock implementation: PostgreSQL's of each release, or a new idea, measured through the
 /// same workloads. Every method takes the calling backend, as PostgreSQL's take `MyProc`.
@@ -208,7 +210,7 @@ impl_raw_lwlock!(SpinlockProtectedLwLock<R>, R: pglocks_spin::RawSpinLock + 'sta
 /// The sleep of `LWLockAcquire` and friends: waits on the backend's semaphore until a releaser
 /// has marked it not waiting. Wake-ups meant for something else may be absorbed on the way; their
 /// number is returned, and the caller re-posts them once it is done (lwlock.c's `extraWaits`).
-fn wait_for_wakeup(slot: &pglocks_sync::ProcSlot) -> u32 {
+fn wait_for_wakeup(slot: &pglocks_proc::ProcSlot) -> u32 {
     let mut extra_waits = 0;
     loop {
         slot.sem.lock();
@@ -245,7 +247,7 @@ fn sleep_until_woken(b: &mut Backend, tranche: TrancheId, mode: LwLockMode) -> u
 /// reverse order of taking them, so the search (from the end, as lwlock.c's) usually stops at
 /// the last entry, inline; anything else is the cold path.
 #[inline(always)]
-fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<LwLockMode, LwLockError> {
     match b.held_lwlocks.last() {
         Some((l, mode)) if l == id => {
             b.held_lwlocks.pop();
@@ -256,7 +258,11 @@ fn forget_held(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwL
 }
 
 #[cold]
-fn forget_held_anywhere(b: &mut Backend, id: usize, tranche: TrancheId) -> Result<u8, LwLockError> {
+fn forget_held_anywhere(
+    b: &mut Backend,
+    id: usize,
+    tranche: TrancheId,
+) -> Result<LwLockMode, LwLockError> {
     b.held_lwlocks
         .remove(id)
         .ok_or_else(|| LwLockError::NotHeld {
@@ -291,7 +297,7 @@ fn too_many(max: usize) -> LwLockError {
 /// checks). A lock is known by its address.
 pub mod held {
     use super::{LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
-    use pglocks_sync::Backend;
+    use pglocks_proc::Backend;
 
     /// `LWLockAcquire`'s first test: room for one more held lock, else "too many LWLocks taken".
     #[inline(always)]
@@ -303,7 +309,7 @@ pub mod held {
     #[inline(always)]
     pub fn record<L: ?Sized>(b: &mut Backend, lock: &L, mode: LwLockMode) {
         b.held_lwlocks
-            .push(lock as *const L as *const () as usize, mode as u8);
+            .push(lock as *const L as *const () as usize, mode);
     }
 
     /// `LWLockRelease`'s start: takes `lock` out of `b`'s held locks and returns the mode it was
@@ -316,7 +322,6 @@ pub mod held {
     ) -> Result<LwLockMode, LwLockError> {
         b.held_lwlocks
             .remove(lock as *const L as *const () as usize)
-            .map(LwLockMode::from_u8)
             .ok_or(LwLockError::NotHeld { lock: name })
     }
 }
@@ -348,38 +353,6 @@ fn lock_counting_delays<R: RawSpinLock>(
         c.spin_delay += delays;
     }
     Ok(())
-}
-
-/// lwlock.h's `LWLockMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum LwLockMode {
-    /// `LW_EXCLUSIVE`.
-    Exclusive = 0,
-    /// `LW_SHARED`.
-    Shared = 1,
-    /// `LW_WAIT_UNTIL_FREE`: wait until the lock is free, without taking it (only as a waiter,
-    /// from `LWLockAcquireOrWait` and `LWLockWaitForVar`).
-    WaitUntilFree = 2,
-}
-
-impl LwLockMode {
-    /// The mode as reports name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LwLockMode::Exclusive => "exclusive",
-            LwLockMode::Shared => "shared",
-            LwLockMode::WaitUntilFree => "wait-until-free",
-        }
-    }
-
-    fn from_u8(v: u8) -> Self {
-        match v {
-            0 => LwLockMode::Exclusive,
-            1 => LwLockMode::Shared,
-            _ => LwLockMode::WaitUntilFree,
-        }
-    }
 }
 
 /// `LWLockWaitState` (16+): a backend's `lwWaiting`.

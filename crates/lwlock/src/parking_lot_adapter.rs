@@ -15,8 +15,8 @@
 
 use crate::{LwLockError, LwLockMode, RawLwLock, MAX_SIMUL_LWLOCKS};
 use parking_lot::lock_api::RawRwLock as _;
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::Backend;
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::Backend;
 
 /// A `parking_lot::RawRwLock` as an LWLock.
 pub struct ParkingLotLwLock {
@@ -83,7 +83,7 @@ impl RawLwLock for ParkingLotLwLock {
         if !at_once {
             self.lock(mode);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(at_once)
     }
 
@@ -92,7 +92,7 @@ impl RawLwLock for ParkingLotLwLock {
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         let got = self.try_lock(mode);
         if got {
-            b.held_lwlocks.push(self.id(), mode as u8);
+            b.held_lwlocks.push(self.id(), mode);
         }
         Ok(got)
     }
@@ -100,7 +100,7 @@ impl RawLwLock for ParkingLotLwLock {
     fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
         if self.try_lock(mode) {
-            b.held_lwlocks.push(self.id(), mode as u8);
+            b.held_lwlocks.push(self.id(), mode);
             return Ok(true);
         }
         self.lock(mode);
@@ -113,7 +113,7 @@ impl RawLwLock for ParkingLotLwLock {
     fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
         let mode = crate::forget_held(b, self.id(), self.tranche)?;
         // SAFETY: the backend's held-locks entry records that it took this lock in `mode`.
-        unsafe { self.unlock(LwLockMode::from_u8(mode)) };
+        unsafe { self.unlock(mode) };
         Ok(())
     }
 }
@@ -121,7 +121,7 @@ impl RawLwLock for ParkingLotLwLock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     #[test]
     fn behaves_as_an_lwlock() {

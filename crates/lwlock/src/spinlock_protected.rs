@@ -29,12 +29,12 @@ use crate::atomic::{detach_leading_wait_until_free, wake_all};
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::WAITING;
 use crate::{lock_counting_delays, sleep_until_woken, LwLockError, LwLockMode};
+use pglocks_proc::proclist::{ProcList, ProcListNode};
+use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
+use pglocks_proc::{Backend, ProcSlot, ProcTable};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::Ordering::Relaxed;
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::proclist::{ProcList, ProcListNode};
-use pglocks_sync::tranche::{tranche_id, tranche_name, TrancheId};
-use pglocks_sync::{Backend, ProcSlot, ProcTable};
 
 /// lwlock.c's `MAX_SIMUL_LWLOCKS` before 9.5.
 pub const MAX_SIMUL_LWLOCKS_94: usize = 100;
@@ -123,7 +123,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
     fn enqueue(f: &mut Fields, procs: &ProcTable, me: u32, mode: LwLockMode) {
         let slot = procs.slot(me as usize);
         slot.lw_waiting.store(WAITING, Relaxed);
-        slot.lw_wait_mode.store(mode as u8, Relaxed);
+        slot.lw_wait_mode.store(mode, Relaxed);
         f.waiters.push_tail(procs, wait_link, me);
     }
 
@@ -152,7 +152,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             retry = true;
             slept = true;
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         crate::repost_absorbed_wakeups(b, extra);
         Ok(!slept)
     }
@@ -166,7 +166,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         crate::check_room(b, MAX_SIMUL_LWLOCKS_94)?;
         let got = self.locked(b, |f, _, _| Self::grab(f, mode))?;
         if got {
-            b.held_lwlocks.push(self.id(), mode as u8);
+            b.held_lwlocks.push(self.id(), mode);
         }
         Ok(got)
     }
@@ -187,7 +187,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
             crate::repost_absorbed_wakeups(b, extra);
             return Ok(false);
         }
-        b.held_lwlocks.push(self.id(), mode as u8);
+        b.held_lwlocks.push(self.id(), mode);
         Ok(true)
     }
 
@@ -196,7 +196,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         let mode = crate::forget_held(b, self.id(), self.tranche)?;
         let mut wake = ProcList::new();
         self.locked(b, |f, procs, _| {
-            if mode == LwLockMode::Exclusive as u8 {
+            if mode == LwLockMode::Exclusive {
                 f.exclusive -= 1;
             } else {
                 f.shared -= 1;
@@ -230,8 +230,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
                 // the leading wait-until-free waiters) reaches them past any exclusive waiter.
                 let slot = procs.slot(me as usize);
                 slot.lw_waiting.store(WAITING, Relaxed);
-                slot.lw_wait_mode
-                    .store(LwLockMode::WaitUntilFree as u8, Relaxed);
+                slot.lw_wait_mode.store(LwLockMode::WaitUntilFree, Relaxed);
                 f.waiters.push_head(procs, wait_link, me);
                 None
             })?;
@@ -283,7 +282,7 @@ impl<R: RawSpinLock> SpinlockProtectedLwLock<R> {
         let mut wake = ProcList::new();
         let mut took_lockers = false;
         f.waiters.for_each_modify(procs, wait_link, |waiters, p| {
-            let mode = LwLockMode::from_u8(procs.slot(p as usize).lw_wait_mode.load(Relaxed));
+            let mode = procs.slot(p as usize).lw_wait_mode.load(Relaxed);
             if mode == LwLockMode::Exclusive && took_lockers {
                 return false;
             }

@@ -22,7 +22,7 @@
 //!   one `main` tranche.
 
 use crate::{LwLockError, LwLockMode, RawLwLock};
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 use std::ops::Deref;
 
 /// lwlock.h's `NUM_BUFFER_PARTITIONS` from 9.5 (16 in 8.2–9.4).
@@ -368,7 +368,7 @@ impl<K: RawLwLock, P: Padding> MainLwLockArray<K, P> {
 mod tests {
     use super::*;
     use crate::{AtomicLwLock, SpinlockProtectedLwLock};
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     #[test]
     fn partition_is_hash_modulo_count() {

@@ -8,7 +8,7 @@ use pglocks_lwlock::{
     AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock,
     Pg18Layout, RawLwLock, SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS, MAX_SIMUL_LWLOCKS_94,
 };
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use LwLockMode::{Exclusive, Shared};
 
 /// One backend fills its held-locks array up to `max` and goes one over, in every acquire

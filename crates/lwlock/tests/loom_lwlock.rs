@@ -14,10 +14,10 @@ use pglocks_lwlock::{
     AtomicLwLock, AtomicVar, HandoffLwLock, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock,
     Pg96Layout, RawLwLock, SpinlockProtectedLwLock, StateLayout, VarProtocol, VarWait,
 };
+use pglocks_proc::spin_delay::SpinDelayConfig;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::spin_delay::SpinDelayConfig;
 use pglocks_sync::time::Duration;
-use pglocks_sync::{Backend, ProcTable};
 
 struct Shared<K> {
     lock: K,

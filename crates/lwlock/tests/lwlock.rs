@@ -9,7 +9,7 @@ use pglocks_lwlock::{
     ParkingLotLwLock, PartitionedTranche, Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
     StateLayout, MAX_SIMUL_LWLOCKS,
 };
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::sync::atomic::{AtomicU64, Ordering};

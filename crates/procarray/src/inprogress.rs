@@ -14,8 +14,8 @@
 
 use crate::{ProcArray, ProcArrayError, SnapshotLayout, INVALID_TRANSACTION_ID};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::{Acquire, Relaxed};
-use pglocks_sync::Backend;
 
 /// One ProcArray entry's xid and the state of its subxid cache, wherever the layout keeps them.
 struct EntryXids {

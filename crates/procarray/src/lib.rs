@@ -72,8 +72,9 @@ mod xact;
 pub use snapshot::Snapshot;
 
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 use status::TransactionStatus;
 pub use status::XACTS_PER_PAGE;
 // Data ordered by ProcArrayLock or XidGenLock: std's atomics even under loom.
@@ -90,9 +91,9 @@ pub const PROC_IN_VACUUM: u8 = 0x02;
 /// proc.h's `PROC_VACUUM_STATE_MASK` (9.x spelling; 14's `PROC_VACUUM_STATE_MASK` is the same
 /// idea over `statusFlags`).
 pub const PROC_VACUUM_STATE_MASK: u8 = 0x0E;
-/// postmaster.h's `MAX_BACKENDS` (2^18 − 1; the same as [`pglocks_sync::MAX_BACKENDS`], which
-/// bounds every [`ProcTable`](pglocks_sync::ProcTable)).
-pub const MAX_BACKENDS: usize = pglocks_sync::MAX_BACKENDS;
+/// postmaster.h's `MAX_BACKENDS` (2^18 − 1; the same as [`pglocks_proc::MAX_BACKENDS`], which
+/// bounds every [`ProcTable`](pglocks_proc::ProcTable)).
+pub const MAX_BACKENDS: usize = pglocks_proc::MAX_BACKENDS;
 /// The first xid that is not assigned (this model's `xidStopLimit`: no wraparound).
 pub const XID_STOP_LIMIT: u32 = 1 << 31;
 /// `INVALID_PGPROCNO`.
@@ -661,7 +662,7 @@ impl<K: RawLwLock> ProcArray<K> {
 mod tests {
     use super::*;
     use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     type Pa = ProcArray<AtomicLwLock<Pg96Layout>>;
 

@@ -11,8 +11,8 @@ use crate::{
     PGPROC_MAX_CACHED_SUBXIDS, PROC_IN_VACUUM,
 };
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::*;
-use pglocks_sync::Backend;
 
 /// Models `SnapshotData` (snapshot.h), the MVCC fields. A backend keeps one and passes it to
 /// every [`ProcArray::get_snapshot_data`], as PostgreSQL passes its static `CurrentSnapshotData`:

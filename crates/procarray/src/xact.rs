@@ -7,9 +7,9 @@ use crate::{
     INVALID_TRANSACTION_ID, PGPROC_MAX_CACHED_SUBXIDS, PROC_VACUUM_STATE_MASK, XID_STOP_LIMIT,
 };
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::*;
 use pglocks_sync::time::Instant;
-use pglocks_sync::Backend;
 
 impl<K: RawLwLock> ProcArray<K> {
     /// Models `GetNewTransactionId` (varsup.c) and `SubTransSetParent`: takes `nextXid` under

@@ -11,8 +11,8 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_procarray::{ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout};
-use pglocks_sync::ProcTable;
 use rand::{Rng, RngExt};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Barrier;

@@ -1,15 +1,15 @@
 //! `MaxBackends` at, just below and just above it: a ProcArray configured for up to
 //! `MAX_BACKENDS` (2^18 − 1) backends, and a full one refusing one backend more. As in
 //! PostgreSQL the backend more is refused before the ProcArray sees it: there is no `PGPROC`
-//! (here no [`Backend`](pglocks_sync::Backend)) for it, "sorry, too many clients already"
+//! (here no [`Backend`](pglocks_proc::Backend)) for it, "sorry, too many clients already"
 //! (`InitProcess`), and a proc number past the array is refused by `add`.
 #![cfg(not(loom))]
 
 use pglocks_lwlock::AtomicLwLock;
+use pglocks_proc::{ProcError, ProcTable};
 use pglocks_procarray::{
     ProcArray, ProcArrayConfig, ProcArrayError, Snapshot, SnapshotLayout, MAX_BACKENDS,
 };
-use pglocks_sync::{ProcTable, SyncError};
 
 type Pa = ProcArray<AtomicLwLock>;
 
@@ -21,7 +21,7 @@ const LAYOUTS: [SnapshotLayout; 3] = [
 
 #[test]
 fn max_backends_is_the_configurable_maximum() {
-    assert_eq!(MAX_BACKENDS, pglocks_sync::MAX_BACKENDS);
+    assert_eq!(MAX_BACKENDS, pglocks_proc::MAX_BACKENDS);
     for layout in LAYOUTS {
         for ok in [1, MAX_BACKENDS - 1, MAX_BACKENDS] {
             assert!(ProcArrayConfig::new(ok, layout, true).validate().is_ok());
@@ -70,7 +70,7 @@ fn a_full_procarray_takes_no_backend_more() {
             );
             // One more: no backend slot for it, and no ProcArray entry for its number.
             let e = procs.attach().unwrap_err();
-            assert_eq!(e, SyncError::TooManyClients { max: n });
+            assert_eq!(e, ProcError::TooManyClients { max: n });
             assert!(e.to_string().starts_with("sorry, too many clients already"));
             let e = pa.add(&mut backends[0], n).unwrap_err();
             assert_eq!(e.to_string(), format!("backend {n} is out of range"));

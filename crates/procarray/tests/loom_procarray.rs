@@ -12,8 +12,8 @@
 
 use loom::sync::Arc;
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_procarray::{ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout};
-use pglocks_sync::ProcTable;
 
 type Lw = AtomicLwLock<Pg96Layout>;
 
@@ -22,7 +22,7 @@ fn array(
     n: usize,
     layout: SnapshotLayout,
     group_clear: bool,
-) -> (Arc<ProcArray<Lw>>, Vec<pglocks_sync::Backend>) {
+) -> (Arc<ProcArray<Lw>>, Vec<pglocks_proc::Backend>) {
     let pa = Arc::new(ProcArray::new(&ProcArrayConfig::new(n, layout, group_clear)).unwrap());
     let procs = ProcTable::new(n);
     let mut bs: Vec<_> = (0..n).map(|_| procs.attach().unwrap()).collect();

@@ -7,11 +7,11 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_procarray::{
     ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout, FIRST_NORMAL_TRANSACTION_ID,
     PGPROC_MAX_CACHED_SUBXIDS,
 };
-use pglocks_sync::{Backend, ProcTable};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashSet};
 

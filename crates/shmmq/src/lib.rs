@@ -54,7 +54,7 @@
 //! ```
 //! use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult};
 //! use std::sync::Arc;
-//! let procs = pglocks_sync::ProcTable::new(2);
+//! let procs = pglocks_proc::ProcTable::new(2);
 //! let (mut leader, mut worker) = (procs.attach().unwrap(), procs.attach().unwrap());
 //! let mq = Arc::new(ShmMq::new(65_536, ShmMqConfig::default()).unwrap());
 //! mq.set_sender(&mut worker).unwrap();
@@ -72,7 +72,7 @@
 //! # Differences from PostgreSQL
 //! - Backends are explicit: a [`Backend`] takes the place of `MyProc`, and the queue records the
 //!   sender and receiver as proc numbers.
-//! - The latch ([`pglocks_sync::latch`]) sleeps on the backend's semaphore, which lock waits
+//! - The latch ([`pglocks_proc::latch`]) sleeps on the backend's semaphore, which lock waits
 //!   share; a wake-up taken by the wrong wait costs a trip around a wait loop, which every loop
 //!   here (like PostgreSQL's, which always re-checks) tolerates.
 //! - Each queue has its own `Arc` rather than living in a DSM segment; dropping a handle without
@@ -95,11 +95,12 @@
 mod receive;
 mod send;
 
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::SpinLock;
 use pglocks_sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::sync::Arc;
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 
 pub use send::{SHM_SEND_RETRY_INTERVAL_MS, SHM_SEND_TIMEOUT_MS};
 

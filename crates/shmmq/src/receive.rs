@@ -10,8 +10,8 @@ use crate::{
     maxalign, wait_latch, End, ShmMqError, ShmMqHandle, ShmMqResult, LENGTH_WORD, MAX_ALLOC_SIZE,
     MQH_INITIAL_BUFSIZE,
 };
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{fence, Ordering};
-use pglocks_sync::Backend;
 
 /// What `shm_mq_receive_bytes` found: how it ended, and on success how many bytes can be read
 /// contiguously at which ring offset (`*nbytesp`, `*datap`).

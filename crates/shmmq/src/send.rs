@@ -11,9 +11,9 @@ use crate::{
     maxalign, maxalign_down, set_latch, wait_latch, End, ShmMqError, ShmMqHandle, ShmMqResult,
     LENGTH_WORD, MAXIMUM_ALIGNOF, MAX_ALLOC_SIZE, NO_PROC,
 };
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{fence, Ordering};
 use pglocks_sync::time::{Duration, Instant};
-use pglocks_sync::Backend;
 
 /// `SHM_SEND_RETRY_INTERVAL_MS` (applyparallelworker.c): how long `pa_send_data` sleeps on its
 /// latch between two non-blocking sends.

@@ -12,8 +12,8 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult, SHM_MQ_HEADER_SIZE};
-use pglocks_sync::{Backend, ProcTable};
 
 /// A queue with a 64-byte ring, its sender and receiver set.
 ///

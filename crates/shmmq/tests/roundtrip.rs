@@ -3,11 +3,11 @@
 //! errors of misuse.
 #![cfg(not(loom))]
 
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_shmmq::{
     ShmMq, ShmMqConfig, ShmMqError, ShmMqHandle, ShmMqResult, MAX_ALLOC_SIZE, SHM_MQ_HEADER_SIZE,
     SHM_MQ_MINIMUM_SIZE,
 };
-use pglocks_sync::{Backend, ProcTable};
 use std::sync::Arc;
 use std::time::Duration;
 

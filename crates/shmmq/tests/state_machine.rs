@@ -5,8 +5,8 @@
 //! receiver gets every remaining message, then `Detached`.
 #![cfg(not(loom))]
 
+use pglocks_proc::ProcTable;
 use pglocks_shmmq::{ShmMq, ShmMqConfig, ShmMqHandle, ShmMqResult, SHM_MQ_HEADER_SIZE};
-use pglocks_sync::ProcTable;
 use proptest::prelude::*;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -77,7 +77,7 @@ fn run(ring: usize, batch: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut next = 0u64;
 
     let receive = |hr: &mut ShmMqHandle,
-                   r: &mut pglocks_sync::Backend,
+                   r: &mut pglocks_proc::Backend,
                    model: &mut Model|
      -> Result<bool, TestCaseError> {
         match hr.receive(r, true).unwrap() {

@@ -80,10 +80,11 @@ pub mod receive;
 pub use receive::{Received, MAXINVALMSGS};
 
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_proc::{Backend, MAX_BACKENDS};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError};
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::{Backend, CachePadded, MAX_BACKENDS};
+use pglocks_sync::CachePadded;
 
 /// `MAXNUMMESSAGES`: slots in the ring (a power of two).
 pub const MAXNUMMESSAGES: usize = 4096;
@@ -776,7 +777,7 @@ pub struct QueueView {
 mod tests {
     use super::*;
     use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
 
     type Queue = SinvalQueue<AtomicLwLock<Pg96Layout>>;
 

@@ -14,8 +14,8 @@
 
 use crate::{Got, SharedInvalidationMessage, SinvalBackend, SinvalError, SinvalQueue};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::Backend;
 
 /// `MAXINVALMSGS`: messages taken per `SIGetDataEntries` call.
 pub const MAXINVALMSGS: usize = 32;

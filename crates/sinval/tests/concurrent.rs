@@ -7,9 +7,9 @@
 
 use pglocks_lwlock::RawLwLock;
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout, SpinlockProtectedLwLock};
+use pglocks_proc::ProcTable;
 use pglocks_sinval::{SharedInvalidationMessage as Msg, SinvalCheck, SinvalConfig, SinvalQueue};
 use pglocks_spin::PgSpinLock;
-use pglocks_sync::ProcTable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;

@@ -6,10 +6,10 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::AtomicLwLock;
+use pglocks_proc::{ProcTable, MAX_BACKENDS};
 use pglocks_sinval::{
     SharedInvalidationMessage, SinvalCheck, SinvalConfig, SinvalError, SinvalQueue, MAXNUMMESSAGES,
 };
-use pglocks_sync::{ProcTable, MAX_BACKENDS};
 
 type Queue = SinvalQueue<AtomicLwLock>;
 

@@ -14,9 +14,9 @@
 
 use loom::sync::Arc;
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_sinval::{SharedInvalidationMessage as Msg, SinvalCheck, SinvalConfig, SinvalQueue};
 use pglocks_spin::PgSpinLock;
-use pglocks_sync::ProcTable;
 
 type Queue = SinvalQueue<AtomicLwLock<Pg96Layout>, PgSpinLock>;
 
@@ -41,7 +41,7 @@ fn race(check: SinvalCheck, ring: usize, inserts: u32, reads: usize, may_reset: 
     });
     // None stands for a reset.
     let mut seen: Vec<Option<u32>> = vec![];
-    let mut receive = |b: &mut pglocks_sync::Backend, seen: &mut Vec<Option<u32>>| {
+    let mut receive = |b: &mut pglocks_proc::Backend, seen: &mut Vec<Option<u32>>| {
         let got = q
             .receive_shared_invalid_messages(b, &mut me, |m| seen.push(Some(m.object)), || {})
             .unwrap();
@@ -117,7 +117,7 @@ fn two_writers_and_a_wait_free_reader() {
             })
             .collect();
         let mut seen = vec![];
-        let mut receive = |b: &mut pglocks_sync::Backend| {
+        let mut receive = |b: &mut pglocks_proc::Backend| {
             let got = q
                 .receive_shared_invalid_messages(b, &mut me, |m| seen.push(m.object), || {})
                 .unwrap();

@@ -7,10 +7,10 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sinval::{
     Got, SharedInvalidationMessage as Msg, SinvalBackend, SinvalCheck, SinvalConfig, SinvalQueue,
 };
-use pglocks_sync::{Backend, ProcTable};
 use proptest::prelude::*;
 
 type Queue = SinvalQueue<AtomicLwLock<Pg96Layout>>;

@@ -33,9 +33,10 @@
 
 use crate::{PageStore, Slru, SlruConfig, SlruError, Victim};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use pglocks_sync::sync::Mutex;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 
 /// `CLOG_XACTS_PER_PAGE`.
 pub const CLOG_XACTS_PER_PAGE: u32 = (crate::BLCKSZ * 4) as u32;

@@ -55,9 +55,10 @@ pub use pglocks_sync::fault::{Fault, FaultPlan, Faults, IoOp};
 pub use store::{FileStore, MemoryStore, PageStore, BLCKSZ, SLRU_PAGES_PER_SEGMENT};
 
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use pglocks_sync::time::Instant;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 use std::path::PathBuf;
 // Page bytes are data ordered by the locks, so std's atomics even under loom.
 use std::sync::atomic::AtomicU8 as DataByte;
@@ -630,7 +631,7 @@ impl<K: RawLwLock> Slru<K> {
 mod tests {
     use super::*;
     use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-    use pglocks_sync::ProcTable;
+    use pglocks_proc::ProcTable;
     use std::time::Duration;
 
     fn slru(slots: usize, victim: Victim) -> Slru<AtomicLwLock<Pg96Layout>> {

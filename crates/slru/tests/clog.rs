@@ -5,10 +5,10 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout, SpinlockProtectedLwLock};
+use pglocks_proc::ProcTable;
 use pglocks_slru::clog::{Clog, ClogConfig, XidStatus, CLOG_XACTS_PER_PAGE};
 use pglocks_slru::{FileStore, MemoryStore, SlruError, Victim};
 use pglocks_spin::PgSpinLock;
-use pglocks_sync::ProcTable;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -201,7 +201,7 @@ fn group_of_three(
     updates: [(u32, XidStatus); 3],
 ) -> (
     Vec<Result<(), SlruError>>,
-    pglocks_sync::stats::BackendStats,
+    pglocks_proc::stats::BackendStats,
 ) {
     let mut holder = procs.attach().unwrap();
     c.slru()
@@ -221,7 +221,7 @@ fn group_of_three(
         // Give them time to queue (if one is late it takes the lock itself: still correct).
         std::thread::sleep(Duration::from_millis(100));
         c.slru().unlock_bank(&mut holder, 0).unwrap();
-        let mut all = pglocks_sync::stats::BackendStats::default();
+        let mut all = pglocks_proc::stats::BackendStats::default();
         let mut results = Vec::new();
         for h in hs {
             let (r, st) = h.join().unwrap();

@@ -6,13 +6,13 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_slru::clog::{Clog, ClogConfig, XidStatus, CLOG_XACTS_PER_PAGE};
 use pglocks_slru::page_status::{EMPTY, READ_IN_PROGRESS, VALID, WRITE_IN_PROGRESS};
 use pglocks_slru::{
     FaultPlan, Faults, FaultyStore, IoOp, MemoryStore, PageStore, Slru, SlruConfig, SlruError,
     Victim, BLCKSZ,
 };
-use pglocks_sync::{Backend, ProcTable};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc};

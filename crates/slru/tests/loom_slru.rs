@@ -11,9 +11,9 @@
 
 use loom::sync::Arc;
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks_slru::{MemoryStore, PageStore, Slru, SlruConfig, Victim, BLCKSZ};
-use pglocks_sync::ProcTable;
 use std::time::Duration;
 
 type Lw = AtomicLwLock<Pg96Layout>;

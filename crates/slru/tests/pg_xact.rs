@@ -7,9 +7,9 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks_slru::{FileStore, Victim};
-use pglocks_sync::ProcTable;
 use std::collections::HashMap;
 use std::path::Path;
 

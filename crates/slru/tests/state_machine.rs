@@ -5,8 +5,8 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+use pglocks_proc::ProcTable;
 use pglocks_slru::{MemoryStore, PageStore, Slru, SlruConfig, Victim, BLCKSZ};
-use pglocks_sync::ProcTable;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;

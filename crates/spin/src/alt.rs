@@ -3,8 +3,9 @@
 //! run of one harness.
 
 use crate::{RawSpinLock, StuckSpinlock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering, TestAndSet};
-use pglocks_sync::{hint, Backend};
+use pglocks_sync::hint;
 use std::ptr;
 
 /// Test-and-set in a loop with `pause` between tries: no read-before-exchange, no sleeping, no

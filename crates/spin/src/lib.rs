@@ -31,14 +31,14 @@
 //!
 //! # Differences from PostgreSQL
 //! - The spin state lives in an explicit [`Backend`] (s_lock.c keeps it in a file-level static).
-//! - The delay constants are data ([`SpinDelayConfig`](pglocks_sync::spin_delay::SpinDelayConfig))
+//! - The delay constants are data ([`SpinDelayConfig`](pglocks_proc::spin_delay::SpinDelayConfig))
 //!   so that tests can make a lock stuck in milliseconds.
 //! - A stuck spinlock is an error value, not a PANIC.
 //! - Whether `TAS_SPIN` reads first is a type parameter of [`PgSpinLock`], not the compile target:
 //!   presets choose the release's behaviour on x86_64. The i386 `tas()` (read first on every TAS,
 //!   8.0+) and other architectures are not modelled.
 //! - 8.1–9.3 kept the sleep in whole milliseconds, 9.4+ in microseconds: the delay unit is a
-//!   setting ([`SpinDelayConfig::delay_unit`](pglocks_sync::spin_delay::SpinDelayConfig)).
+//!   setting ([`SpinDelayConfig::delay_unit`](pglocks_proc::spin_delay::SpinDelayConfig)).
 //! - Under loom only, `TAS` is a compare-exchange from 0 rather than an exchange (equal in effect;
 //!   see [`TestAndSet`](pglocks_sync::atomic::TestAndSet)), because loom never finishes a model
 //!   in which a failing exchange keeps writing.
@@ -49,8 +49,8 @@ mod s_lock;
 pub use alt::{FloorLock, McsLock, NaiveTasLock, TicketLock};
 pub use s_lock::{adapt_spins_per_delay, next_delay, PgSpinLock, SpinDelayStatus};
 
+use pglocks_proc::Backend;
 use pglocks_sync::cell::UnsafeCell;
-use pglocks_sync::Backend;
 
 /// The spinlock made no progress for `NUM_DELAYS` sleeps (s_lock.c's `s_lock_stuck`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub unsafe trait RawSpinLock: Send + Sync {
 ///
 /// ```
 /// use pglocks_spin::{PgSpinLock, SpinLock};
-/// let procs = pglocks_sync::ProcTable::new(1);
+/// let procs = pglocks_proc::ProcTable::new(1);
 /// let mut me = procs.attach().unwrap();
 /// let counter: SpinLock<u64> = SpinLock::new("insertpos_lck", 0);
 /// counter.lock(&mut me).unwrap().with_mut(|n| *n += 1);

@@ -3,9 +3,10 @@
 //! describes the algorithm.
 
 use crate::{RawSpinLock, StuckSpinlock};
+use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicU8, Ordering, TestAndSet};
+use pglocks_sync::hint;
 use pglocks_sync::time::{sleep, Duration, Instant};
-use pglocks_sync::{hint, Backend};
 use rand::RngExt;
 
 /// Models PostgreSQL's spinlock: a one-byte `slock_t` taken with `S_LOCK` and freed with
@@ -185,7 +186,7 @@ pub fn next_delay(cur: u64, factor: f64, min: u64, max: u64) -> u64 {
 pub fn adapt_spins_per_delay(
     spins_per_delay: u32,
     slept: bool,
-    cfg: &pglocks_sync::spin_delay::SpinDelayConfig,
+    cfg: &pglocks_proc::spin_delay::SpinDelayConfig,
 ) -> u32 {
     if !slept && spins_per_delay < cfg.max_spins_per_delay {
         // Spinning sufficed: the holder was running elsewhere, so spin longer next time.

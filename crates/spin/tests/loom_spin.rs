@@ -5,12 +5,12 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
+use pglocks_proc::spin_delay::SpinDelayConfig;
+use pglocks_proc::ProcTable;
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
 };
-use pglocks_sync::spin_delay::SpinDelayConfig;
 use pglocks_sync::time::Duration;
-use pglocks_sync::ProcTable;
 
 /// Tiny delay constants so that the model also explores `perform_spin_delay`'s sleep path.
 fn short_spin_config() -> SpinDelayConfig {

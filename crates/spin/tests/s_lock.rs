@@ -3,12 +3,12 @@
 //! one-bit reference model.
 #![cfg(not(loom))]
 
+use pglocks_proc::spin_delay::{SpinDelayConfig, MAX_SPINS_PER_DELAY, MIN_SPINS_PER_DELAY};
+use pglocks_proc::ProcTable;
 use pglocks_spin::{
     adapt_spins_per_delay, next_delay, FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock,
     SpinDelayStatus, SpinError, SpinLock, TicketLock,
 };
-use pglocks_sync::spin_delay::{SpinDelayConfig, MAX_SPINS_PER_DELAY, MIN_SPINS_PER_DELAY};
-use pglocks_sync::ProcTable;
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,32 +4,28 @@
 //! Built normally, everything here is `std` (plus a futex-backed [`Semaphore`] on Linux). Built with
 //! `RUSTFLAGS="--cfg loom"`, the same names are loom's, so the lock algorithms above this crate can
 //! be model-checked without a line of change. Keep it the only door: a crate that imports
-//! `std::sync::atomic` directly escapes the model checker, and the planned many-core simulator.
+//! `std::sync::atomic` directly escapes the model checker, and the planned many-core simulator,
+//! which will stand behind these same names.
 //!
-//! Besides the shim the crate holds what every subsystem shares:
+//! The shim is the whole crate: it models nothing of PostgreSQL but the machine a backend runs
+//! on. PostgreSQL's per-backend structures (`PGPROC`, `ProcGlobal`, proclists, latches, wait
+//! events, the tranche registry) are built on it in `pglocks-proc`. What it holds:
+//! - [`atomic`], [`sync`], [`thread`], [`hint`], [`cell`] and [`time`]: std's or loom's;
+//! - [`entropy`]: fresh random seeds (the clock's, or a constant under loom);
+//! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting; a futex
+//!   wait and wake on Linux);
 //! - [`CachePadded`] (crossbeam-utils') and [`CACHE_LINE_SIZE`], for padding hot atomics;
-//! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting);
-//! - [`ProcTable`] and [`Backend`], the explicit stand-ins for PostgreSQL's `ProcGlobal` and `MyProc`;
-//! - [`proclist`], the lists of backends threaded through `PGPROC` (LWLock wait queues);
-//! - [`stats`], per-backend counters and the wait-event table merged after a run;
-//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers;
+//! - [`fault`], deterministic I/O fault plans for the fault-injecting device and store wrappers:
+//!   like the clock, the outcome of an I/O call is something the machine decides, not a
+//!   backend, so a simulator replaces both at this seam;
 //! - [`time`], besides the clock and sleep of the shim, the one duration syntax of every setting
 //!   ([`time::parse_duration`], [`time::format_duration`]).
 
-pub mod backend;
 pub mod cell;
 pub mod fault;
-pub mod latch;
-pub mod proclist;
 mod semaphore;
-pub mod spin_delay;
-pub mod stats;
 pub mod time;
-pub mod tranche;
 
-pub use backend::{
-    Backend, HeldLwLocks, ProcSlot, ProcTable, SyncError, HELD_LWLOCKS_CAPACITY, MAX_BACKENDS,
-};
 pub use crossbeam_utils::CachePadded;
 pub use semaphore::Semaphore;
 
@@ -131,6 +127,33 @@ pub mod hint {
                 .wrapping_add(1442695040888963407);
         }
         x
+    }
+}
+
+/// Where randomness comes from when a model wants it fresh rather than reproducible.
+pub mod entropy {
+    /// A seed for a random-number generator that differs between calls, even two at the same
+    /// instant: the wall clock's nanoseconds mixed with a process-wide call count. Under loom,
+    /// a constant instead, so that every execution of a model draws the same numbers (a
+    /// simulator behind the shim decides it likewise).
+    pub fn fresh_seed() -> u64 {
+        #[cfg(loom)]
+        return 0x5eed_1007;
+        #[cfg(not(loom))]
+        {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            use std::time::{SystemTime, UNIX_EPOCH};
+            // The count is the machine's, not a model's: std's atomic, never loom's.
+            static CALLS: AtomicU64 = AtomicU64::new(0);
+            let clock = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            clock
+                ^ CALLS
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        }
     }
 }
 

@@ -13,9 +13,9 @@ use crate::pos::{Layout, SIZE_OF_XLOG_LONG_PHD, SIZE_OF_XLOG_SHORT_PHD, XLOG_BLC
 use crate::record::{self, ReadRecord, XLP_FIRST_IS_CONTRECORD};
 use crate::{Wal, WalBackend, WalError};
 use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol};
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::{AtomicU64 as SyncU64, Ordering::*};
-use pglocks_sync::Backend;
 // The page bytes are data, not synchronisation: the locks order every access to them, so they
 // are std's atomics even under loom (loom would track each word as a synchronisation point).
 use std::sync::atomic::AtomicU64 as DataWord;

@@ -12,10 +12,10 @@ use crate::pos::XLOG_BLCKSZ;
 use crate::record::Record;
 use crate::{FlushWait, Insertion, Wal, WalBackend, WalError};
 use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol};
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::Ordering::*;
 use pglocks_sync::time::Instant;
-use pglocks_sync::Backend;
 
 /// How far WAL is written and flushed (`XLogwrtResult`), or asked to be (`XLogwrtRqst`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

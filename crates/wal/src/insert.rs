@@ -8,9 +8,9 @@ use crate::pos::{maxalign, SIZE_OF_XLOG_RECORD, XLOG_BLCKSZ};
 use crate::record::{self, Record};
 use crate::{InsertPos, Wal, WalBackend, WalError, XLOG_RECORD_MAX_SIZE};
 use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol, VarWait};
+use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::Ordering::*;
-use pglocks_sync::Backend;
 
 /// Where a reservation put a record (`StartPos`, `EndPos`, `PrevPtr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,8 +348,8 @@ mod tests {
     use crate::{NullDevice, Record, Wal, WalConfig};
     use pglocks_lwlock::wait_state::WAITING;
     use pglocks_lwlock::{AtomicLwLock, LwLockMode, Pg96Layout};
+    use pglocks_proc::ProcTable;
     use pglocks_sync::atomic::Ordering::Relaxed;
-    use pglocks_sync::ProcTable;
 
     #[test]
     fn a_backend_that_waited_for_its_insertion_lock_moves_to_the_next() {

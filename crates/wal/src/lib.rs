@@ -134,13 +134,14 @@ pub use walwriter::{WalWriterState, HIBERNATE_FACTOR, LOOPS_UNTIL_HIBERNATE};
 
 use buffers::Buffers;
 use pglocks_lwlock::{AtomicVar, LwLockError, LwLockMode, LwLockVar, RawLwLock, VarProtocol};
+use pglocks_proc::Backend;
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError, SpinLock};
 use pglocks_sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release,
 };
 use pglocks_sync::sync::Mutex;
 use pglocks_sync::time::Duration;
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 
 /// xlog.h: `NUM_XLOGINSERT_LOCKS` (9.4+).
 pub const NUM_XLOGINSERT_LOCKS: usize = 8;

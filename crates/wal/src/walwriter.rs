@@ -34,7 +34,7 @@
 //!   only once `wal_writer_flush_after` pages are unflushed: fewer wake-ups under load.
 //!
 //! # Differences from PostgreSQL
-//! - The WAL writer is a thread with a [`Backend`] of the same [`pglocks_sync::ProcTable`] as
+//! - The WAL writer is a thread with a [`Backend`] of the same [`pglocks_proc::ProcTable`] as
 //!   the committers (PostgreSQL's auxiliary process has a `PGPROC` after the regular
 //!   backends'). It is stopped by [`Wal::shutdown_wal_writer`], which sets its latch, in every
 //!   release (before 9.2 PostgreSQL's SIGTERM ended a `pg_usleep` by its signal).
@@ -53,10 +53,10 @@
 use crate::pos::XLOG_BLCKSZ;
 use crate::{Insertion, Wal, WalBackend, WalError, WalWriter, NO_WAL_WRITER};
 use pglocks_lwlock::{LwLockMode, RawLwLock, VarProtocol};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::Ordering::SeqCst;
 use pglocks_sync::time::{Duration, Instant};
-use pglocks_sync::{Backend, ProcTable};
 
 /// walwriter.c's `LOOPS_UNTIL_HIBERNATE` (9.2+): rounds without work before the WAL writer
 /// hibernates.
@@ -324,7 +324,7 @@ mod tests {
     use super::*;
     use crate::{RecordingDevice, WalConfig};
     use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-    use pglocks_sync::tranche::tranche_id;
+    use pglocks_proc::tranche::tranche_id;
     use std::sync::atomic::Ordering::SeqCst as Sc;
 
     type TestWal = Wal<AtomicLwLock<Pg96Layout>>;

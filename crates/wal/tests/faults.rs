@@ -6,9 +6,9 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::Ordering::SeqCst;
-use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::{
     FaultPlan, Faults, FaultyDevice, FileDevice, FlushDevice, FlushWait, Insertion, IoOp, Record,
     RecordingDevice, Wal, WalBackend, WalConfig, WalError,

@@ -9,7 +9,7 @@
 
 use loom::sync::Arc;
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use pglocks_wal::{
     FaultPlan, Faults, FaultyDevice, Insertion, IoOp, RecordingDevice, Wal, WalConfig, WalError,
 };

@@ -17,8 +17,8 @@
 
 use loom::sync::Arc;
 use pglocks_lwlock::{AtomicLwLock, AtomicVar, LockedVar, Pg96Layout, VarProtocol};
+use pglocks_proc::ProcTable;
 use pglocks_spin::PgSpinLock;
-use pglocks_sync::ProcTable;
 use pglocks_wal::{Insertion, NullDevice, Record, RecordingDevice, Wal, WalConfig};
 
 type Lw = AtomicLwLock<Pg96Layout>;

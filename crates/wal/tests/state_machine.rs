@@ -9,7 +9,7 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
-use pglocks_sync::ProcTable;
+use pglocks_proc::ProcTable;
 use pglocks_wal::{Insertion, NullDevice, Record, Wal, WalConfig, WalWriter};
 use proptest::prelude::*;
 

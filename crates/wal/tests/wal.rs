@@ -5,9 +5,9 @@
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{AtomicLwLock, AtomicVar, LockedVar, Pg96Layout, SpinlockProtectedLwLock};
+use pglocks_proc::ProcTable;
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::Ordering::SeqCst;
-use pglocks_sync::ProcTable;
 use pglocks_wal::{
     FlushDevice, FlushWait, Insertion, NullDevice, Record, RecordingDevice, Wal, WalConfig,
     WalError, WalWriter,
@@ -239,7 +239,7 @@ fn three_committers(
     cfg: WalConfig,
     commits: u32,
     fsync: bool,
-) -> pglocks_sync::stats::BackendStats {
+) -> pglocks_proc::stats::BackendStats {
     let device: Box<dyn FlushDevice> = if fsync {
         Box::new(RecordingDevice::new())
     } else {
@@ -248,7 +248,7 @@ fn three_committers(
     let wal: Arc<Wal<Lw>> = Arc::new(Wal::new(cfg, device).unwrap());
     assert_eq!(wal.enable_fsync(), fsync);
     let procs = ProcTable::new(4);
-    let mut all = pglocks_sync::stats::BackendStats::default();
+    let mut all = pglocks_proc::stats::BackendStats::default();
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..3)
             .map(|_| {

@@ -161,7 +161,7 @@ impl PgWorkload for Apply {
         let end = outcome.commits.last().map_or(times.start, |&(_, t)| t);
         let elapsed = end.duration_since(times.start).max(Duration::from_nanos(1));
         let mut latency = pglocks_harness::latency_histogram();
-        let mut stats = pglocks_sync::stats::BackendStats::default();
+        let mut stats = pglocks_proc::stats::BackendStats::default();
         for b in &outcome.backends {
             stats.merge(b);
         }

@@ -19,7 +19,7 @@ use crate::{proc_table, workload_error};
 use pglocks_bufmgr::{BufMgr, BufferTag, PrivateRefCount};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock};
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 use rand::RngExt;
 use std::sync::Arc;
 

@@ -14,10 +14,10 @@ use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::Backend;
 use pglocks_slru::clog::{Clog, XidStatus, CLOG_XACTS_PER_PAGE};
 use pglocks_slru::{Faults, FaultyStore, MemoryStore, PageStore};
 use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
-use pglocks_sync::Backend;
 use rand::RngExt;
 use std::sync::Arc;
 

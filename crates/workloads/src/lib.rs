@@ -478,10 +478,10 @@ pub(crate) fn work(n: u32, seed: u64) -> u64 {
 
 /// The backend table of one run: `threads` slots with the settings' s_lock constants and
 /// `LWLOCK_STATS` switch.
-pub(crate) fn proc_table(settings: &Settings, threads: usize) -> pglocks_sync::ProcTable {
-    let procs = pglocks_sync::ProcTable::with_spin_config(
+pub(crate) fn proc_table(settings: &Settings, threads: usize) -> pglocks_proc::ProcTable {
+    let procs = pglocks_proc::ProcTable::with_spin_config(
         threads,
-        pglocks_sync::spin_delay::SpinDelayConfig {
+        pglocks_proc::spin_delay::SpinDelayConfig {
             num_delays: settings.num_delays,
             default_spins_per_delay: settings.spins_per_delay,
             delay_unit: settings.spin_delay_unit,

@@ -18,7 +18,7 @@ use crate::RunResult;
 use pglocks_harness::{run_team, TeamSpec};
 use pglocks_lmgr::{LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
-use pglocks_sync::Backend;
+use pglocks_proc::Backend;
 use rand::RngExt;
 use std::sync::Arc;
 

@@ -16,9 +16,10 @@ use pglocks_lwlock::{
     NoPadding, Pad128, Pad32, Pad64, Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock,
     ReadFirst, SpinlockProtectedLwLock,
 };
+use pglocks_proc::Backend;
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 use rand::RngExt;
 use std::hint::black_box;
 use std::sync::Arc;

@@ -135,12 +135,12 @@ use pglocks_lwlock::{
     AtomicVar, LockedVar, LwLockMode, NoPadding, Pad128, Pad32, Pad64, Padding, RawLwLock,
     VarProtocol,
 };
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_procarray::{ProcArray, ProcArrayError, Snapshot, INVALID_TRANSACTION_ID};
 use pglocks_sinval::{SinvalBackend, SinvalConfig, SinvalError, SinvalQueue};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::SlruError;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
 use rand::RngExt;

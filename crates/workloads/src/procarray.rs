@@ -23,10 +23,10 @@ use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::Backend;
 use pglocks_procarray::{
     ProcArray, ProcArrayError, Snapshot, FIRST_NORMAL_TRANSACTION_ID, INVALID_TRANSACTION_ID,
 };
-use pglocks_sync::Backend;
 use rand::RngExt;
 use std::sync::Arc;
 

@@ -229,10 +229,10 @@ settings! {
         },
         knob "spin_delay_unit": SPIN_DELAY_UNIT => "us|ms: unit of s_lock's growing sleep";
     /// s_lock.c: `NUM_DELAYS`, sleeps before "stuck spinlock".
-    num_delays: u32 = |_| pglocks_sync::spin_delay::NUM_DELAYS,
+    num_delays: u32 = |_| pglocks_proc::spin_delay::NUM_DELAYS,
         knob "num_delays": Whole(1, u32::MAX as u64) => "N >= 1: sleeps before \"stuck spinlock\"";
     /// The `spins_per_delay` every backend starts with (`DEFAULT_SPINS_PER_DELAY`).
-    spins_per_delay: u32 = |_| pglocks_sync::spin_delay::DEFAULT_SPINS_PER_DELAY,
+    spins_per_delay: u32 = |_| pglocks_proc::spin_delay::DEFAULT_SPINS_PER_DELAY,
         knob "spins_per_delay": Whole(1, 1000) => "N in 1..=1000: starting spins_per_delay";
     /// lwlock.c: which LWLock implementation the release has.
     lwlock: LwLockVariant = |p| p.lwlock(),

@@ -22,10 +22,10 @@
 use crate::preset::Settings;
 use crate::{proc_table, workload_error, Impl, Model, RunResult};
 use pglocks_harness::{run_team, TeamSpec};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_shmmq::{
     ShmMq, ShmMqConfig, ShmMqError, ShmMqHandle, ShmMqResult, MAXIMUM_ALIGNOF, SHM_MQ_HEADER_SIZE,
 };
-use pglocks_sync::{Backend, ProcTable};
 use std::sync::{Arc, Mutex};
 
 /// Implementations of `shm-mq`.

@@ -8,10 +8,11 @@
 use crate::preset::Settings;
 use crate::{proc_table, work, Impl, Model, RunResult};
 use pglocks_harness::{run_team, TeamSpec};
+use pglocks_proc::Backend;
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, RawSpinLock, SpinError, SpinLock, TicketLock,
 };
-use pglocks_sync::{Backend, CachePadded};
+use pglocks_sync::CachePadded;
 use std::hint::black_box;
 use std::sync::Arc;
 

@@ -19,8 +19,8 @@ use crate::RunResult;
 use crate::{proc_table, workload_error};
 use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::{
     Faults, FaultyDevice, FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal,
     WalConfig,

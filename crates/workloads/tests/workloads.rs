@@ -510,7 +510,7 @@ impl pglocks_lwlock::RawLwLock for Counted {
     }
     fn acquire(
         &self,
-        b: &mut pglocks_sync::Backend,
+        b: &mut pglocks_proc::Backend,
         mode: pglocks_lwlock::LwLockMode,
     ) -> Result<bool, pglocks_lwlock::LwLockError> {
         COUNTED_LWLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -518,7 +518,7 @@ impl pglocks_lwlock::RawLwLock for Counted {
     }
     fn conditional_acquire(
         &self,
-        b: &mut pglocks_sync::Backend,
+        b: &mut pglocks_proc::Backend,
         mode: pglocks_lwlock::LwLockMode,
     ) -> Result<bool, pglocks_lwlock::LwLockError> {
         COUNTED_LWLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -526,13 +526,13 @@ impl pglocks_lwlock::RawLwLock for Counted {
     }
     fn acquire_or_wait(
         &self,
-        b: &mut pglocks_sync::Backend,
+        b: &mut pglocks_proc::Backend,
         mode: pglocks_lwlock::LwLockMode,
     ) -> Result<bool, pglocks_lwlock::LwLockError> {
         COUNTED_LWLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.0.acquire_or_wait(b, mode)
     }
-    fn release(&self, b: &mut pglocks_sync::Backend) -> Result<(), pglocks_lwlock::LwLockError> {
+    fn release(&self, b: &mut pglocks_proc::Backend) -> Result<(), pglocks_lwlock::LwLockError> {
         self.0.release(b)
     }
 }
@@ -546,7 +546,7 @@ unsafe impl pglocks_spin::RawSpinLock for CountedSpin {
     fn new() -> Self {
         CountedSpin(pglocks_spin::PgSpinLock::new())
     }
-    fn lock(&self, backend: &mut pglocks_sync::Backend) -> Result<(), pglocks_spin::StuckSpinlock> {
+    fn lock(&self, backend: &mut pglocks_proc::Backend) -> Result<(), pglocks_spin::StuckSpinlock> {
         COUNTED_SPINLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.0.lock(backend)
     }

@@ -1,13 +1,10 @@
 //! [`SimulatedDevice`]: a disk of known, adjustable speed. Writes cost nothing; a flush sleeps
 //! for one draw of a [`FlushLatency`], standing for the wait in `issue_xlog_fsync` (xlog.c).
 
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use pglocks_sync::time::Instant;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use std::fmt;
 
 use super::{DeviceError, FlushDevice, FlushLatency};
 
@@ -41,9 +38,9 @@ pub struct SimulatedDevice {
 
 impl SimulatedDevice {
     /// A simulated device whose flushes take `latency`, with its random draws
-    /// seeded from the clock.
+    /// seeded afresh ([`pglocks_sync::entropy::fresh_seed`]: the clock's).
     pub fn new(latency: FlushLatency) -> Self {
-        Self::with_seed(latency, fresh_seed())
+        Self::with_seed(latency, pglocks_sync::entropy::fresh_seed())
     }
 
     /// A simulated device with a fixed seed for its draws (repeatable runs).
@@ -90,19 +87,6 @@ impl FlushDevice for SimulatedDevice {
         sleep_until(start + draw);
         Ok(())
     }
-}
-
-/// A seed that differs between devices made at the same instant.
-fn fresh_seed() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let clock = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    clock
-        ^ COUNTER
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Sleeps until `deadline`; returns at once, without any system call, if it

@@ -14,8 +14,8 @@
 use super::{check, Failure, NewPart, Part, Refused, Setup, Step, Tally};
 use pglocks_apply::{apply, publish, ApplyConfig, Message, PublisherConfig, Streaming};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::marker::PhantomData;

@@ -9,8 +9,8 @@
 use super::{check, Failure, NewPart, Part, Refused, Setup, Step, Tally, DATABASE};
 use pglocks_bufmgr::{BufMgr, BufferTag, PrivateRefCount};
 use pglocks_lwlock::{Pad128, Padding, RawLwLock};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::sync::Arc;

@@ -15,8 +15,8 @@ use pglocks_lmgr::{
     LmgrError, LocalLocks, LockManager, LockMode, LockOwner, LockTag, LockTimeouts,
 };
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};

@@ -11,8 +11,9 @@
 
 use super::{check, Failure, NewPart, Part, RacyCounter, Refused, Setup, Step, Tally};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, CachePadded, ProcTable};
+use pglocks_sync::CachePadded;
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};

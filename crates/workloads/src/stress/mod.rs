@@ -59,8 +59,8 @@ mod xact;
 use crate::lwlock::{with_lwlock_type, MakeWithLwLock};
 use crate::preset::Settings;
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::{PgSpinLock, RawSpinLock};
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::marker::PhantomData;
@@ -477,7 +477,7 @@ fn lwlock_wait(procs: &ProcTable, procno: usize) -> String {
         0 => "running (not in an LWLock queue)".into(),
         w => format!(
             "in an LWLock wait queue (lwWaiting {w}, mode {})",
-            slot.lw_wait_mode.load(Relaxed)
+            slot.lw_wait_mode.load(Relaxed) as u8
         ),
     }
 }

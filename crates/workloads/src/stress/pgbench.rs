@@ -15,9 +15,9 @@ use super::lmgr::lock_tables_empty;
 use super::{check, lock, Failure, NewPart, Part, Refused, Setup, Step, Tally};
 use crate::pgbench::{build, Cluster, Kind, Session};
 use pglocks_lwlock::{LockedVar, Pad128, RawLwLock};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_slru::clog::XidStatus;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use std::sync::{Arc, Mutex};
 

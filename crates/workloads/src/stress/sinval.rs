@@ -11,9 +11,9 @@
 
 use super::{check, lock, Failure, NewPart, Part, Refused, Setup, Step, Tally, DATABASE};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_sinval::{SharedInvalidationMessage, SinvalBackend, SinvalConfig, SinvalQueue};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};

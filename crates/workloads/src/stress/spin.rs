@@ -8,8 +8,8 @@
 
 use super::{check, Failure, NewPart, Part, RacyCounter, Refused, Setup, Step, Tally};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::{RawSpinLock, SpinLock};
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;

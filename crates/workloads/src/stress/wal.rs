@@ -11,8 +11,8 @@
 
 use super::{check, Failure, NewPart, Part, Refused, Setup, Step, Tally};
 use pglocks_lwlock::{LockedVar, RawLwLock};
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use pglocks_wal::device::{DeviceError, FlushDevice};
 use pglocks_wal::{Wal, WalBackend};
 use rand::rngs::SmallRng;

@@ -12,11 +12,11 @@
 
 use super::{check, Failure, NewPart, Part, Refused, Setup, Step, Tally};
 use pglocks_lwlock::RawLwLock;
+use pglocks_proc::{Backend, ProcTable};
 use pglocks_procarray::{ProcArray, Snapshot};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::MemoryStore;
 use pglocks_spin::RawSpinLock;
-use pglocks_sync::{Backend, ProcTable};
 use rand::rngs::SmallRng;
 use rand::RngExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};

@@ -96,7 +96,7 @@ impl WaitTable {
 /// Models lwlock.c's `lwlock_stats` entry (built with `LWLOCK_STATS`), kept per tranche rather
 /// than per lock, plus the time spent asleep (which PostgreSQL's counters do not have).
 ///
-/// Aligned to [`CACHE_LINE_SIZE`](crate::CACHE_LINE_SIZE): the counters of two backends are
+/// Aligned to [`CACHE_LINE_SIZE`](pglocks_sync::CACHE_LINE_SIZE): the counters of two backends are
 /// written on every acquisition by two threads, and must never share a cache line (unaligned,
 /// two small heap buffers side by side did, and counting cost 20 % at two threads).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

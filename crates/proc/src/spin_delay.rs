@@ -3,8 +3,8 @@
 //! proc.c performs when a backend starts and exits.
 //!
 //! The spinning itself (`s_lock`, `perform_spin_delay`, `finish_spin_delay`) is in `pglocks-spin`;
-//! this part lives here because it is per-backend state and every crate passes a [`Backend`]
-//! (crate::Backend) down to its spinlocks.
+//! this part lives here because it is per-backend state and every crate passes a
+//! [`Backend`](crate::Backend) down to its spinlocks.
 
 use std::time::Duration;
 

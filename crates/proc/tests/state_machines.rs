@@ -1,10 +1,10 @@
-//! proptest state machines of the sync crate's stateful structures against sequential models:
+//! proptest state machines of the proc crate's stateful structures against sequential models:
 //! the ProcTable's slot allocation (`InitProcess` / `ProcKill`) and the wait-event table.
 #![cfg(not(loom))]
 
-use pglocks_sync::backend::SyncError;
-use pglocks_sync::stats::WaitTable;
-use pglocks_sync::{Backend, ProcTable};
+use pglocks_proc::backend::ProcError;
+use pglocks_proc::stats::WaitTable;
+use pglocks_proc::{Backend, ProcTable};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -37,7 +37,7 @@ proptest! {
                             model[slot] = true;
                             live.push(b);
                         }
-                        (Err(SyncError::TooManyClients { max }), None) => prop_assert_eq!(max, size),
+                        (Err(ProcError::TooManyClients { max }), None) => prop_assert_eq!(max, size),
                         (got, want) => prop_assert!(false, "got {:?}, model wanted {:?}", got.map(|b| b.procno()), want),
                     }
                 }

@@ -17,8 +17,8 @@
 //! ([`Link`]) instead of a byte offset into `PGPROC`, and iteration is a method that tolerates the
 //! body removing the current element (what `proclist_foreach_modify` allows).
 
-use crate::atomic::{AtomicU32, Ordering::Relaxed};
 use crate::backend::{ProcSlot, ProcTable};
+use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// `INVALID_PROC_NUMBER`: no backend (the end of a list).
 pub const INVALID_PROCNO: u32 = u32::MAX;

@@ -3,8 +3,8 @@
 //! posts nothing; and the wait/reset/look-again loop sees every set that follows a change.
 #![cfg(loom)]
 
+use pglocks_proc::latch::Latch;
 use pglocks_sync::atomic::{AtomicBool, Ordering::*};
-use pglocks_sync::latch::Latch;
 use pglocks_sync::sync::Arc;
 use pglocks_sync::Semaphore;
 

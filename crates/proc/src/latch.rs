@@ -14,9 +14,9 @@
 //! wait may take the other's wake-up: a latch wait re-checks the flag and sleeps again, and lock
 //! waits re-check their own state, so a stray permit costs a loop, never a lost wake-up.
 
-use crate::atomic::{fence, AtomicBool, Ordering::*};
-use crate::time::Instant;
-use crate::Semaphore;
+use pglocks_sync::atomic::{fence, AtomicBool, Ordering::*};
+use pglocks_sync::time::Instant;
+use pglocks_sync::Semaphore;
 
 /// Models `Latch` (latch.h): `is_set` and `maybe_sleeping`; the owner is the slot's backend.
 #[derive(Debug, Default)]

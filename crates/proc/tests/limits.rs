@@ -3,8 +3,8 @@
 //! (`InitProcess`: "sorry, too many clients already").
 #![cfg(not(loom))]
 
+use pglocks_proc::{ProcError, ProcTable, MAX_BACKENDS};
 use pglocks_sync::atomic::Ordering::Relaxed;
-use pglocks_sync::{ProcTable, SyncError, MAX_BACKENDS};
 
 #[test]
 fn max_backends_is_two_to_the_eighteen_minus_one() {
@@ -26,7 +26,7 @@ fn a_table_of_max_backends_slots_is_built_and_one_more_is_refused() {
     let e = ProcTable::try_new(MAX_BACKENDS + 1).unwrap_err();
     assert_eq!(
         e,
-        SyncError::TooManyBackends {
+        ProcError::TooManyBackends {
             requested: MAX_BACKENDS + 1,
             max: MAX_BACKENDS
         }
@@ -53,7 +53,7 @@ fn attaching_one_backend_more_than_the_table_holds_is_refused() {
         assert_eq!(held.last().unwrap().procno(), size - 1);
         // At: every slot is in use; one more is refused and changes nothing.
         let e = t.attach().unwrap_err();
-        assert_eq!(e, SyncError::TooManyClients { max: size });
+        assert_eq!(e, ProcError::TooManyClients { max: size });
         assert_eq!(
             e.to_string(),
             format!("sorry, too many clients already (all {size} backend slots are in use)")

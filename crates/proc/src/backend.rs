@@ -19,13 +19,13 @@
 //! spinlock; [`ProcTable::attach`] claims the first free slot with one compare-exchange per slot,
 //! since attaching is never on a measured path.
 
-use crate::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use crate::latch::Latch;
 use crate::proclist::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
-use crate::sync::Arc;
-use crate::{CachePadded, Semaphore};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use pglocks_sync::sync::Arc;
+use pglocks_sync::{CachePadded, Semaphore};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -40,7 +40,7 @@ pub struct ProcSlot {
     /// `LW_WS_WAITING`, `LW_WS_PENDING_WAKEUP`; written by pglocks-lwlock).
     pub lw_waiting: AtomicU8,
     /// `lwWaitMode`: the mode it waits for.
-    pub lw_wait_mode: AtomicU8,
+    pub lw_wait_mode: AtomicLwLockMode,
     /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a [`ProcList`](crate::proclist::ProcList)).
     pub lw_wait_link: ProcListNode,
     in_use: AtomicBool,
@@ -71,10 +71,10 @@ struct ProcGlobal {
 /// `LW_VAL_EXCLUSIVE` and relies on this bound, so a [`ProcTable`] is never larger.
 pub const MAX_BACKENDS: usize = (1 << 18) - 1;
 
-/// Errors of this crate, in PostgreSQL's words.
+/// Errors of sizing or attaching to the [`ProcTable`], in PostgreSQL's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SyncError {
+pub enum ProcError {
     /// Every slot is attached (`InitProcess` when the free list is empty).
     #[error("sorry, too many clients already (all {max} backend slots are in use)")]
     TooManyClients {
@@ -114,8 +114,8 @@ impl ProcTable {
     }
 
     /// [`ProcTable::new`], refusing more than [`MAX_BACKENDS`] slots with
-    /// [`SyncError::TooManyBackends`] (models the check of `InitializeMaxBackends`).
-    pub fn try_new(max_backends: usize) -> Result<Self, SyncError> {
+    /// [`ProcError::TooManyBackends`] (models the check of `InitializeMaxBackends`).
+    pub fn try_new(max_backends: usize) -> Result<Self, ProcError> {
         Self::try_with_spin_config(max_backends, SpinDelayConfig::default())
     }
 
@@ -123,9 +123,9 @@ impl ProcTable {
     pub fn try_with_spin_config(
         max_backends: usize,
         config: SpinDelayConfig,
-    ) -> Result<Self, SyncError> {
+    ) -> Result<Self, ProcError> {
         if max_backends > MAX_BACKENDS {
-            return Err(SyncError::TooManyBackends {
+            return Err(ProcError::TooManyBackends {
                 requested: max_backends,
                 max: MAX_BACKENDS,
             });
@@ -136,7 +136,7 @@ impl ProcTable {
                     sem: Semaphore::new(0),
                     latch: Latch::default(),
                     lw_waiting: AtomicU8::new(0),
-                    lw_wait_mode: AtomicU8::new(0),
+                    lw_wait_mode: AtomicLwLockMode::default(),
                     lw_wait_link: ProcListNode::default(),
                     in_use: AtomicBool::new(false),
                 })
@@ -191,7 +191,7 @@ impl ProcTable {
 
     /// Models `InitProcess` (proc.c): claims a free slot and returns the backend's handle, whose
     /// spin estimate starts from the shared one (`set_spins_per_delay`).
-    pub fn attach(&self) -> Result<Backend, SyncError> {
+    pub fn attach(&self) -> Result<Backend, ProcError> {
         let procno = self
             .inner
             .slots
@@ -201,7 +201,7 @@ impl ProcTable {
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             })
-            .ok_or(SyncError::TooManyClients {
+            .ok_or(ProcError::TooManyClients {
                 max: self.inner.slots.len(),
             })?;
         let mut stats = BackendStats::default();
@@ -260,7 +260,7 @@ impl Backend {
     /// `WaitLatch` on the backend's own latch: `true` once it is set, `false` if `deadline`
     /// came first (`None`: no timeout). The caller resets it ([`Backend::reset_latch`]) and
     /// looks again at what it waits for.
-    pub fn wait_latch(&self, deadline: Option<crate::time::Instant>) -> bool {
+    pub fn wait_latch(&self, deadline: Option<pglocks_sync::time::Instant>) -> bool {
         let slot = self.procs.slot(self.procno);
         slot.latch.wait(&slot.sem, deadline)
     }
@@ -270,10 +270,10 @@ impl Backend {
     /// wait event `event`. Returns whether the latch was set.
     pub fn wait_latch_event(
         &mut self,
-        timeout: Option<crate::time::Duration>,
+        timeout: Option<pglocks_sync::time::Duration>,
         event: &'static str,
     ) -> bool {
-        let start = crate::time::Instant::now();
+        let start = pglocks_sync::time::Instant::now();
         let set = self.wait_latch(timeout.map(|t| start + t));
         if set {
             self.reset_latch();
@@ -364,7 +364,7 @@ mod tests {
         let b = t.attach().unwrap();
         assert_ne!(a.procno(), b.procno());
         let err = t.attach().unwrap_err();
-        assert_eq!(err, SyncError::TooManyClients { max: 2 });
+        assert_eq!(err, ProcError::TooManyClients { max: 2 });
         assert!(err.to_string().contains("too many clients"));
         drop(a);
         assert_eq!(t.attach().unwrap().procno(), 0);
@@ -373,16 +373,50 @@ mod tests {
     #[test]
     fn held_lwlocks_keep_order_and_capacity() {
         let mut h = HeldLwLocks::default();
+        use LwLockMode::*;
+        let mode = |i: usize| [Exclusive, Shared, WaitUntilFree][i % 3];
         for i in 0..HELD_LWLOCKS_CAPACITY {
-            assert!(h.push(i, (i % 2) as u8));
+            assert!(h.push(i, mode(i)));
         }
-        assert!(!h.push(999, 0));
-        assert_eq!(h.remove(5), Some(1));
+        assert!(!h.push(999, Exclusive));
+        assert_eq!(h.remove(5), Some(WaitUntilFree));
         assert_eq!(h.len(), HELD_LWLOCKS_CAPACITY - 1);
-        assert_eq!(h.get(5), (6, 0));
-        assert_eq!(h.iter().next(), Some((0, 0)));
-        assert_eq!(h.pop(), Some((199, 1)));
+        assert_eq!(h.get(5), (6, Exclusive));
+        assert_eq!(h.iter().next(), Some((0, Exclusive)));
+        assert_eq!(h.pop(), Some((199, Shared)));
+        assert_eq!(h.last(), Some((198, Exclusive)));
         assert_eq!(h.remove(12345), None);
+    }
+
+    #[test]
+    fn every_mode_comes_back_exactly() {
+        use LwLockMode::*;
+        let top = (1usize << 62) - 1;
+        let mut h = HeldLwLocks::default();
+        for (lock, mode) in [
+            (0, Exclusive),
+            (top, Shared),
+            (7, WaitUntilFree),
+            (top, Exclusive),
+        ] {
+            assert!(h.push(lock, mode));
+            assert_eq!(h.last(), Some((lock, mode)));
+        }
+        assert_eq!(
+            h.iter().collect::<Vec<_>>(),
+            [
+                (0, Exclusive),
+                (top, Shared),
+                (7, WaitUntilFree),
+                (top, Exclusive)
+            ]
+        );
+        let slot = AtomicLwLockMode::default();
+        assert_eq!(slot.load(Ordering::Relaxed), Exclusive);
+        for mode in [Shared, WaitUntilFree, Exclusive] {
+            slot.store(mode, Ordering::Relaxed);
+            assert_eq!(slot.load(Ordering::Relaxed), mode);
+        }
     }
 
     #[test]
@@ -440,14 +474,14 @@ impl Default for HeldLwLocks {
 }
 
 #[inline(always)]
-fn entry(lock: usize, mode: u8) -> usize {
-    debug_assert!(mode < 4 && lock < 1 << 62);
+fn entry(lock: usize, mode: LwLockMode) -> usize {
+    debug_assert!(lock < 1 << 62);
     (lock << 2) | mode as usize
 }
 
 #[inline(always)]
-fn unpack(e: usize) -> (usize, u8) {
-    (e >> 2, (e & 3) as u8)
+fn unpack(e: usize) -> (usize, LwLockMode) {
+    (e >> 2, LwLockMode::from_bits((e & 3) as u8))
 }
 
 impl HeldLwLocks {
@@ -468,19 +502,18 @@ impl HeldLwLocks {
     /// # Panics
     /// If `i` is not below [`Self::len`].
     #[inline(always)]
-    pub fn get(&self, i: usize) -> (usize, u8) {
+    pub fn get(&self, i: usize) -> (usize, LwLockMode) {
         unpack(self.entries[..self.n][i])
     }
 
     /// The held locks, oldest first.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (usize, u8)> + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (usize, LwLockMode)> + '_ {
         self.entries[..self.n].iter().map(|&e| unpack(e))
     }
 
-    /// Records a lock taken in `mode` (0–3); `false` (and nothing recorded) when the array is
-    /// full.
+    /// Records a lock taken in `mode`; `false` (and nothing recorded) when the array is full.
     #[inline(always)]
-    pub fn push(&mut self, lock: usize, mode: u8) -> bool {
+    pub fn push(&mut self, lock: usize, mode: LwLockMode) -> bool {
         match self.entries.get_mut(self.n) {
             Some(e) => {
                 *e = entry(lock, mode);
@@ -493,13 +526,13 @@ impl HeldLwLocks {
 
     /// The newest entry.
     #[inline(always)]
-    pub fn last(&self) -> Option<(usize, u8)> {
+    pub fn last(&self) -> Option<(usize, LwLockMode)> {
         self.n.checked_sub(1).map(|i| unpack(self.entries[i]))
     }
 
     /// Removes the newest entry.
     #[inline(always)]
-    pub fn pop(&mut self) -> Option<(usize, u8)> {
+    pub fn pop(&mut self) -> Option<(usize, LwLockMode)> {
         let e = self.last()?;
         self.n -= 1;
         Some(e)
@@ -507,7 +540,7 @@ impl HeldLwLocks {
 
     /// Removes the newest entry for `lock`, keeping the order of the others (`LWLockRelease`'s
     /// search from the end and shift down). Returns its mode.
-    pub fn remove(&mut self, lock: usize) -> Option<u8> {
+    pub fn remove(&mut self, lock: usize) -> Option<LwLockMode> {
         let pos = self.entries[..self.n]
             .iter()
             .rposition(|&e| unpack(e).0 == lock)?;
@@ -515,5 +548,68 @@ impl HeldLwLocks {
         self.entries.copy_within(pos + 1..self.n, pos);
         self.n -= 1;
         Some(mode)
+    }
+}
+
+/// Models lwlock.h's `LWLockMode`: how a backend holds an LWLock, or waits for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LwLockMode {
+    /// `LW_EXCLUSIVE`.
+    Exclusive = 0,
+    /// `LW_SHARED`.
+    Shared = 1,
+    /// `LW_WAIT_UNTIL_FREE`: wait until the lock is free, without taking it (only as a waiter,
+    /// from `LWLockAcquireOrWait` and `LWLockWaitForVar`).
+    WaitUntilFree = 2,
+}
+
+impl LwLockMode {
+    /// The mode as reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LwLockMode::Exclusive => "exclusive",
+            LwLockMode::Shared => "shared",
+            LwLockMode::WaitUntilFree => "wait-until-free",
+        }
+    }
+
+    /// The mode whose discriminant is `bits`. Only this module packs modes (a
+    /// [`HeldLwLocks`] entry's low bits, an [`AtomicLwLockMode`]), always from an
+    /// `LwLockMode`, so every value it unpacks is one of the three.
+    #[inline(always)]
+    fn from_bits(bits: u8) -> Self {
+        match bits {
+            0 => LwLockMode::Exclusive,
+            1 => LwLockMode::Shared,
+            2 => LwLockMode::WaitUntilFree,
+            _ => unreachable!("an LWLock mode is only ever packed from an LwLockMode"),
+        }
+    }
+}
+
+/// A shared [`LwLockMode`] (`PGPROC.lwWaitMode`): written by the waiting backend, read by the
+/// backend that wakes it, under the lock's wait-list lock; a byte of the shim's atomics.
+#[derive(Debug)]
+pub struct AtomicLwLockMode(AtomicU8);
+
+impl Default for AtomicLwLockMode {
+    /// [`LwLockMode::Exclusive`], as a zeroed `PGPROC`.
+    fn default() -> Self {
+        Self(AtomicU8::new(LwLockMode::Exclusive as u8))
+    }
+}
+
+impl AtomicLwLockMode {
+    /// Reads the mode.
+    #[inline(always)]
+    pub fn load(&self, order: Ordering) -> LwLockMode {
+        LwLockMode::from_bits(self.0.load(order))
+    }
+
+    /// Writes the mode.
+    #[inline(always)]
+    pub fn store(&self, mode: LwLockMode, order: Ordering) {
+        self.0.store(mode as u8, order);
     }
 }
