@@ -1,25 +1,8 @@
 //! The `pglocks` binary as a user meets it: bad input exits 2 with a message that lists the valid
 //! choices; good input prints the documented report.
 
-use std::process::{Command, Output};
-
-fn pglocks(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args(args)
-        .output()
-        .expect("the pglocks binary runs")
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = pglocks(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr lacks '{needle}':\n{err}"
-    );
-    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
-}
+mod common;
+use common::{fails_with, pglocks};
 
 const QUICK: &[&str] = &[
     "--duration",

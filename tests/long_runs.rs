@@ -4,12 +4,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn pglocks(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args(args)
-        .output()
-        .expect("the pglocks binary runs")
-}
+mod common;
+use common::fails_with;
 
 #[test]
 fn extreme_durations_and_counts_exit_2_with_a_message() {
@@ -64,14 +60,7 @@ fn extreme_durations_and_counts_exit_2_with_a_message() {
         (&["stress", "--hang-after", "99999h"], "at most 30 days"),
         (&["stress", "--duration", "0s"], "duration"),
     ] {
-        let out = pglocks(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: stderr lacks '{needle}':\n{err}"
-        );
-        assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+        fails_with(args, needle);
     }
 }
 
