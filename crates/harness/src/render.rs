@@ -183,16 +183,21 @@ fn series_namer(report: &Report) -> impl Fn(&Series) -> String {
 }
 
 /// The line above a report's tables: its workloads, runs, pinning and machine.
+/// What a rendering's title starts with when Ctrl-C cut the run short.
+fn interrupted_mark(report: &Report) -> &'static str {
+    if report.interrupted {
+        "INTERRUPTED (the points measured before Ctrl-C) | "
+    } else {
+        ""
+    }
+}
+
 fn title(report: &Report) -> String {
     let c = &report.config;
     let m = &report.machine;
     format!(
         "{}{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}",
-        if report.interrupted {
-            "INTERRUPTED (the points measured before Ctrl-C) | "
-        } else {
-            ""
-        },
+        interrupted_mark(report),
         if named_workloads(report).len() > 1 {
             "workloads"
         } else {
@@ -273,7 +278,8 @@ pub fn brief(report: &Report) -> String {
     let c = &report.config;
     let m = &report.machine;
     let title = format!(
-        "{}: {} runs of {} ms a point (median); {} cpus, {}",
+        "{}{}: {} runs of {} ms a point (median); {} cpus, {}",
+        interrupted_mark(report),
         workload_list(report),
         c.repeat,
         c.duration_ms,

@@ -185,11 +185,12 @@ fn ops(s: &Series, threads: usize) -> f64 {
         .map_or(0.0, |p| p.ops_per_sec)
 }
 
-/// `s`' efficiency at `threads`: its throughput over `threads` × its 1-thread throughput.
+/// `s`' efficiency at `threads`, as the report holds it (`Series::fill_efficiency`).
 fn efficiency(s: &Series, threads: usize) -> Option<f64> {
-    let one = ops(s, 1);
-    (one > 0.0 && s.points.iter().any(|p| p.threads == threads))
-        .then(|| ops(s, threads) / (threads as f64 * one))
+    s.points
+        .iter()
+        .find(|p| p.threads == threads)
+        .and_then(|p| p.efficiency)
 }
 
 /// "`b` does 2.02× the ops/s of `a`" (`long`), or "`b` 2.02× `a`'s"; "the same" within the
@@ -226,12 +227,14 @@ mod tests {
     use crate::report::tests::point;
 
     fn series(workload: &str, preset: &str, impl_name: &str, ops: &[(usize, f64)]) -> Series {
-        Series {
+        let mut s = Series {
             workload: workload.into(),
             preset: preset.into(),
             impl_name: impl_name.into(),
             points: ops.iter().map(|&(t, o)| point(t, o)).collect(),
-        }
+        };
+        s.fill_efficiency();
+        s
     }
 
     #[test]
@@ -296,6 +299,7 @@ mod tests {
         r.machine.cpus = 4;
         for s in &mut r.series {
             s.points.insert(1, point(4, 100.0));
+            s.fill_efficiency();
         }
         assert_eq!(
             workload_summary(&r, "spin").unwrap(),
