@@ -72,6 +72,7 @@ fn apply(c: &mut Criterion) {
             warmup: Duration::ZERO,
             pin_order: vec![],
             sample_every: 0,
+            sim: None,
         };
         group.throughput(Throughput::Elements(100_000));
         group.bench_function(BenchmarkId::new("100k-inserts", mode), |bench| {

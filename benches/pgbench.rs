@@ -58,6 +58,7 @@ fn sweep_series(
             warmup: Duration::from_millis(20),
             pin_order: pin_order.to_vec(),
             sample_every: 0,
+            sim: None,
         };
         group.throughput(Throughput::Elements(1));
         let id = BenchmarkId::new(format!("{workload}/{preset}"), threads);

@@ -14,8 +14,10 @@ use clap::{Args, Parser, Subcommand};
 use pglocks_harness::{
     self as harness, Format, HarnessError, PinPolicy, Report, SweepConfig, Topology,
 };
+use pglocks_sim::{Profile, ProfileError};
 use pglocks_workloads::{self as workloads, Preset, WorkloadError};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Command-line arguments.
@@ -102,12 +104,16 @@ struct RunArgs {
     /// Thread counts: a list `1,2,4`, a range `1..64`, a doubling range `1..64:x2`, or a mix.
     #[arg(long, default_value = "1,2,4")]
     threads: String,
-    /// Measured time per run (`2s`, `500ms`).
-    #[arg(long, default_value = "2s")]
-    duration: String,
-    /// Unmeasured time before each run.
-    #[arg(long, default_value = "500ms")]
-    warmup: String,
+    /// Measured time per run (`2s`, `500ms`) [default: 2s; 20ms of virtual time under `sim`].
+    #[arg(long)]
+    duration: Option<String>,
+    /// Unmeasured time before each run [default: 500ms; 5ms of virtual time under `sim`].
+    #[arg(long)]
+    warmup: Option<String>,
+    /// The machine: `real` (this one), or `sim:PROFILE`, a simulated many-core machine (see
+    /// `pglocks list` for the profiles), on which durations are virtual time.
+    #[arg(long, default_value = "real")]
+    machine: String,
     /// Runs per point; the median is reported and all are kept.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
@@ -154,6 +160,9 @@ pub enum CliError {
     /// The harness failed (topology, files, a workload's own error).
     #[error(transparent)]
     Harness(#[from] HarnessError),
+    /// A machine profile that cannot be had.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
     /// `pglocks stress` found a violation or a hang (exit status 1).
     #[error("{0}")]
     StressFailed(String),
@@ -323,11 +332,32 @@ struct Plan {
     topology: Topology,
 }
 
+/// `--machine`: `None` for this machine, or the simulated machine's profile.
+fn machine(s: &str) -> Result<Option<Arc<Profile>>, CliError> {
+    match s.strip_prefix("sim:") {
+        _ if s == "real" => Ok(None),
+        Some(name) => Ok(Some(Arc::new(Profile::find(name)?))),
+        None => Err(CliError::Usage(format!(
+            "invalid --machine '{s}': expected real or sim:PROFILE (profiles: {})",
+            Profile::names().join(", ")
+        ))),
+    }
+}
+
 fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     let workload = workloads::workload(&a.workload)?;
     let threads = parse_threads(&a.threads)?;
-    let duration = parse_duration("--duration", &a.duration)?;
-    let warmup = parse_duration("--warmup", &a.warmup)?;
+    let sim = machine(&a.machine)?;
+    let (default_duration, default_warmup) = if sim.is_some() {
+        ("20ms", "5ms")
+    } else {
+        ("2s", "500ms")
+    };
+    let duration = parse_duration(
+        "--duration",
+        a.duration.as_deref().unwrap_or(default_duration),
+    )?;
+    let warmup = parse_duration("--warmup", a.warmup.as_deref().unwrap_or(default_warmup))?;
     if duration.is_zero() {
         return Err(CliError::Usage("--duration must be longer than 0".into()));
     }
@@ -337,7 +367,15 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
         )));
     }
     let pin = pin_policy(&a.pin)?;
-    let topology = detect(a.sysfs_root.as_deref())?;
+    let topology =
+        match &sim {
+            Some(_) if a.sysfs_root.is_some() => return Err(CliError::Usage(
+                "--sysfs-root describes a real machine; a simulated one has its profile's topology"
+                    .into(),
+            )),
+            Some(profile) => Topology::from_profile(profile).map_err(HarnessError::from)?,
+            None => detect(a.sysfs_root.as_deref())?,
+        };
     topology.pin_order(pin).map_err(HarnessError::from)?;
     let mut sets = a.sets.clone();
     if let Some(l) = &a.flush_latency {
@@ -376,7 +414,33 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
                 label = format!("{p}+executor_work={value}");
             }
         }
+        if let Some(profile) = &sim {
+            let mut settings = preset.settings();
+            for set in &own_sets {
+                settings.apply(set)?;
+            }
+            if let Some(why) = workload.not_simulated(&settings) {
+                return Err(CliError::Usage(format!(
+                    "{} ({p}) cannot run on the simulated machine {}: {why}",
+                    a.workload, profile.name
+                )));
+            }
+        }
         for i in list(&a.impls) {
+            let imp = workload.implementation(&i)?;
+            if sim.is_some() && !imp.on_shim {
+                let on: Vec<&str> = workload
+                    .impls
+                    .iter()
+                    .filter(|i| i.on_shim)
+                    .map(|i| i.name)
+                    .collect();
+                return Err(CliError::Usage(format!(
+                    "--impl {i} cannot run on a simulated machine: it does not go through the sync shim (the implementations of {} that do: {})",
+                    a.workload,
+                    on.join(", ")
+                )));
+            }
             let mut s = workloads::series(&a.workload, preset, &i, &own_sets)?;
             s.preset = label.clone();
             series.push(s);
@@ -397,6 +461,7 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             pin,
             sample_every: a.sample_every,
             progress: !a.no_progress,
+            sim,
         },
         series,
         topology,
@@ -445,8 +510,9 @@ fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
             preset: DEFAULT_RUN_PRESETS.into(),
             impls: "pg".into(),
             threads: format!("1..{max_threads}:x2"),
-            duration: "700ms".into(),
-            warmup: "200ms".into(),
+            duration: Some("700ms".into()),
+            warmup: Some("200ms".into()),
+            machine: "real".into(),
             repeat: 3,
             pin: "compact".into(),
             format: "table".into(),

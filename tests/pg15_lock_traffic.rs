@@ -63,6 +63,7 @@ fn model(
             warmup,
             pin_order: vec![],
             sample_every: 1024,
+            sim: None,
         };
         let run = (s.run)(&spec).unwrap();
         let tx = run.total_ops();

@@ -84,6 +84,8 @@ pub enum HarnessError {
     #[error("drawing the chart: {0}")]
     Plot(String),
     /// A stop was asked for (Ctrl-C) during the run; the run is discarded.
+    #[error(transparent)]
+    Sim(#[from] pglocks_sim::SimError),
     #[error("interrupted")]
     Interrupted,
     /// Reading or writing report files.

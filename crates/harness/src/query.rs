@@ -119,6 +119,7 @@ mod tests {
                 cpus: 2,
                 nodes: 1,
                 model: "test cpu".into(),
+                simulated: None,
             },
             config: RunConfig {
                 workload: config_workload.into(),

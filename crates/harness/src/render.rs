@@ -387,6 +387,7 @@ mod tests {
                 cpus: 4,
                 nodes: 1,
                 model: "test cpu".into(),
+                simulated: None,
             },
             config: RunConfig {
                 workload: "wal-commit".into(),

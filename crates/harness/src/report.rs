@@ -32,7 +32,7 @@ pub struct Report {
 }
 
 /// The machine a report was measured on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Machine {
     /// Logical CPUs usable by the run.
@@ -41,6 +41,23 @@ pub struct Machine {
     pub nodes: usize,
     /// CPU model name.
     pub model: String,
+    /// Present when the machine was simulated: which profile, and what it cost the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+}
+
+/// A simulated machine: the profile, and the host time the simulation took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Simulated {
+    /// The profile's name (`--machine sim:NAME`).
+    pub profile: String,
+    /// Host time all the runs took, in milliseconds.
+    pub host_time_ms: u64,
+    /// Shim operations simulated, all runs.
+    pub operations: u64,
+    /// Simulated operations per host second.
+    pub operations_per_host_sec: f64,
 }
 
 /// The run's settings.
@@ -412,6 +429,7 @@ pub(crate) mod tests {
                 ideal_ops_per_sec: ideal,
                 timeline_ops_per_sec: vec![ops as f64],
                 timeline_interval: crate::team::TIMELINE_INTERVAL,
+                sim: None,
             }
         };
         let runs = [

@@ -9,12 +9,14 @@
 //! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
 //! apart: workloads never print, and the harness never knows what a lock is.
 
-use crate::report::{Machine, Point, Report, RunConfig, Series};
+use crate::report::{Machine, Point, Report, RunConfig, Series, Simulated};
 use crate::team::{TeamRun, TeamSpec};
 use crate::topology::{PinPolicy, Topology};
 use crate::HarnessError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pglocks_sim::Profile;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One timed run of one series for a team spec.
@@ -52,6 +54,9 @@ pub struct SweepConfig {
     pub sample_every: u32,
     /// Show a progress bar on stderr (only drawn when stderr is a terminal).
     pub progress: bool,
+    /// Run on this simulated machine (then `topology` must be its topology, and the durations
+    /// are virtual time).
+    pub sim: Option<Arc<Profile>>,
 }
 
 /// Runs every series at every thread count and assembles the report.
@@ -80,6 +85,7 @@ pub fn sweep(
                 warmup: cfg.warmup,
                 pin_order: pin_order.clone(),
                 sample_every: cfg.sample_every,
+                sim: cfg.sim.clone(),
             };
             for (i, s) in series.iter().enumerate() {
                 bar.set_message(format!(
@@ -108,6 +114,19 @@ pub fn sweep(
             }
         }
     }
+    let simulated = cfg.sim.as_ref().map(|p| {
+        let (mut host, mut ops) = (Duration::ZERO, 0);
+        for c in runs.iter().flatten().flatten().filter_map(|r| r.sim) {
+            host += c.host_time;
+            ops += c.ops;
+        }
+        Simulated {
+            profile: p.name.clone(),
+            host_time_ms: host.as_millis() as u64,
+            operations: ops,
+            operations_per_host_sec: ops as f64 / host.as_secs_f64().max(1e-9),
+        }
+    });
     let mut out = Vec::with_capacity(series.len());
     for (s, runs) in series.into_iter().zip(runs) {
         let mut series = Series {
@@ -131,6 +150,7 @@ pub fn sweep(
             cpus: topology.logical_cpus(),
             nodes: topology.nodes.len(),
             model: topology.model.clone(),
+            simulated,
         },
         config: RunConfig {
             workload: cfg.workload.clone(),
@@ -169,6 +189,7 @@ impl SweepConfig {
             pin: PinPolicy::Compact,
             sample_every: 64,
             progress: false,
+            sim: None,
         }
     }
 }
@@ -212,6 +233,7 @@ mod tests {
                             ideal_ops_per_sec: None,
                             timeline_ops_per_sec: vec![],
                             timeline_interval: crate::team::TIMELINE_INTERVAL,
+                            sim: None,
                         })
                     }
                 }),

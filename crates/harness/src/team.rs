@@ -32,9 +32,11 @@ use crate::HarnessError;
 use hdrhistogram::Histogram;
 use pglocks_proc::stats::BackendStats;
 use pglocks_proc::{Backend, ProcTable};
+use pglocks_sim::{Placement, Profile, SimThread};
 use pglocks_sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use pglocks_sync::time::{sleep, Duration, Instant};
 use pglocks_sync::CachePadded;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 const STARTING: u8 = 0;
 const WARMUP: u8 = 1;
@@ -64,6 +66,8 @@ pub struct TeamSpec {
     pub pin_order: Vec<usize>,
     /// Time one operation in this many (1 = every one; 0 = only each thread's first).
     pub sample_every: u32,
+    /// Run on this simulated machine instead of the host (durations are then virtual time).
+    pub sim: Option<Arc<Profile>>,
 }
 
 /// The result of one timed run.
@@ -89,6 +93,17 @@ pub struct TeamRun {
     /// The time each point of the timeline covers: [`TIMELINE_INTERVAL`], or a power-of-two
     /// multiple of it for a run longer than [`MAX_TIMELINE_POINTS`] intervals.
     pub timeline_interval: Duration,
+    /// For a simulated run, what the simulation cost the host.
+    pub sim: Option<SimCost>,
+}
+
+/// What a simulated run cost the host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimCost {
+    /// Host time the simulation took.
+    pub host_time: Duration,
+    /// Shim operations simulated.
+    pub ops: u64,
 }
 
 impl TeamRun {
@@ -128,6 +143,9 @@ where
 {
     if spec.threads == 0 {
         return Err(HarnessError::ZeroThreads);
+    }
+    if let Some(profile) = &spec.sim {
+        return run_team_simulated(spec, profile, procs, make_op);
     }
     let phase = CachePadded::new(AtomicU8::new(STARTING));
     let ready = AtomicUsize::new(0);
@@ -186,13 +204,7 @@ where
         for h in &handles {
             h.thread().unpark();
         }
-        sleep_unless_stopped(&phase, spec.warmup);
-        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
-        let start = Instant::now();
-        timeline = sample_timeline(&phase, &published, start, spec.duration);
-        sleep_unless_stopped(&phase, spec.duration.saturating_sub(start.elapsed()));
-        phase.store(STOP, Ordering::Relaxed);
-        elapsed = start.elapsed();
+        (elapsed, timeline) = control(&phase, &published, spec);
         interrupted = crate::interrupt::stop_requested();
         for h in handles {
             results.push(match h.join() {
@@ -225,6 +237,109 @@ where
         ideal_ops_per_sec: None,
         timeline_interval: timeline.interval(),
         timeline_ops_per_sec: timeline.rates(),
+        sim: None,
+    })
+}
+
+/// The controlling thread's part once the team is at the gate: warm-up, the measured phase with
+/// its timeline, stop. Returns the measured time and the timeline. On a simulated machine it
+/// runs as a housekeeping thread, its sleeps and clock virtual.
+fn control(
+    phase: &AtomicU8,
+    published: &[CachePadded<AtomicU64>],
+    spec: &TeamSpec,
+) -> (Duration, Timeline) {
+    let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
+    sleep_unless_stopped(phase, spec.warmup);
+    let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
+    let start = Instant::now();
+    let timeline = sample_timeline(phase, published, start, spec.duration);
+    sleep_unless_stopped(phase, spec.duration.saturating_sub(start.elapsed()));
+    phase.store(STOP, Ordering::Relaxed);
+    (start.elapsed(), timeline)
+}
+
+/// [`run_team`] on a simulated machine: every thread of the team is a virtual thread on the
+/// profile's CPU its pin order names (CPU `i` when not pinned), and the controlling thread a
+/// housekeeping one; all run on the calling host thread, in virtual time.
+fn run_team_simulated<F, E, M>(
+    spec: &TeamSpec,
+    profile: &Profile,
+    procs: &ProcTable,
+    make_op: M,
+) -> Result<TeamRun, HarnessError>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(&mut Backend) -> Result<(), E> + Send,
+    E: Into<OpError>,
+{
+    let cpus = profile.cpu_count();
+    let phase = CachePadded::new(AtomicU8::new(STARTING));
+    let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let mut results: Vec<Option<Result<ThreadResult, OpError>>> =
+        (0..spec.threads).map(|_| None).collect();
+    let mut measured = (Duration::ZERO, Timeline::default());
+    let mut threads = Vec::with_capacity(spec.threads + 1);
+    for (i, slot) in results.iter_mut().enumerate() {
+        let op = make_op(i);
+        let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i).unwrap_or(i % cpus);
+        let (phase, count) = (&phase, &*published[i]);
+        let sample_every = spec.sample_every;
+        threads.push(SimThread {
+            placement: Placement::Cpu(cpu),
+            body: Box::new(move || {
+                while phase.load(Ordering::Acquire) == STARTING {
+                    pglocks_sync::thread::yield_now();
+                }
+                let r = match procs.attach() {
+                    Ok(mut backend) => run_thread(op, &mut backend, phase, count, sample_every),
+                    Err(e) => Err(Box::new(e) as OpError),
+                };
+                if r.is_err() {
+                    phase.store(STOP, Ordering::Relaxed);
+                }
+                *slot = Some(r);
+            }),
+        });
+    }
+    let (phase_ref, published_ref, out) = (&phase, &published[..], &mut measured);
+    threads.push(SimThread {
+        placement: Placement::Housekeeping,
+        body: Box::new(move || *out = control(phase_ref, published_ref, spec)),
+    });
+    // A run that has not finished after four times its length (and a second more) in virtual
+    // time is stuck (a lock never released, a livelock).
+    let limit = (spec.warmup + spec.duration) * 4 + Duration::from_secs(1);
+    let outcome = pglocks_sim::run(profile, threads, limit)?;
+    let (elapsed, timeline) = measured;
+    let mut per_thread_ops = Vec::with_capacity(spec.threads);
+    let mut latency = latency_histogram();
+    let mut stats = BackendStats::default();
+    for r in results {
+        let r = r
+            .ok_or(HarnessError::ThreadPanicked)?
+            .map_err(HarnessError::Workload)?;
+        per_thread_ops.push(r.ops);
+        latency
+            .add(&r.latency)
+            .map_err(|_| HarnessError::Histogram)?;
+        stats.merge(&r.stats);
+    }
+    Ok(TeamRun {
+        threads: spec.threads,
+        elapsed,
+        per_thread_ops,
+        latency,
+        stats,
+        ideal_ops_per_sec: None,
+        timeline_interval: timeline.interval(),
+        timeline_ops_per_sec: timeline.rates(),
+        sim: Some(SimCost {
+            host_time: outcome.host_time,
+            ops: outcome.ops,
+        }),
     })
 }
 
@@ -329,7 +444,7 @@ fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
         {
             return;
         }
-        std::thread::sleep((end - now).min(Duration::from_millis(20)));
+        sleep((end - now).min(Duration::from_millis(20)));
     }
 }
 
@@ -385,6 +500,7 @@ mod tests {
             warmup: Duration::from_millis(10),
             pin_order: vec![],
             sample_every: 4,
+            sim: None,
         }
     }
 

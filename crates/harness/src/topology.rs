@@ -315,6 +315,40 @@ impl Topology {
         SysfsTopology::read(root)?.build(None)
     }
 
+    /// The topology of a simulated machine: what its sysfs tree would say
+    /// (package, core id within the package, thread siblings, NUMA node), built
+    /// from the profile's regular shape, so that pin orders on it are computed
+    /// by the same code as on a real machine. The model is the profile's
+    /// summary.
+    pub fn from_profile(profile: &pglocks_sim::Profile) -> Result<Topology, TopologyError> {
+        let places = profile.cpus();
+        let cpus = places
+            .iter()
+            .enumerate()
+            .map(|(id, p)| SysfsCpu {
+                id,
+                package: p.socket,
+                core: p.core_in_socket,
+                siblings: places
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, q)| q.core == p.core)
+                    .map(|(i, _)| i)
+                    .collect(),
+            })
+            .collect();
+        SysfsTopology {
+            cpus,
+            node_of: places
+                .iter()
+                .enumerate()
+                .map(|(id, p)| (id, p.node))
+                .collect(),
+            model: profile.summary.clone(),
+        }
+        .build(None)
+    }
+
     /// Reads the running machine's topology from `/sys`, restricted to the
     /// cpus the calling thread may currently run on.
     ///

@@ -78,6 +78,7 @@ fn two_workload_report() -> Report {
             cpus: 2,
             nodes: 1,
             model: "test <cpu> & co".into(),
+            simulated: None,
         },
         config: RunConfig {
             workload: "select-only,tpcb-like".into(),

@@ -306,3 +306,22 @@ fn detect_finds_this_machine() {
         .join()
         .unwrap());
 }
+
+/// A simulated machine's topology is what its sysfs tree would say: the `xeon-2s` profile
+/// (2 packages × 32 cores × 2 threads, siblings numbered last) gives the same cpus and nodes as
+/// the 2-socket fixture, and so the same pin orders.
+#[test]
+fn a_profile_topology_matches_the_sysfs_fixture_of_the_same_shape() {
+    let profile = pglocks_sim::Profile::find("xeon-2s").unwrap();
+    let simulated = Topology::from_profile(&profile).unwrap();
+    let real = two_socket();
+    assert_eq!(simulated.cpus, real.cpus);
+    assert_eq!(simulated.nodes, real.nodes);
+    for policy in [PinPolicy::Compact, PinPolicy::Scatter, PinPolicy::Node(1)] {
+        assert_eq!(
+            simulated.pin_order(policy).unwrap(),
+            real.pin_order(policy).unwrap(),
+            "{policy}"
+        );
+    }
+}

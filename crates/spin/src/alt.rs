@@ -98,7 +98,7 @@ unsafe impl RawSpinLock for TicketLock {
     fn lock(&self, _backend: &mut Backend) -> Result<(), StuckSpinlock> {
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
         while self.now_serving.load(Ordering::Acquire) != ticket {
-            hint::spin_loop();
+            hint::spin_wait();
         }
         Ok(())
     }
@@ -193,7 +193,7 @@ impl McsLock {
             // stays alive until its owner has seen this link (it waits for it before leaving).
             unsafe { (*prev).next.store(me_ptr, Ordering::Release) };
             while me.waiting.load(Ordering::Acquire) {
-                hint::spin_loop();
+                hint::spin_wait();
             }
             // We hold the lock. Move our successor link into the head, so our node can go.
             let mut succ = me.next.load(Ordering::Acquire);
@@ -212,7 +212,7 @@ impl McsLock {
                     if !succ.is_null() {
                         break;
                     }
-                    hint::spin_loop();
+                    hint::spin_wait();
                 }
             }
             self.head.next.store(succ, Ordering::Release);
@@ -276,7 +276,7 @@ unsafe impl RawSpinLock for McsLock {
                 if !succ.is_null() {
                     break;
                 }
-                hint::spin_loop();
+                hint::spin_wait();
             }
         }
         // SAFETY: `succ` is a waiter's node, alive until it sees `waiting` go false; this store is

@@ -35,68 +35,90 @@ pub use semaphore::Semaphore;
 /// [`CachePadded`] aligns to 128 there; PostgreSQL's `PG_CACHE_LINE_SIZE` is 128 for the same reason.
 pub const CACHE_LINE_SIZE: usize = 128;
 
-/// Atomics: `std::sync::atomic`, or loom's under `--cfg loom`.
-pub mod atomic {
-    #[cfg(loom)]
-    pub use loom::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-    };
-    #[cfg(not(loom))]
-    pub use std::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-    };
+pub mod atomic;
 
-    /// Test-and-set of a lock word: an atomic exchange of "set" (x86 `xchg`), reporting whether
-    /// the word was set already.
-    ///
-    /// Under loom it is a compare-exchange from "clear" instead. The two are equal in effect on a
-    /// word that only holds clear/set, but loom counts a failed exchange (set written over set) as
-    /// a new store, so a spinning exchange never lets its model finish; a failed compare-exchange
-    /// is only a load.
-    pub trait TestAndSet {
-        /// Sets the word; `true` if it was set before (the lock was taken).
-        fn test_and_set(&self, order: Ordering) -> bool;
-    }
-
-    impl TestAndSet for AtomicU8 {
-        #[inline(always)]
-        fn test_and_set(&self, order: Ordering) -> bool {
-            #[cfg(not(loom))]
-            return self.swap(1, order) != 0;
-            #[cfg(loom)]
-            return self
-                .compare_exchange(0, 1, order, Ordering::Relaxed)
-                .is_err();
-        }
-    }
-
-    impl TestAndSet for AtomicBool {
-        #[inline(always)]
-        fn test_and_set(&self, order: Ordering) -> bool {
-            #[cfg(not(loom))]
-            return self.swap(true, order);
-            #[cfg(loom)]
-            return self
-                .compare_exchange(false, true, order, Ordering::Relaxed)
-                .is_err();
-        }
-    }
-}
-
-/// Shared ownership: `std::sync::Arc`, or loom's under `--cfg loom`.
+/// Shared ownership and locks: std's (the mutex made safe to contend on a simulated CPU), or
+/// loom's under `--cfg loom`.
 pub mod sync {
     #[cfg(loom)]
     pub use loom::sync::{Arc, Condvar, Mutex};
     #[cfg(not(loom))]
-    pub use std::sync::{Arc, Condvar, Mutex};
+    pub use std::sync::{Arc, Condvar};
+
+    #[cfg(not(loom))]
+    pub use mutex::Mutex;
+
+    #[cfg(not(loom))]
+    mod mutex {
+        use std::sync::{LockResult, MutexGuard, TryLockError, TryLockResult};
+
+        /// std's `Mutex`, for state that models keep outside shared memory (a device's, a
+        /// store's). On a simulated CPU a contended lock cannot block the host thread (every
+        /// simulated CPU runs on it), so it polls instead: it sleeps one futex wake-up of
+        /// virtual time between tries. Guards and `Condvar` are std's.
+        #[derive(Debug, Default)]
+        pub struct Mutex<T: ?Sized>(std::sync::Mutex<T>);
+
+        impl<T> Mutex<T> {
+            /// A new mutex holding `v`.
+            pub const fn new(v: T) -> Self {
+                Mutex(std::sync::Mutex::new(v))
+            }
+
+            /// The value, consuming the mutex.
+            pub fn into_inner(self) -> LockResult<T> {
+                self.0.into_inner()
+            }
+        }
+
+        impl<T: ?Sized> Mutex<T> {
+            /// Locks, waiting as long as it takes.
+            pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+                if !pglocks_sim::hook::active() {
+                    return self.0.lock();
+                }
+                loop {
+                    match self.0.try_lock() {
+                        Ok(g) => return Ok(g),
+                        Err(TryLockError::Poisoned(p)) => return Err(p),
+                        Err(TryLockError::WouldBlock) => {
+                            pglocks_sim::hook::sleep(std::time::Duration::from_micros(5))
+                        }
+                    }
+                }
+            }
+
+            /// Locks if that needs no waiting.
+            pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
+                self.0.try_lock()
+            }
+
+            /// The value, through an exclusive reference.
+            pub fn get_mut(&mut self) -> LockResult<&mut T> {
+                self.0.get_mut()
+            }
+        }
+    }
 }
 
-/// Threads: `std::thread`, or loom's under `--cfg loom`.
+/// Threads: `std::thread` (its `yield_now` a `sched_yield` of a simulated CPU when called on
+/// one), or loom's under `--cfg loom`.
 pub mod thread {
     #[cfg(loom)]
     pub use loom::thread::{spawn, yield_now, JoinHandle};
     #[cfg(not(loom))]
-    pub use std::thread::{spawn, yield_now, JoinHandle};
+    pub use std::thread::{spawn, JoinHandle};
+
+    /// Gives the CPU to another runnable thread, if any (`sched_yield`).
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn yield_now() {
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::yield_now();
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// CPU hints for retry loops. Under loom, `spin_loop` yields to the scheduler, which is what makes
@@ -104,8 +126,35 @@ pub mod thread {
 pub mod hint {
     #[cfg(loom)]
     pub use loom::hint::spin_loop;
+
+    /// One `pause` in a retry loop (x86 `pause`, `std::hint::spin_loop`). On a simulated CPU, the
+    /// profile's pause, never skipped: for loops that count their rounds, such as PostgreSQL's
+    /// `perform_spin_delay`.
     #[cfg(not(loom))]
-    pub use std::hint::spin_loop;
+    #[inline(always)]
+    pub fn spin_loop() {
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::pause();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// A `pause` in a loop that waits for memory to change and does not count its rounds (a
+    /// ticket or MCS lock's wait). The same instruction as [`spin_loop`]; the difference is a
+    /// promise to the simulator, which may then skip the rounds in which the memory the loop
+    /// re-reads does not change.
+    #[inline(always)]
+    pub fn spin_wait() {
+        #[cfg(loom)]
+        loom::hint::spin_loop();
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::spin_wait();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 
     /// Nothing at all in a normal build; a yield under loom. For the retry loops that deliberately
     /// do nothing between tries (the cost floor), which loom still needs to see as a yield point.
@@ -117,9 +166,16 @@ pub mod hint {
 
     /// `n` dependent multiply-adds from `seed`: CPU time that touches no shared memory, standing
     /// for work a model does not do (a critical section's body, think time, a row's executor
-    /// work). Pass the result to `std::hint::black_box` so it is not optimized away.
+    /// work). Pass the result to `std::hint::black_box` so it is not optimized away. On a
+    /// simulated CPU the steps are charged at the profile's cost per step and not executed (the
+    /// result is then a cheap mix of `seed` and `n`).
     #[inline(always)]
     pub fn busy_work(n: u32, seed: u64) -> u64 {
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::work(u64::from(n));
+            return seed ^ u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
         let mut x = seed;
         for _ in 0..n {
             x = x
@@ -139,6 +195,10 @@ pub mod entropy {
     pub fn fresh_seed() -> u64 {
         #[cfg(loom)]
         return 0x5eed_1007;
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            return pglocks_sim::hook::fresh_seed();
+        }
         #[cfg(not(loom))]
         {
             use std::sync::atomic::{AtomicU64, Ordering};

@@ -167,6 +167,15 @@ mod futex {
 
     #[cfg(not(loom))]
     fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        if pglocks_sim::hook::active() {
+            let deadline = timeout.map(|t| (Instant::now() + t).into_std());
+            pglocks_sim::hook::futex_wait(
+                word.as_ptr() as usize,
+                || word.peek() == expected,
+                deadline,
+            );
+            return;
+        }
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs().try_into().unwrap_or(libc::time_t::MAX),
             tv_nsec: t.subsec_nanos().into(),
@@ -190,6 +199,10 @@ mod futex {
 
     #[cfg(not(loom))]
     fn futex_wake(word: &AtomicU32, n: i32) {
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::futex_wake(word.as_ptr() as usize, n.max(0) as usize);
+            return;
+        }
         // SAFETY: FUTEX_WAKE does not access memory; the address only names the wait queue.
         unsafe {
             libc::syscall(
@@ -293,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_timed_wait_times_out_or_takes_a_permit() {
-        use std::time::{Duration, Instant};
+        use crate::time::{Duration, Instant};
         let s = Arc::new(Semaphore::new(0));
         let start = Instant::now();
         assert!(!s.lock_until(start + Duration::from_millis(20)));

@@ -22,11 +22,117 @@
 //! `u64::MAX` nanoseconds (about 584 years); anything else is a [`DurationError`], never a
 //! panic. Units are single: `1m30s` is not accepted (write `90s`).
 
-pub use std::time::{Duration, Instant};
+pub use std::time::Duration;
 
 use std::fmt;
+use std::ops::{Add, AddAssign, Sub, SubAssign};
 
-/// Sleeps for `d` (PostgreSQL's `pg_usleep`); under loom, yields instead.
+/// A point in time: std's `Instant`, except that on a simulated CPU [`Instant::now`] reads the
+/// CPU's virtual clock (the simulation's start plus the virtual time), so that what a model
+/// times there is virtual time. Everything else is std's arithmetic on the inner value.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(std::time::Instant);
+
+impl Instant {
+    /// Now: the host's monotonic clock, or a simulated CPU's virtual clock.
+    #[inline]
+    pub fn now() -> Instant {
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            return Instant(pglocks_sim::hook::now());
+        }
+        Instant(std::time::Instant::now())
+    }
+
+    /// The time since `self`.
+    #[inline]
+    pub fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(*self)
+    }
+
+    /// The time from `earlier` to `self` (zero if `earlier` is later).
+    #[inline]
+    pub fn duration_since(&self, earlier: Instant) -> Duration {
+        self.0.saturating_duration_since(earlier.0)
+    }
+
+    /// The time from `earlier` to `self`, or `None` if `earlier` is later.
+    #[inline]
+    pub fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
+        self.0.checked_duration_since(earlier.0)
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later.
+    #[inline]
+    pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
+        self.0.saturating_duration_since(earlier.0)
+    }
+
+    /// `self + d`, or `None` on overflow.
+    #[inline]
+    pub fn checked_add(&self, d: Duration) -> Option<Instant> {
+        self.0.checked_add(d).map(Instant)
+    }
+
+    /// `self - d`, or `None` on overflow.
+    #[inline]
+    pub fn checked_sub(&self, d: Duration) -> Option<Instant> {
+        self.0.checked_sub(d).map(Instant)
+    }
+
+    /// The std `Instant` this is.
+    #[inline]
+    pub fn into_std(self) -> std::time::Instant {
+        self.0
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0 + d)
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    #[inline]
+    fn add_assign(&mut self, d: Duration) {
+        self.0 += d;
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn sub(self, d: Duration) -> Instant {
+        Instant(self.0 - d)
+    }
+}
+
+impl SubAssign<Duration> for Instant {
+    #[inline]
+    fn sub_assign(&mut self, d: Duration) {
+        self.0 -= d;
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    #[inline]
+    fn sub(self, earlier: Instant) -> Duration {
+        self.0.saturating_duration_since(earlier.0)
+    }
+}
+
+/// Sleeps for `d` (PostgreSQL's `pg_usleep`): the host's sleep, a timer in virtual time on a
+/// simulated CPU; under loom, a yield.
 #[inline]
 pub fn sleep(d: Duration) {
     #[cfg(loom)]
@@ -35,7 +141,11 @@ pub fn sleep(d: Duration) {
         loom::thread::yield_now();
     }
     #[cfg(not(loom))]
-    std::thread::sleep(d);
+    if pglocks_sim::hook::active() {
+        pglocks_sim::hook::sleep(d);
+    } else {
+        std::thread::sleep(d);
+    }
 }
 
 /// The units [`parse_duration`] accepts, with their length in nanoseconds.

@@ -208,6 +208,7 @@ impl PgWorkload for Apply {
             ideal_ops_per_sec: None,
             timeline_ops_per_sec: Vec::new(),
             timeline_interval: pglocks_harness::team::TIMELINE_INTERVAL,
+            sim: None,
         })
     }
 }

@@ -44,6 +44,9 @@ pub struct Impl {
     pub name: &'static str,
     /// One line on what it is, for `pglocks list`.
     pub summary: &'static str,
+    /// Built on the sync shim, so it runs on a simulated machine (`--machine sim:…`); the
+    /// peers taken from other crates (parking_lot, std, crossbeam) are not.
+    pub on_shim: bool,
     run: ImplRun,
 }
 
@@ -56,7 +59,23 @@ impl std::fmt::Debug for Impl {
 impl Impl {
     /// An implementation that runs `run`.
     pub(crate) const fn new(name: &'static str, summary: &'static str, run: ImplRun) -> Impl {
-        Impl { name, summary, run }
+        Impl {
+            name,
+            summary,
+            on_shim: true,
+            run,
+        }
+    }
+
+    /// A peer from another crate, whose atomics and waits do not go through the sync shim: it
+    /// cannot run on a simulated machine.
+    pub(crate) const fn external(name: &'static str, summary: &'static str, run: ImplRun) -> Impl {
+        Impl {
+            name,
+            summary,
+            on_shim: false,
+            run,
+        }
     }
 
     /// PostgreSQL's model of the preset (`pg`): the workload's model on the release's LWLock
@@ -106,6 +125,22 @@ impl Workload {
                 name: name.to_string(),
                 valid: names(self.impls.iter().map(|i| i.name)),
             })
+    }
+}
+
+impl Workload {
+    /// Why this workload, with `settings`, cannot run on a simulated machine, if it cannot: the
+    /// simulator runs the team's threads, and not yet threads a model starts of its own.
+    pub fn not_simulated(&self, settings: &Settings) -> Option<&'static str> {
+        match self.model {
+            Model::Apply => Some(
+                "its publisher and apply workers are threads of their own, which the simulator does not run yet",
+            ),
+            _ if self.flushes_wal && !settings.synchronous_commit => Some(
+                "with synchronous_commit = off its WAL writer is a thread of its own, which the simulator does not run yet (add --set synchronous_commit=on)",
+            ),
+            _ => None,
+        }
     }
 }
 

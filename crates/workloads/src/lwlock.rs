@@ -28,8 +28,8 @@ use std::sync::Arc;
 /// each run by [`run`] on its lock type.
 pub const IMPLS: &[Impl] = &[
     Impl::pg("PostgreSQL's LWLock of the preset"),
-    Impl::new("parking_lot", "parking_lot::RwLock", run::<parking_lot::RwLock<()>>),
-    Impl::new(
+    Impl::external("parking_lot", "parking_lot::RwLock", run::<parking_lot::RwLock<()>>),
+    Impl::external(
         "parking_lot-lwlock",
         "parking_lot's RawRwLock behind the LWLock trait (with the held-locks array)",
         run::<Lw<ParkingLotLwLock>>,
@@ -44,7 +44,7 @@ pub const IMPLS: &[Impl] = &[
         "HandoffLwLock: a release hands the lock to the queue head in FIFO order (the design lwlock.c rejects)",
         run::<Lw<HandoffLwLock>>,
     ),
-    Impl::new("std", "std::sync::RwLock", run::<std::sync::RwLock<()>>),
+    Impl::external("std", "std::sync::RwLock", run::<std::sync::RwLock<()>>),
     Impl::new(
         "floor",
         "two bare read-modify-writes (fetch_add, fetch_sub): the physical floor",
@@ -62,12 +62,12 @@ pub const BUFFER_IMPLS: &[Impl] = &[
         "lock only: the shared BufferMapping partition lock of the page's tag (LWLocks of the preset), no table, no pin",
         |_, settings, spec| with_lwlock_type(settings, BufferOnLwLock(settings, spec)),
     ),
-    Impl::new(
+    Impl::external(
         "parking_lot",
         "lock only: an array of parking_lot::RwLock, same pages, partitioning and padding",
         buffer_run::<parking_lot::RwLock<()>>,
     ),
-    Impl::new(
+    Impl::external(
         "std",
         "lock only: an array of std::sync::RwLock, same pages, partitioning and padding",
         buffer_run::<std::sync::RwLock<()>>,

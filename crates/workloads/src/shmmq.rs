@@ -33,7 +33,7 @@ pub const IMPLS: &[Impl] = &[
     Impl::pg(
         "PostgreSQL's shm_mq.c: a byte ring with atomic read/written counters, ends sleeping on their latches",
     ),
-    Impl::new(
+    Impl::external(
         "crossbeam",
         "crossbeam_channel::bounded of Vec<u8>, as many messages as the ring holds",
         |_, settings, spec| finish(run_crossbeam(settings, spec), spec),

@@ -40,12 +40,12 @@ pub const IMPLS: &[Impl] = &[
         "bare exchange to lock, store to unlock: the physical floor",
         run::<SpinLock<u64, FloorLock>>,
     ),
-    Impl::new(
+    Impl::external(
         "parking_lot",
         "parking_lot::Mutex (spin briefly, then park)",
         run::<parking_lot::Mutex<u64>>,
     ),
-    Impl::new(
+    Impl::external(
         "std",
         "std::sync::Mutex (futex)",
         run::<std::sync::Mutex<u64>>,

@@ -243,6 +243,7 @@ mod tests {
             warmup: Duration::from_millis(10),
             pin_order: vec![],
             sample_every: 8,
+            sim: None,
         };
         (s.run)(&spec).unwrap()
     }

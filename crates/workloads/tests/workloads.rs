@@ -13,6 +13,7 @@ fn quick_spec(threads: usize) -> TeamSpec {
         warmup: Duration::from_millis(5),
         pin_order: vec![],
         sample_every: 8,
+        sim: None,
     }
 }
 

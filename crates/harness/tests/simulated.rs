@@ -1,0 +1,81 @@
+//! Teams on a simulated machine: deterministic, in virtual time, with the same report as a real
+//! run.
+
+use pglocks_harness::{run_team, TeamRun, TeamSpec};
+use pglocks_proc::{Backend, ProcTable};
+use pglocks_sim::Profile;
+use pglocks_sync::atomic::{AtomicU64, Ordering};
+use pglocks_sync::CachePadded;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn spec(threads: usize, profile: &str) -> TeamSpec {
+    TeamSpec {
+        threads,
+        duration: Duration::from_millis(2),
+        warmup: Duration::from_micros(500),
+        pin_order: vec![],
+        sample_every: 8,
+        sim: Some(Arc::new(Profile::find(profile).unwrap())),
+    }
+}
+
+/// Every thread bumps one shared counter, then does `work` steps of private work.
+fn contended(spec: &TeamSpec, work: u32) -> (TeamRun, u64) {
+    let procs = ProcTable::new(spec.threads);
+    let counter = CachePadded::new(AtomicU64::new(0));
+    let run = run_team(spec, &procs, |_| {
+        let counter = &counter;
+        move |_b: &mut Backend| -> Result<(), std::io::Error> {
+            counter.fetch_add(1, Ordering::Relaxed);
+            std::hint::black_box(pglocks_sync::hint::busy_work(work, 1));
+            Ok(())
+        }
+    })
+    .unwrap();
+    (run, counter.load(Ordering::Relaxed))
+}
+
+#[test]
+fn two_runs_of_the_same_simulation_are_identical() {
+    let s = spec(8, "opteron-48");
+    let (a, _) = contended(&s, 50);
+    let (b, _) = contended(&s, 50);
+    assert_eq!(a.per_thread_ops, b.per_thread_ops);
+    assert_eq!(a.elapsed, b.elapsed);
+    assert_eq!(a.latency, b.latency);
+    assert_eq!(a.sim.unwrap().ops, b.sim.unwrap().ops);
+    assert!(a.total_ops() > 0);
+}
+
+#[test]
+fn a_simulated_run_measures_virtual_time() {
+    let s = spec(4, "westmere-80");
+    let (run, count) = contended(&s, 50);
+    // The measured phase is the virtual duration, however long the host took, plus what the
+    // controller's sleeps overslept (the profile's timer slack).
+    assert!(
+        run.elapsed >= Duration::from_millis(2) && run.elapsed < Duration::from_micros(2200),
+        "{:?}",
+        run.elapsed
+    );
+    // Every operation counted was done (and more: the warm-up's).
+    assert!(count >= run.total_ops());
+    let cost = run.sim.unwrap();
+    assert!(cost.ops >= run.total_ops(), "{cost:?}");
+}
+
+#[test]
+fn contention_costs_line_transfers_and_distance_costs_more() {
+    // One thread: the counter stays in its cache. Two on one die, then two in different
+    // packages, with no work between increments: each increment is a transfer, a longer one
+    // across packages.
+    let one = contended(&spec(1, "westmere-80"), 0).0.ops_per_sec();
+    let mut near = spec(2, "westmere-80");
+    near.pin_order = vec![0, 1];
+    let near = contended(&near, 0).0.ops_per_sec();
+    let mut far = spec(2, "westmere-80");
+    far.pin_order = vec![0, 79];
+    let far = contended(&far, 0).0.ops_per_sec();
+    assert!(one > 4.0 * near && near > 1.5 * far, "{one} {near} {far}");
+}

@@ -1,0 +1,493 @@
+//! Machine profiles: the shape of a machine (sockets, dies, cores, SMT threads) and what its
+//! caches and its kernel charge, read from a small TOML file.
+//!
+//! A profile is data, with its sources cited in the file. The built-in ones live in this crate's
+//! `profiles/` directory and are compiled in; `pglocks calibrate` writes the profile of the
+//! machine it runs on (`this`) to a file that [`Profile::find`] reads.
+//!
+//! The shape is regular (every socket has the same dies, every die the same cores), which is
+//! what the simulated machines are, so a profile states it in five numbers rather than as a
+//! sysfs tree of hundreds of files; [`Profile::cpus`] expands it into the same per-CPU facts a
+//! sysfs tree gives (package, core, SMT rank, NUMA node), in Linux's numbering.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The built-in profiles: (name, TOML text).
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("opteron-48", include_str!("../profiles/opteron-48.toml")),
+    ("westmere-80", include_str!("../profiles/westmere-80.toml")),
+    ("epyc-2s", include_str!("../profiles/epyc-2s.toml")),
+    ("xeon-2s", include_str!("../profiles/xeon-2s.toml")),
+];
+
+/// The profile name `pglocks calibrate` writes.
+pub const THIS: &str = "this";
+
+/// The environment variable that names the directory `this.toml` is written to and read from.
+pub const PROFILE_DIR_VAR: &str = "PGLOCKS_PROFILE_DIR";
+
+/// A simulated machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The name `--machine sim:NAME` uses.
+    pub name: String,
+    /// One line: the machine it stands for.
+    pub summary: String,
+    /// Where the figures come from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// The core clock, for converting the cycle counts below to time.
+    pub ghz: f64,
+    /// The coherence unit in bytes: 64, or 128 where the adjacent-line prefetcher pairs lines.
+    #[serde(default = "default_line_bytes")]
+    pub line_bytes: u32,
+    /// The machine's shape.
+    pub topology: Shape,
+    /// What the memory system charges, in core cycles.
+    pub cycles: Cycles,
+    /// What the kernel charges.
+    pub os: Os,
+}
+
+fn default_line_bytes() -> u32 {
+    64
+}
+
+/// How CPU ids are numbered over the shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Numbering {
+    /// One thread of every core first (socket by socket), then every core's second thread, as
+    /// Linux numbers Intel and AMD servers: cpu `c` and cpu `c + cores` are siblings.
+    SiblingsLast,
+    /// A core's threads next to each other: cpus `2c` and `2c + 1` are siblings.
+    SiblingsAdjacent,
+}
+
+/// A machine's regular shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    /// Packages.
+    pub sockets: u32,
+    /// Last-level-cache domains per package (Opteron dies, EPYC CCXs; 1 on a monolithic die).
+    pub dies_per_socket: u32,
+    /// Cores per die.
+    pub cores_per_die: u32,
+    /// Hardware threads per core (1 without SMT).
+    #[serde(default = "one")]
+    pub threads_per_core: u32,
+    /// NUMA nodes per package (a node is a run of whole dies; Opteron's dies are one node each).
+    #[serde(default = "one")]
+    pub nodes_per_socket: u32,
+    /// Interconnect hops between packages, `sockets × sockets`, 0 on the diagonal; omitted, every
+    /// pair of packages is one hop apart.
+    #[serde(default)]
+    pub socket_hops: Vec<Vec<u32>>,
+    /// How CPU ids are numbered.
+    #[serde(default = "siblings_last")]
+    pub numbering: Numbering,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn siblings_last() -> Numbering {
+    Numbering::SiblingsLast
+}
+
+/// The memory system's costs, in core cycles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cycles {
+    /// A load or store that hits a line this core holds.
+    pub hit: f64,
+    /// An atomic read-modify-write on a line this core holds exclusively (the locked
+    /// instruction's own cost).
+    pub atomic: f64,
+    /// Getting a line from the other hardware thread of the same core.
+    pub smt: f64,
+    /// From another core sharing the last-level cache (same die or CCX).
+    pub die: f64,
+    /// From another die of the same package.
+    pub package: f64,
+    /// From a package one interconnect hop away.
+    pub hop1: f64,
+    /// Two hops away.
+    pub hop2: f64,
+    /// Three or more hops away.
+    #[serde(default)]
+    pub hop3: f64,
+    /// From memory, when no cache holds the line.
+    pub memory: f64,
+    /// How long a transfer keeps the line busy for the next one, as a fraction of its latency:
+    /// 1 serialises every transfer of a line (the home agent handles one at a time).
+    #[serde(default = "full")]
+    pub occupancy: f64,
+    /// One `pause` instruction (`spin_loop`).
+    pub pause: f64,
+    /// A full fence.
+    pub fence: f64,
+    /// One step of the shim's `busy_work` (a dependent multiply and add).
+    pub busy_step: f64,
+    /// The code between two shim operations (hashing, bookkeeping, the workloads' loops), charged
+    /// once per operation; `pglocks calibrate` fits it to this machine's single-thread runs.
+    #[serde(default)]
+    pub local: f64,
+}
+
+fn full() -> f64 {
+    1.0
+}
+
+/// The kernel's costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Os {
+    /// Entering and leaving the kernel for a futex wait or wake, `sched_yield` or a sleep, in ns.
+    pub syscall_ns: f64,
+    /// From a futex wake to the woken thread running on an idle CPU, in ns.
+    pub wake_ns: f64,
+    /// Switching a CPU from one thread to another, in ns.
+    pub context_switch_ns: f64,
+    /// A thread's time slice while others wait for its CPU, in µs.
+    pub quantum_us: f64,
+    /// What a timed sleep oversleeps by (Linux's default timer slack is 50 µs), in ns.
+    pub timer_slack_ns: f64,
+}
+
+/// Why a profile could not be had.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// No built-in profile and no file by that name.
+    #[error("no machine profile '{name}' (known: {known}){hint}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names that exist.
+        known: String,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The file could not be read.
+    #[error("cannot read machine profile {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a profile.
+    #[error("malformed machine profile {origin}: {message}")]
+    Malformed {
+        /// The file, or the built-in name.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The most CPUs a profile may have.
+pub const MAX_CPUS: usize = 512;
+
+impl Profile {
+    /// Reads a profile from TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let bad = |message: String| ProfileError::Malformed {
+            origin: origin.to_string(),
+            message,
+        };
+        let p: Profile = toml::from_str(text).map_err(|e| bad(e.to_string().trim().to_string()))?;
+        p.check().map_err(bad)?;
+        Ok(p)
+    }
+
+    /// A built-in profile, or `this` from the profile directory.
+    pub fn find(name: &str) -> Result<Profile, ProfileError> {
+        if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
+            return Profile::parse(text, name);
+        }
+        if name == THIS {
+            let path = this_path();
+            if path.exists() {
+                let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                return Profile::parse(&text, &path.display().to_string());
+            }
+        }
+        let mut known: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+        known.push(THIS);
+        Err(ProfileError::Unknown {
+            name: name.to_string(),
+            known: known.join(", "),
+            hint: if name == THIS {
+                "; run `pglocks calibrate` first to measure this machine"
+            } else {
+                ""
+            },
+        })
+    }
+
+    /// The names of every profile `find` knows, with `this` last if it has been calibrated.
+    pub fn names() -> Vec<String> {
+        let mut v: Vec<String> = BUILT_IN.iter().map(|(n, _)| n.to_string()).collect();
+        if this_path().exists() {
+            v.push(THIS.to_string());
+        }
+        v
+    }
+
+    /// The profile as TOML text (what `calibrate` writes).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let t = &self.topology;
+        for (what, n) in [
+            ("sockets", t.sockets),
+            ("dies_per_socket", t.dies_per_socket),
+            ("cores_per_die", t.cores_per_die),
+            ("threads_per_core", t.threads_per_core),
+            ("nodes_per_socket", t.nodes_per_socket),
+        ] {
+            if n == 0 {
+                return Err(format!("topology.{what} must be at least 1"));
+            }
+        }
+        if t.dies_per_socket % t.nodes_per_socket != 0 {
+            return Err("topology.nodes_per_socket must divide dies_per_socket".into());
+        }
+        if self.cpu_count() > MAX_CPUS {
+            return Err(format!(
+                "{} CPUs; a profile may have at most {MAX_CPUS}",
+                self.cpu_count()
+            ));
+        }
+        if !t.socket_hops.is_empty() {
+            let n = t.sockets as usize;
+            if t.socket_hops.len() != n || t.socket_hops.iter().any(|r| r.len() != n) {
+                return Err(format!("topology.socket_hops must be {n} rows of {n}"));
+            }
+            for (i, row) in t.socket_hops.iter().enumerate() {
+                for (j, &h) in row.iter().enumerate() {
+                    if (i == j) != (h == 0) || h != t.socket_hops[j][i] {
+                        return Err(
+                            "topology.socket_hops must be symmetric, 0 exactly on the diagonal"
+                                .into(),
+                        );
+                    }
+                }
+            }
+        }
+        if !(self.line_bytes == 64 || self.line_bytes == 128) {
+            return Err("line_bytes must be 64 or 128".into());
+        }
+        let c = &self.cycles;
+        let all = [
+            c.hit,
+            c.atomic,
+            c.smt,
+            c.die,
+            c.package,
+            c.hop1,
+            c.hop2,
+            c.hop3,
+            c.memory,
+            c.pause,
+            c.fence,
+            c.busy_step,
+            c.local,
+        ];
+        if !(self.ghz > 0.0 && self.ghz < 100.0) {
+            return Err("ghz must be between 0 and 100".into());
+        }
+        if all
+            .iter()
+            .any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9))
+        {
+            return Err("every cycles.* cost must be a number from 0 to 1e9".into());
+        }
+        if !(c.occupancy > 0.0 && c.occupancy <= 1.0) {
+            return Err("cycles.occupancy must be in (0, 1]".into());
+        }
+        let o = &self.os;
+        let os = [
+            o.syscall_ns,
+            o.wake_ns,
+            o.context_switch_ns,
+            o.quantum_us,
+            o.timer_slack_ns,
+        ];
+        if os.iter().any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9)) || o.quantum_us <= 0.0 {
+            return Err("every os.* cost must be a number from 0 to 1e9 (quantum above 0)".into());
+        }
+        Ok(())
+    }
+
+    /// Logical CPUs.
+    pub fn cpu_count(&self) -> usize {
+        let t = &self.topology;
+        (t.sockets * t.dies_per_socket * t.cores_per_die * t.threads_per_core) as usize
+    }
+
+    /// Physical cores.
+    pub fn core_count(&self) -> usize {
+        let t = &self.topology;
+        (t.sockets * t.dies_per_socket * t.cores_per_die) as usize
+    }
+
+    /// Where every CPU is, indexed by CPU id.
+    pub fn cpus(&self) -> Vec<CpuPlace> {
+        let t = &self.topology;
+        let cores = self.core_count();
+        let (per_socket, dies_per_node) = (
+            (t.dies_per_socket * t.cores_per_die) as usize,
+            (t.dies_per_socket / t.nodes_per_socket) as usize,
+        );
+        (0..self.cpu_count())
+            .map(|cpu| {
+                let (core, smt) = match t.numbering {
+                    Numbering::SiblingsLast => (cpu % cores, cpu / cores),
+                    Numbering::SiblingsAdjacent => (
+                        cpu / t.threads_per_core as usize,
+                        cpu % t.threads_per_core as usize,
+                    ),
+                };
+                let socket = core / per_socket;
+                let die = core / t.cores_per_die as usize;
+                let die_in_socket = die % t.dies_per_socket as usize;
+                CpuPlace {
+                    socket,
+                    die,
+                    core,
+                    smt,
+                    core_in_socket: core % per_socket,
+                    node: socket * t.nodes_per_socket as usize + die_in_socket / dies_per_node,
+                }
+            })
+            .collect()
+    }
+
+    /// Interconnect hops between two packages.
+    pub fn hops(&self, a: usize, b: usize) -> u32 {
+        if a == b {
+            0
+        } else if self.topology.socket_hops.is_empty() {
+            1
+        } else {
+            self.topology.socket_hops[a][b]
+        }
+    }
+
+    /// One description line: "4 sockets × 2 dies × 6 cores, 48 CPUs, 2.1 GHz".
+    pub fn describe(&self) -> String {
+        let t = &self.topology;
+        let smt = if t.threads_per_core > 1 {
+            format!(" × {} threads", t.threads_per_core)
+        } else {
+            String::new()
+        };
+        let dies = if t.dies_per_socket > 1 {
+            format!(" × {} dies", t.dies_per_socket)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} sockets{dies} × {} cores{smt}, {} CPUs, {} GHz",
+            t.sockets,
+            t.cores_per_die,
+            self.cpu_count(),
+            self.ghz
+        )
+    }
+}
+
+/// Where one CPU sits in the shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuPlace {
+    /// Package.
+    pub socket: usize,
+    /// Die (last-level-cache domain), numbered over the whole machine.
+    pub die: usize,
+    /// Physical core, numbered over the whole machine.
+    pub core: usize,
+    /// The core's index within its package (Linux's `core_id`).
+    pub core_in_socket: usize,
+    /// Rank among the core's hardware threads (0 first).
+    pub smt: usize,
+    /// NUMA node.
+    pub node: usize,
+}
+
+/// Where `calibrate` writes `this.toml`: `$PGLOCKS_PROFILE_DIR`, else
+/// `$XDG_CONFIG_HOME/pglocks/profiles`, else `~/.config/pglocks/profiles`, else
+/// `./.pglocks/profiles`.
+pub fn this_path() -> PathBuf {
+    profile_dir().join(format!("{THIS}.toml"))
+}
+
+fn profile_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os(PROFILE_DIR_VAR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Path::new(&d).join("pglocks/profiles");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return Path::new(&h).join(".config/pglocks/profiles");
+    }
+    PathBuf::from(".pglocks/profiles")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_profile_parses_and_has_sources() {
+        for (name, text) in BUILT_IN {
+            let p = Profile::parse(text, name).unwrap();
+            assert_eq!(&p.name, name);
+            assert!(!p.sources.is_empty(), "{name} cites no source");
+            assert_eq!(p.cpus().len(), p.cpu_count());
+        }
+    }
+
+    #[test]
+    fn siblings_last_numbering_pairs_cpu_c_with_c_plus_cores() {
+        let p = Profile::find("xeon-2s").unwrap();
+        let cpus = p.cpus();
+        assert_eq!((p.cpu_count(), p.core_count()), (128, 64));
+        assert_eq!(cpus[3].core, cpus[67].core);
+        assert_eq!((cpus[3].smt, cpus[67].smt), (0, 1));
+        assert_eq!(cpus[31].socket, 0);
+        assert_eq!(cpus[32].socket, 1);
+        let w = Profile::find("westmere-80").unwrap();
+        assert_eq!((w.cpu_count(), w.cpus()[10].socket), (80, 1));
+        let o = Profile::find("opteron-48").unwrap();
+        let oc = o.cpus();
+        assert_eq!(
+            (oc[5].die, oc[6].die, oc[6].socket, oc[12].socket),
+            (0, 1, 0, 1)
+        );
+        assert_eq!((oc[5].node, oc[6].node, oc[12].node), (0, 1, 2));
+    }
+
+    #[test]
+    fn malformed_profiles_are_errors_that_say_what_is_wrong() {
+        let text = BUILT_IN[0].1.replace("sockets = 4", "sockets = 0");
+        let e = Profile::parse(&text, "x").unwrap_err().to_string();
+        assert!(e.contains("topology.sockets must be at least 1"), "{e}");
+        let e = Profile::parse("name = 3", "x").unwrap_err().to_string();
+        assert!(e.starts_with("malformed machine profile x:"), "{e}");
+        let e = Profile::find("nope").unwrap_err().to_string();
+        assert!(e.contains("known: opteron-48"), "{e}");
+    }
+}

@@ -1,0 +1,92 @@
+//! The spinlocks on a simulated many-core machine: the simulator runs the same lock code, and
+//! never lets two CPUs into one critical section.
+
+use pglocks_proc::ProcTable;
+use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_spin::{McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, TicketLock};
+use pglocks_sync::atomic::{AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::time::Duration;
+
+struct Counted<R> {
+    lock: R,
+    /// Read and written only under the lock.
+    count: UnsafeCell<u64>,
+    /// Touched inside the critical section, so that the simulator may switch CPUs there.
+    inside: AtomicU64,
+}
+
+// SAFETY: `count` is only touched under `lock` (which is what the test checks).
+unsafe impl<R: Sync> Sync for Counted<R> {}
+
+/// `threads` virtual CPUs of `profile` each take the lock `rounds` times and increment a plain
+/// counter inside; returns the counter.
+fn run<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> u64 {
+    let profile = Profile::find(profile).unwrap();
+    let procs = ProcTable::new(threads);
+    let c = Counted {
+        lock: R::new(),
+        count: UnsafeCell::new(0),
+        inside: AtomicU64::new(0),
+    };
+    let team = (0..threads)
+        .map(|i| SimThread {
+            // Spread over the packages, so that transfers are long and waits overlap.
+            placement: Placement::Cpu(i * profile.cpu_count() / threads),
+            body: Box::new({
+                let (c, procs) = (&c, &procs);
+                move || {
+                    let mut b = procs.attach().unwrap();
+                    for _ in 0..rounds {
+                        c.lock.lock(&mut b).unwrap();
+                        // SAFETY: under the lock.
+                        let v = unsafe { *c.count.get() };
+                        c.inside.fetch_add(1, Ordering::Relaxed);
+                        // SAFETY: under the lock.
+                        unsafe { *c.count.get() = v + 1 };
+                        // SAFETY: taken above by this thread.
+                        unsafe { c.lock.unlock() };
+                    }
+                }
+            }) as Box<dyn FnOnce() + '_>,
+        })
+        .collect();
+    let out = pglocks_sim::run(&profile, team, Duration::from_secs(60)).unwrap();
+    assert!(out.ops > threads as u64 * rounds, "{out:?}");
+    c.count.into_inner()
+}
+
+#[test]
+fn no_two_simulated_cpus_hold_one_spinlock() {
+    for (profile, threads) in [("opteron-48", 48), ("westmere-80", 16)] {
+        let n = 200;
+        let want = threads as u64 * n;
+        assert_eq!(run::<PgSpinLock>(profile, threads, n), want, "s_lock");
+        assert_eq!(run::<NaiveTasLock>(profile, threads, n), want, "tas");
+        assert_eq!(run::<TicketLock>(profile, threads, n), want, "ticket");
+        assert_eq!(run::<McsLock>(profile, threads, n), want, "mcs");
+    }
+}
+
+/// A lock that is not one: the check above would see its lost updates.
+struct NoLock;
+
+// SAFETY: none; this type exists to show the test can fail.
+unsafe impl RawSpinLock for NoLock {
+    const NAME: &'static str = "none";
+    fn new() -> Self {
+        NoLock
+    }
+    fn lock(&self, _: &mut pglocks_proc::Backend) -> Result<(), pglocks_spin::StuckSpinlock> {
+        Ok(())
+    }
+    fn try_lock(&self) -> bool {
+        true
+    }
+    unsafe fn unlock(&self) {}
+}
+
+#[test]
+fn the_check_sees_a_lock_that_excludes_nothing() {
+    assert!(run::<NoLock>("opteron-48", 8, 100) < 800);
+}

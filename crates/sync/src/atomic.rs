@@ -1,0 +1,348 @@
+//! Atomics: std's, each operation first asking whether it runs on a simulated CPU; loom's under
+//! `--cfg loom`.
+//!
+//! Every type is `#[repr(transparent)]` over std's, so sizes, alignment and padding are std's. On
+//! a real thread the extra cost is one relaxed load of a process-wide word that only changes when
+//! a simulation starts or ends, and one predictable branch; on a simulated one
+//! ([`pglocks_sim`]) the access is charged by the cache model and ordered in virtual time before
+//! it is done.
+
+#[cfg(loom)]
+pub use loom::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
+#[cfg(not(loom))]
+pub use real::*;
+
+#[cfg(not(loom))]
+mod real {
+    use pglocks_sim::hook;
+    use pglocks_sim::Access;
+    use std::fmt;
+    pub use std::sync::atomic::Ordering;
+
+    /// Charges an access to `addr` when the caller is a simulated CPU.
+    #[inline(always)]
+    fn charge<T: ?Sized>(addr: *const T, kind: Access) {
+        if hook::active() {
+            hook::access(addr.cast::<u8>() as usize, kind);
+        }
+    }
+
+    /// A full fence; a simulated CPU is charged the profile's fence.
+    #[inline(always)]
+    pub fn fence(order: Ordering) {
+        if hook::active() {
+            hook::fence();
+        }
+        std::sync::atomic::fence(order);
+    }
+
+    macro_rules! atomic {
+        ($(#[$doc:meta])* $name:ident, $t:ty, int: $int:tt) => {
+            $(#[$doc])*
+            #[repr(transparent)]
+            #[derive(Default)]
+            pub struct $name(std::sync::atomic::$name);
+
+            impl $name {
+                /// A new atomic holding `v`.
+                #[inline(always)]
+                pub const fn new(v: $t) -> Self {
+                    Self(std::sync::atomic::$name::new(v))
+                }
+
+                /// Loads the value.
+                #[inline(always)]
+                pub fn load(&self, order: Ordering) -> $t {
+                    charge(self, Access::Load);
+                    self.0.load(order)
+                }
+
+                /// Stores `v`.
+                #[inline(always)]
+                pub fn store(&self, v: $t, order: Ordering) {
+                    charge(self, Access::Store);
+                    self.0.store(v, order)
+                }
+
+                /// Stores `v`, returning the previous value.
+                #[inline(always)]
+                pub fn swap(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.swap(v, order)
+                }
+
+                /// Stores `new` if the value is `current` (a failed exchange still takes the
+                /// line exclusive, as on x86).
+                #[inline(always)]
+                pub fn compare_exchange(
+                    &self,
+                    current: $t,
+                    new: $t,
+                    success: Ordering,
+                    failure: Ordering,
+                ) -> Result<$t, $t> {
+                    charge(self, Access::Rmw);
+                    self.0.compare_exchange(current, new, success, failure)
+                }
+
+                /// As [`Self::compare_exchange`], but may fail spuriously.
+                #[inline(always)]
+                pub fn compare_exchange_weak(
+                    &self,
+                    current: $t,
+                    new: $t,
+                    success: Ordering,
+                    failure: Ordering,
+                ) -> Result<$t, $t> {
+                    charge(self, Access::Rmw);
+                    self.0.compare_exchange_weak(current, new, success, failure)
+                }
+
+                /// Applies `f` until a compare-exchange succeeds or `f` returns `None`.
+                #[inline]
+                pub fn fetch_update<F: FnMut($t) -> Option<$t>>(
+                    &self,
+                    set: Ordering,
+                    fetch: Ordering,
+                    mut f: F,
+                ) -> Result<$t, $t> {
+                    let mut prev = self.load(fetch);
+                    while let Some(next) = f(prev) {
+                        match self.compare_exchange_weak(prev, next, set, fetch) {
+                            Ok(x) => return Ok(x),
+                            Err(now) => prev = now,
+                        }
+                    }
+                    Err(prev)
+                }
+
+                /// Bitwise "or", returning the previous value.
+                #[inline(always)]
+                pub fn fetch_or(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_or(v, order)
+                }
+
+                /// Bitwise "and", returning the previous value.
+                #[inline(always)]
+                pub fn fetch_and(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_and(v, order)
+                }
+
+                /// The value, through an exclusive reference (no other CPU can see it).
+                #[inline(always)]
+                pub fn get_mut(&mut self) -> &mut $t {
+                    self.0.get_mut()
+                }
+
+                /// The value, consuming the atomic.
+                #[inline(always)]
+                pub fn into_inner(self) -> $t {
+                    self.0.into_inner()
+                }
+
+                /// A pointer to the value (for a futex call, which names the word by address).
+                #[inline(always)]
+                pub const fn as_ptr(&self) -> *mut $t {
+                    self.0.as_ptr()
+                }
+
+                /// The value, read without being charged (what a kernel's futex check reads).
+                #[allow(dead_code)]
+                #[inline(always)]
+                pub(crate) fn peek(&self) -> $t {
+                    self.0.load(Ordering::SeqCst)
+                }
+            }
+
+            atomic!(@int $int $name, $t);
+
+            impl fmt::Debug for $name {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    fmt::Debug::fmt(&self.0, f)
+                }
+            }
+
+            impl From<$t> for $name {
+                fn from(v: $t) -> Self {
+                    Self::new(v)
+                }
+            }
+        };
+        (@int no $name:ident, $t:ty) => {};
+        (@int yes $name:ident, $t:ty) => {
+            impl $name {
+                /// Adds `v` (wrapping), returning the previous value.
+                #[inline(always)]
+                pub fn fetch_add(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_add(v, order)
+                }
+
+                /// Subtracts `v` (wrapping), returning the previous value.
+                #[inline(always)]
+                pub fn fetch_sub(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_sub(v, order)
+                }
+
+                /// Stores the larger of the value and `v`, returning the previous value.
+                #[inline(always)]
+                pub fn fetch_max(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_max(v, order)
+                }
+
+                /// Stores the smaller of the value and `v`, returning the previous value.
+                #[inline(always)]
+                pub fn fetch_min(&self, v: $t, order: Ordering) -> $t {
+                    charge(self, Access::Rmw);
+                    self.0.fetch_min(v, order)
+                }
+            }
+        };
+    }
+
+    atomic!(
+        /// std's `AtomicBool` behind the shim.
+        AtomicBool, bool, int: no
+    );
+    atomic!(
+        /// std's `AtomicU8` behind the shim.
+        AtomicU8, u8, int: yes
+    );
+    atomic!(
+        /// std's `AtomicU32` behind the shim.
+        AtomicU32, u32, int: yes
+    );
+    atomic!(
+        /// std's `AtomicU64` behind the shim.
+        AtomicU64, u64, int: yes
+    );
+    atomic!(
+        /// std's `AtomicUsize` behind the shim.
+        AtomicUsize, usize, int: yes
+    );
+
+    /// std's `AtomicPtr` behind the shim.
+    #[repr(transparent)]
+    pub struct AtomicPtr<T>(std::sync::atomic::AtomicPtr<T>);
+
+    impl<T> Default for AtomicPtr<T> {
+        fn default() -> Self {
+            Self::new(std::ptr::null_mut())
+        }
+    }
+
+    impl<T> fmt::Debug for AtomicPtr<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            fmt::Debug::fmt(&self.0, f)
+        }
+    }
+
+    impl<T> AtomicPtr<T> {
+        /// A new atomic holding `p`.
+        #[inline(always)]
+        pub const fn new(p: *mut T) -> Self {
+            Self(std::sync::atomic::AtomicPtr::new(p))
+        }
+
+        /// Loads the pointer.
+        #[inline(always)]
+        pub fn load(&self, order: Ordering) -> *mut T {
+            charge(self, Access::Load);
+            self.0.load(order)
+        }
+
+        /// Stores `p`.
+        #[inline(always)]
+        pub fn store(&self, p: *mut T, order: Ordering) {
+            charge(self, Access::Store);
+            self.0.store(p, order)
+        }
+
+        /// Stores `p`, returning the previous pointer.
+        #[inline(always)]
+        pub fn swap(&self, p: *mut T, order: Ordering) -> *mut T {
+            charge(self, Access::Rmw);
+            self.0.swap(p, order)
+        }
+
+        /// Stores `new` if the pointer is `current`.
+        #[inline(always)]
+        pub fn compare_exchange(
+            &self,
+            current: *mut T,
+            new: *mut T,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<*mut T, *mut T> {
+            charge(self, Access::Rmw);
+            self.0.compare_exchange(current, new, success, failure)
+        }
+
+        /// As [`Self::compare_exchange`], but may fail spuriously.
+        #[inline(always)]
+        pub fn compare_exchange_weak(
+            &self,
+            current: *mut T,
+            new: *mut T,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<*mut T, *mut T> {
+            charge(self, Access::Rmw);
+            self.0.compare_exchange_weak(current, new, success, failure)
+        }
+
+        /// The pointer, through an exclusive reference.
+        #[inline(always)]
+        pub fn get_mut(&mut self) -> &mut *mut T {
+            self.0.get_mut()
+        }
+
+        /// The pointer, consuming the atomic.
+        #[inline(always)]
+        pub fn into_inner(self) -> *mut T {
+            self.0.into_inner()
+        }
+    }
+}
+
+/// Test-and-set of a lock word: an atomic exchange of "set" (x86 `xchg`), reporting whether
+/// the word was set already.
+///
+/// Under loom it is a compare-exchange from "clear" instead. The two are equal in effect on a
+/// word that only holds clear/set, but loom counts a failed exchange (set written over set) as
+/// a new store, so a spinning exchange never lets its model finish; a failed compare-exchange
+/// is only a load.
+pub trait TestAndSet {
+    /// Sets the word; `true` if it was set before (the lock was taken).
+    fn test_and_set(&self, order: Ordering) -> bool;
+}
+
+impl TestAndSet for AtomicU8 {
+    #[inline(always)]
+    fn test_and_set(&self, order: Ordering) -> bool {
+        #[cfg(not(loom))]
+        return self.swap(1, order) != 0;
+        #[cfg(loom)]
+        return self
+            .compare_exchange(0, 1, order, Ordering::Relaxed)
+            .is_err();
+    }
+}
+
+impl TestAndSet for AtomicBool {
+    #[inline(always)]
+    fn test_and_set(&self, order: Ordering) -> bool {
+        #[cfg(not(loom))]
+        return self.swap(true, order);
+        #[cfg(loom)]
+        return self
+            .compare_exchange(false, true, order, Ordering::Relaxed)
+            .is_err();
+    }
+}
