@@ -590,7 +590,8 @@ fn print_list() {
     for w in workloads::WORKLOADS {
         println!("  {:<16} {}", w.name, w.summary);
         for i in w.impls {
-            println!("      --impl {:<12} {}", i.name, i.summary);
+            let star = if i.on_shim { ' ' } else { '*' };
+            println!("      --impl {:<12}{star}{}", i.name, i.summary);
         }
         if !w.knobs.is_empty() {
             println!("      knobs: {}", w.knobs.join(", "));
@@ -614,6 +615,14 @@ fn print_list() {
             (s, None) => s.to_string(),
         };
         println!("  {:<width$} {text}", p.name);
+    }
+    println!("\nmachines (--machine real | sim:PROFILE; the impls marked * do not run simulated):");
+    println!("  {:<14} this machine (the default)", "real");
+    for name in Profile::names() {
+        match Profile::find(&name) {
+            Ok(p) => println!("  sim:{name:<10} {} ({})", p.summary, p.describe()),
+            Err(e) => println!("  sim:{name:<10} (unreadable: {e})"),
+        }
     }
     println!("\nknobs (--set knob=value, applied on top of the preset):");
     let width = workloads::KNOBS

@@ -2,8 +2,9 @@
 //! caches and its kernel charge, read from a small TOML file.
 //!
 //! A profile is data, with its sources cited in the file. The built-in ones live in this crate's
-//! `profiles/` directory and are compiled in; `pglocks calibrate` writes the profile of the
-//! machine it runs on (`this`) to a file that [`Profile::find`] reads.
+//! `profiles/` directory and are compiled in; the profile of the machine at hand (`this`) is a
+//! file of the same form in the profile directory ([`this_path`]), which [`Profile::find`]
+//! reads.
 //!
 //! The shape is regular (every socket has the same dies, every die the same cores), which is
 //! what the simulated machines are, so a profile states it in five numbers rather than as a
@@ -21,10 +22,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("xeon-2s", include_str!("../profiles/xeon-2s.toml")),
 ];
 
-/// The profile name `pglocks calibrate` writes.
+/// The name of the profile of the machine at hand.
 pub const THIS: &str = "this";
 
-/// The environment variable that names the directory `this.toml` is written to and read from.
+/// The environment variable that names the directory `this.toml` is read from.
 pub const PROFILE_DIR_VAR: &str = "PGLOCKS_PROFILE_DIR";
 
 /// A simulated machine.
@@ -134,7 +135,7 @@ pub struct Cycles {
     /// One step of the shim's `busy_work` (a dependent multiply and add).
     pub busy_step: f64,
     /// The code between two shim operations (hashing, bookkeeping, the workloads' loops), charged
-    /// once per operation; `pglocks calibrate` fits it to this machine's single-thread runs.
+    /// once per operation; fitted to a machine's single-thread runs (0: not charged).
     #[serde(default)]
     pub local: f64,
 }
@@ -227,14 +228,14 @@ impl Profile {
             name: name.to_string(),
             known: known.join(", "),
             hint: if name == THIS {
-                "; run `pglocks calibrate` first to measure this machine"
+                "; write this machine's profile to $PGLOCKS_PROFILE_DIR/this.toml (or ~/.config/pglocks/profiles/this.toml) first"
             } else {
                 ""
             },
         })
     }
 
-    /// The names of every profile `find` knows, with `this` last if it has been calibrated.
+    /// The names of every profile `find` knows, with `this` last if its file exists.
     pub fn names() -> Vec<String> {
         let mut v: Vec<String> = BUILT_IN.iter().map(|(n, _)| n.to_string()).collect();
         if this_path().exists() {
@@ -243,7 +244,7 @@ impl Profile {
         v
     }
 
-    /// The profile as TOML text (what `calibrate` writes).
+    /// The profile as TOML text (the form of a profile file).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
     }
@@ -426,7 +427,7 @@ pub struct CpuPlace {
     pub node: usize,
 }
 
-/// Where `calibrate` writes `this.toml`: `$PGLOCKS_PROFILE_DIR`, else
+/// Where `this.toml` is read from: `$PGLOCKS_PROFILE_DIR`, else
 /// `$XDG_CONFIG_HOME/pglocks/profiles`, else `~/.config/pglocks/profiles`, else
 /// `./.pglocks/profiles`.
 pub fn this_path() -> PathBuf {
@@ -478,6 +479,14 @@ mod tests {
             (0, 1, 0, 1)
         );
         assert_eq!((oc[5].node, oc[6].node, oc[12].node), (0, 1, 2));
+    }
+
+    #[test]
+    fn a_profile_written_out_reads_back_the_same() {
+        for (name, _) in BUILT_IN {
+            let p = Profile::find(name).unwrap();
+            assert_eq!(Profile::parse(&p.to_toml(), "copy").unwrap(), p);
+        }
     }
 
     #[test]
