@@ -424,6 +424,7 @@ pub mod ops {
     use super::*;
 
     /// A load, store or read-modify-write of the byte at `addr`.
+    #[cold]
     #[inline(never)]
     pub fn access(addr: usize, kind: Access) {
         sync_point();
@@ -431,6 +432,7 @@ pub mod ops {
     }
 
     /// A full fence.
+    #[cold]
     #[inline(never)]
     pub fn fence() {
         with(|e| {
@@ -441,6 +443,7 @@ pub mod ops {
     }
 
     /// A `pause` in a retry loop that counts its rounds (never elided).
+    #[cold]
     #[inline(never)]
     pub fn pause() {
         with(|e| e.pause(false));
@@ -448,6 +451,7 @@ pub mod ops {
 
     /// A `pause` in a loop whose exit depends only on the memory it re-reads: the engine may
     /// skip the rounds in which that memory does not change.
+    #[cold]
     #[inline(never)]
     pub fn spin_wait() {
         if let Some(y) = with(|e| e.pause(true)) {
@@ -457,6 +461,7 @@ pub mod ops {
 
     /// A seed for a random-number generator, different at every call and the same in every run
     /// of the same simulation.
+    #[cold]
     #[inline(never)]
     pub fn fresh_seed() -> u64 {
         with(|e| {
@@ -470,6 +475,7 @@ pub mod ops {
     }
 
     /// `steps` steps of private CPU work.
+    #[cold]
     #[inline(never)]
     pub fn work(steps: u64) {
         with(|e| {
@@ -480,12 +486,14 @@ pub mod ops {
 
     /// The calling thread's virtual clock as a host `Instant` (the simulation's start plus the
     /// virtual time).
+    #[cold]
     #[inline(never)]
     pub fn now() -> Instant {
         with(|e| e.epoch + Duration::from_nanos(e.threads[e.current].clock / PS_PER_NS))
     }
 
     /// Sleeps for `d` of virtual time (plus the profile's timer slack), off the CPU.
+    #[cold]
     #[inline(never)]
     pub fn sleep(d: Duration) {
         sync_point();
@@ -500,6 +508,7 @@ pub mod ops {
     }
 
     /// `sched_yield`: gives the CPU to the next thread waiting for it, if any.
+    #[cold]
     #[inline(never)]
     pub fn yield_now() {
         sync_point();
@@ -525,6 +534,7 @@ pub mod ops {
 
     /// A futex wait on `addr`: if `still()` holds, sleeps until a wake on `addr` or until
     /// `deadline`. Returns `false` if it timed out.
+    #[cold]
     #[inline(never)]
     pub fn futex_wait(
         addr: usize,
@@ -556,6 +566,7 @@ pub mod ops {
     }
 
     /// A futex wake of up to `n` waiters on `addr`; returns how many it woke.
+    #[cold]
     #[inline(never)]
     pub fn futex_wake(addr: usize, n: usize) -> usize {
         sync_point();
