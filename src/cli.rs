@@ -7,6 +7,7 @@
 //! Results go to stdout; what a command is doing (its progress bar, drawn only on a terminal
 //! and turned off by `--no-progress` wherever a command runs for long) goes to stderr.
 
+mod calibrate;
 mod compare;
 mod show;
 
@@ -55,8 +56,11 @@ enum Command {
     Run(Box<RunArgs>),
     /// Compare two saved reports point by point (exit 1 with --fail-if-slower when B lost).
     Compare(compare::CompareArgs),
-    /// List workloads, their implementations, presets and knobs.
+    /// List workloads, their implementations, presets, machines and knobs.
     List,
+    /// Measure this machine's cache-line transfers, atomics, futex wake-ups and sleeps, and write
+    /// its profile for the simulator (`run --machine sim:this`).
+    Calibrate(calibrate::CalibrateArgs),
     /// Show the detected NUMA nodes, cores, SMT siblings and the pinning order.
     Topology {
         /// Pinning policy whose order to show: compact, scatter, node:N or none.
@@ -163,6 +167,14 @@ pub enum CliError {
     /// A machine profile that cannot be had.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// A file that could not be written.
+    #[error("cannot write {path}: {error}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        error: std::io::Error,
+    },
     /// `pglocks stress` found a violation or a hang (exit status 1).
     #[error("{0}")]
     StressFailed(String),
@@ -746,6 +758,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
         Some(Command::Report { dir, format, show }) => report(&dir, &format, &show),
         Some(Command::Stress(a)) => stress(&a),
+        Some(Command::Calibrate(a)) => calibrate::calibrate(&a),
     }
 }
 

@@ -92,10 +92,7 @@ pub fn index_html(report: &Report) -> String {
         &[],
         &[
             vec!["pglocks".into(), report.pglocks_version.clone()],
-            vec![
-                "machine".into(),
-                format!("{} cpus, {} NUMA nodes, {}", m.cpus, m.nodes, m.model),
-            ],
+            vec!["machine".into(), m.describe()],
             vec![
                 match named_workloads(report).len() {
                     1 => "workload".into(),

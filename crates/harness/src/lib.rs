@@ -20,6 +20,7 @@
 //! - [`render`](mod@render) (table, JSON, CSV, Markdown), [`plot`] (the SVG charts) and [`html`] (the page,
 //!   which links the charts by [`plot::ChartKind`]) on top of those.
 
+pub mod calibrate;
 pub mod compare;
 pub mod format;
 pub mod html;

@@ -196,7 +196,7 @@ fn title(report: &Report) -> String {
     let c = &report.config;
     let m = &report.machine;
     format!(
-        "{}{} {} | {} ms x {} runs (median) | pin {} | {} cpus, {} nodes, {}",
+        "{}{} {} | {} ms x {} runs (median) | pin {} | {}",
         interrupted_mark(report),
         if named_workloads(report).len() > 1 {
             "workloads"
@@ -207,9 +207,7 @@ fn title(report: &Report) -> String {
         c.duration_ms,
         c.repeat,
         c.pin,
-        m.cpus,
-        m.nodes,
-        m.model
+        m.describe()
     )
 }
 
@@ -278,13 +276,12 @@ pub fn brief(report: &Report) -> String {
     let c = &report.config;
     let m = &report.machine;
     let title = format!(
-        "{}{}: {} runs of {} ms a point (median); {} cpus, {}",
+        "{}{}: {} runs of {} ms a point (median); {}",
         interrupted_mark(report),
         workload_list(report),
         c.repeat,
         c.duration_ms,
-        m.cpus,
-        m.model
+        m.describe()
     );
     let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
     if !left_out.is_empty() {

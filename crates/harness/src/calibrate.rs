@@ -1,0 +1,272 @@
+//! Measuring this machine for the simulator: the costs a machine profile states, timed here.
+//!
+//! Each figure is the median of several timed batches, on threads pinned to the CPUs named (so
+//! call it before anything else pins this thread):
+//! - `hit`, `atomic`, `pause`, `fence`, `busy_step`: a loop of relaxed loads of a line this
+//!   thread owns, of `fetch_add`s on it, of `spin_loop`s, of `SeqCst` fences, and `busy_work`'s
+//!   cost per step;
+//! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
+//!   waiting for the other's increment; one transfer is half the round trip (less the hits). It
+//!   stands for every distance class the machine has (a machine with more than one package
+//!   measured from two CPUs of one package gets the same figure across packages: a lower bound);
+//! - `syscall_ns`: a `FUTEX_WAKE` nobody waits for;
+//! - `wake_ns`: from a semaphore's unlock to the sleeper (pinned to another CPU) running again;
+//! - `context_switch_ns`: two threads pinned to one CPU handing a semaphore back and forth, half
+//!   the round trip less one wake-up's system calls;
+//! - `timer_slack_ns`: what a 100 µs sleep oversleeps by.
+//!
+//! The time slice is not measured (the kernel's default is stated), nor is `local`, the charge
+//! for the code between shim operations, which needs the models' workloads: the command line
+//! fits it (`pglocks calibrate`).
+
+use crate::topology::{pin_current_thread, Topology};
+use pglocks_sim::profile::{Cycles, Numbering, Os, Shape};
+use pglocks_sim::Profile;
+use pglocks_sync::atomic::{fence, AtomicU64, Ordering};
+use pglocks_sync::{CachePadded, Semaphore};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Batches per figure (the median is kept).
+const BATCHES: usize = 7;
+
+/// Times `f(n)` for `n` iterations in [`BATCHES`] batches; returns the median ns per iteration.
+fn per_iteration(n: u64, mut f: impl FnMut(u64)) -> f64 {
+    let mut v: Vec<f64> = (0..BATCHES)
+        .map(|_| {
+            let t = Instant::now();
+            f(n);
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[BATCHES / 2]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// One-way line transfer between `a` and `b`, in ns.
+fn transfer(a: usize, b: usize, rounds: u64) -> f64 {
+    let word = CachePadded::new(AtomicU64::new(0));
+    let w = &word;
+    let rtts: Vec<f64> = std::thread::scope(|s| {
+        s.spawn(move || {
+            pin_current_thread(b);
+            for k in 0..rounds * BATCHES as u64 {
+                while w.load(Ordering::Acquire) != 2 * k + 1 {
+                    std::hint::spin_loop();
+                }
+                w.store(2 * k + 2, Ordering::Release);
+            }
+        });
+        pin_current_thread(a);
+        (0..BATCHES as u64)
+            .map(|batch| {
+                let t = Instant::now();
+                for k in batch * rounds..(batch + 1) * rounds {
+                    w.store(2 * k + 1, Ordering::Release);
+                    while w.load(Ordering::Acquire) != 2 * k + 2 {
+                        std::hint::spin_loop();
+                    }
+                }
+                t.elapsed().as_nanos() as f64 / rounds as f64
+            })
+            .collect()
+    });
+    median(rtts) / 2.0
+}
+
+/// From a semaphore's unlock on `a` to the sleeper on `b` running, in ns; with `same_cpu`,
+/// both threads on `a` (a context switch each way).
+fn handover(a: usize, b: usize, rounds: usize) -> f64 {
+    let (ping, pong) = (Semaphore::new(0), Semaphore::new(0));
+    let stamp = AtomicU64::new(0);
+    let origin = Instant::now();
+    let (ping, pong, stamp) = (&ping, &pong, &stamp);
+    let samples: Vec<f64> = std::thread::scope(|s| {
+        let sleeper = s.spawn(move || {
+            pin_current_thread(b);
+            let mut v = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                ping.lock();
+                let woke = origin.elapsed().as_nanos() as u64;
+                v.push(woke.saturating_sub(stamp.load(Ordering::Acquire)) as f64);
+                pong.unlock();
+            }
+            v
+        });
+        pin_current_thread(a);
+        for _ in 0..rounds {
+            // Let the sleeper reach its futex wait.
+            std::thread::sleep(Duration::from_micros(300));
+            stamp.store(origin.elapsed().as_nanos() as u64, Ordering::Release);
+            ping.unlock();
+            pong.lock();
+        }
+        sleeper.join().unwrap_or_default()
+    });
+    median(samples)
+}
+
+/// A `FUTEX_WAKE` of an address nobody waits on, in ns.
+fn syscall(n: u64) -> f64 {
+    let word = AtomicU64::new(0);
+    per_iteration(n, |n| {
+        for _ in 0..n {
+            // SAFETY: FUTEX_WAKE reads no memory; the address only names a (empty) wait queue.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    word.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    1,
+                );
+            }
+        }
+    })
+}
+
+/// The clock rate `/proc/cpuinfo` reports, if any (cycles are then that machine's; else 1 GHz,
+/// cycles being nanoseconds).
+fn ghz() -> f64 {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .map(|mhz| (mhz / 1000.0 * 100.0).round() / 100.0)
+        .filter(|g| *g > 0.1 && *g < 20.0)
+        .unwrap_or(1.0)
+}
+
+/// Measures this machine's profile (`local` left at 0). `topology` is the machine's, read before
+/// any thread was pinned. `quick` takes a hundredth of the samples (seconds less, figures rougher).
+pub fn measure(topology: &Topology, quick: bool) -> Profile {
+    let (scale, handovers) = if quick { (100, 5) } else { (1, 60) };
+    let ghz = ghz();
+    let cyc = |ns: f64| (ns * ghz * 100.0).round() / 100.0;
+    let cpus: Vec<usize> = topology.cpus.iter().map(|c| c.id).collect();
+    let a = cpus.first().copied().unwrap_or(0);
+    let b = cpus.get(1).copied().unwrap_or(a);
+    pin_current_thread(a);
+    let own = CachePadded::new(AtomicU64::new(0));
+    let hit = per_iteration(2_000_000 / scale, |n| {
+        let mut x = 0;
+        for _ in 0..n {
+            x += own.load(Ordering::Relaxed);
+        }
+        black_box(x);
+    });
+    let atomic = per_iteration(2_000_000 / scale, |n| {
+        for _ in 0..n {
+            own.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let pause = per_iteration(200_000 / scale, |n| {
+        for _ in 0..n {
+            std::hint::spin_loop();
+        }
+    });
+    let fence_ns = per_iteration(2_000_000 / scale, |n| {
+        for _ in 0..n {
+            fence(Ordering::SeqCst);
+        }
+    });
+    let busy = per_iteration(1, |_| {
+        black_box(pglocks_sync::hint::busy_work(2_000_000, 1));
+    }) / 2_000_000.0;
+    let line = if a != b {
+        transfer(a, b, 20_000 / scale)
+    } else {
+        0.0
+    };
+    let syscall_ns = syscall(20_000 / scale);
+    let wake_ns = if a != b {
+        handover(a, b, handovers)
+    } else {
+        0.0
+    };
+    let switch_ns = (handover(a, a, handovers) - 2.0 * syscall_ns).max(0.0);
+    let slack = median(
+        (0..handovers.min(25))
+            .map(|_| {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_micros(100));
+                t.elapsed().as_nanos() as f64 - 100_000.0
+            })
+            .collect(),
+    );
+    let packages = topology.packages().max(1) as u32;
+    let cores = topology.physical_cores().max(1) as u32;
+    let threads = (topology.logical_cpus() as u32 / cores).max(1);
+    let transfer = cyc(line.max(hit));
+    Profile {
+        name: pglocks_sim::profile::THIS.to_string(),
+        summary: format!(
+            "this machine ({}), as `pglocks calibrate` measured it",
+            topology.model
+        ),
+        sources: vec![format!(
+            "measured on this machine by pglocks calibrate {}: transfers between CPUs {a} and {b}",
+            env!("CARGO_PKG_VERSION")
+        )],
+        ghz,
+        line_bytes: 64,
+        topology: Shape {
+            sockets: packages,
+            dies_per_socket: 1,
+            cores_per_die: (cores / packages).max(1),
+            threads_per_core: threads,
+            nodes_per_socket: 1,
+            socket_hops: vec![],
+            numbering: Numbering::SiblingsLast,
+        },
+        cycles: Cycles {
+            hit: cyc(hit),
+            atomic: cyc(atomic),
+            smt: transfer,
+            die: transfer,
+            package: transfer,
+            hop1: transfer,
+            hop2: transfer,
+            hop3: transfer,
+            memory: transfer,
+            occupancy: 1.0,
+            pause: cyc(pause),
+            fence: cyc(fence_ns),
+            busy_step: cyc(busy),
+            local: 0.0,
+        },
+        os: Os {
+            syscall_ns: syscall_ns.round(),
+            wake_ns: wake_ns.round(),
+            context_switch_ns: switch_ns.round(),
+            quantum_us: 3000.0,
+            timer_slack_ns: slack.max(0.0).round(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is measured makes a profile the simulator accepts (the figures themselves depend on
+    /// the machine and its load, and are not checked).
+    #[test]
+    fn a_measured_profile_is_one_the_simulator_reads() {
+        let topology = Topology::detect().unwrap();
+        let p = measure(&topology, true);
+        let back = Profile::parse(&p.to_toml(), "measured").unwrap();
+        assert_eq!(back, p);
+        assert_eq!(p.cpu_count(), topology.logical_cpus());
+        assert!(p.cycles.hit > 0.0 && p.cycles.atomic > 0.0, "{p:?}");
+        assert!(p.cycles.die >= p.cycles.hit, "{p:?}");
+    }
+}

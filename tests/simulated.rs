@@ -1,0 +1,115 @@
+//! `--machine sim:PROFILE` and `pglocks calibrate` from the command line.
+
+mod common;
+use common::{fails_with, pglocks};
+
+#[test]
+fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
+    let out = pglocks(&[
+        "run",
+        "spin",
+        "--impl",
+        "pg,ticket",
+        "--machine",
+        "sim:opteron-48",
+        "--threads",
+        "1,12",
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sim = &report["machine"]["simulated"];
+    assert_eq!(sim["profile"], "opteron-48");
+    assert!(sim["operations"].as_u64().unwrap() > 0);
+    assert_eq!(report["machine"]["cpus"], 48);
+    // The default duration under sim is 20 ms of virtual time.
+    assert_eq!(report["config"]["duration_ms"], 20);
+    assert_eq!(report["series"].as_array().unwrap().len(), 2);
+    // Deterministic: the same command gives the same figures.
+    let again = pglocks(&[
+        "run",
+        "spin",
+        "--impl",
+        "pg,ticket",
+        "--machine",
+        "sim:opteron-48",
+        "--threads",
+        "1,12",
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["series"], again["series"]);
+}
+
+#[test]
+fn what_cannot_run_simulated_is_a_usage_error_that_says_what_can() {
+    let run = |extra: &[&str]| {
+        let mut v = vec!["run", "--threads", "2", "--repeat", "1", "--machine"];
+        v.extend_from_slice(extra);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let check = |args: Vec<String>, needle: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&args, needle)
+    };
+    check(
+        run(&["sim:opteron-48", "spin", "--impl", "parking_lot"]),
+        "the implementations of spin that do: pg, tas, ticket, mcs, floor",
+    );
+    check(
+        run(&[
+            "sim:opteron-48",
+            "tpcb-like",
+            "--set",
+            "synchronous_commit=off",
+        ]),
+        "WAL writer is a thread of its own",
+    );
+    check(
+        run(&["sim:nowhere", "spin"]),
+        "no machine profile 'nowhere' (known: opteron-48",
+    );
+    check(run(&["big", "spin"]), "expected real or sim:PROFILE");
+    check(
+        run(&["sim:westmere-80", "spin", "--sysfs-root", "/tmp"]),
+        "a simulated one has its profile's topology",
+    );
+}
+
+#[test]
+fn calibrate_writes_the_profile_that_sim_this_runs_on() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("calibrated");
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("this.toml");
+    let out = pglocks(&["calibrate", "--quick", "--out", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("name = \"this\""), "{text}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+        .args(["run", "spin", "--machine", "sim:this", "--threads", "1,2"])
+        .args(["--repeat", "1", "--format", "json"])
+        .env("PGLOCKS_PROFILE_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["machine"]["simulated"]["profile"], "this");
+}
