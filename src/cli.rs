@@ -118,9 +118,10 @@ struct RunArgs {
     /// `pglocks list` for the profiles), on which durations are virtual time.
     #[arg(long, default_value = "real")]
     machine: String,
-    /// Runs per point; the median is reported and all are kept.
-    #[arg(long, default_value_t = 3)]
-    repeat: u32,
+    /// Runs per point; the median is reported and all are kept [default: 3; 1 under `sim`,
+    /// whose runs repeat exactly].
+    #[arg(long)]
+    repeat: Option<u32>,
     /// Thread placement: compact, scatter, node:N or none.
     #[arg(long, default_value = "compact")]
     pin: String,
@@ -373,7 +374,8 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     if duration.is_zero() {
         return Err(CliError::Usage("--duration must be longer than 0".into()));
     }
-    if a.repeat == 0 || a.repeat > MAX_REPEAT {
+    let repeat = a.repeat.unwrap_or(if sim.is_some() { 1 } else { 3 });
+    if repeat == 0 || repeat > MAX_REPEAT {
         return Err(CliError::Usage(format!(
             "--repeat must be from 1 to {MAX_REPEAT}"
         )));
@@ -469,7 +471,7 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             threads,
             duration,
             warmup,
-            repeat: a.repeat,
+            repeat,
             pin,
             sample_every: a.sample_every,
             progress: !a.no_progress,
@@ -525,7 +527,7 @@ fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
             duration: Some("700ms".into()),
             warmup: Some("200ms".into()),
             machine: "real".into(),
-            repeat: 3,
+            repeat: Some(3),
             pin: "compact".into(),
             format: "table".into(),
             out: None,

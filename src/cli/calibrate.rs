@@ -104,7 +104,7 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     })?;
     let c = &profile.cycles;
     println!(
-        "{}\n  {} GHz; hit {} cycles, atomic {}, line transfer {}, pause {}, fence {}, busy_work step {}, local {}\n  syscall {} ns, futex wake-up {} ns, context switch {} ns, timer slack {} ns",
+        "{}\n  {} GHz; hit {} cycles, atomic {}, line transfer {}, pause {}, fence {}, busy_work step {}, local {}, SMT speed {}\n  syscall {} ns, futex wake-up {} ns, context switch {} ns, timer slack {} ns, time slice {} µs",
         profile.describe(),
         profile.ghz,
         c.hit,
@@ -114,10 +114,12 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         c.fence,
         c.busy_step,
         c.local,
+        c.smt_speed,
         profile.os.syscall_ns,
         profile.os.wake_ns,
         profile.os.context_switch_ns,
-        profile.os.timer_slack_ns
+        profile.os.timer_slack_ns,
+        profile.os.quantum_us
     );
     println!("wrote {}", path.display());
     Ok(())

@@ -6,16 +6,25 @@
 //!   thread owns, of `fetch_add`s on it, of `spin_loop`s, of `SeqCst` fences, and `busy_work`'s
 //!   cost per step;
 //! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
-//!   waiting for the other's increment; one transfer is half the round trip (less the hits). It
-//!   stands for every distance class the machine has (a machine with more than one package
+//!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
+//!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
+//!   SOSP'13 study, which the built-in profiles use, measures each alone), so one transfer is a
+//!   quarter of the round trip. It stands for every distance class the machine has (a machine with more than one package
 //!   measured from two CPUs of one package gets the same figure across packages: a lower bound);
 //! - `syscall_ns`: a `FUTEX_WAKE` nobody waits for;
 //! - `wake_ns`: from a semaphore's unlock to the sleeper (pinned to another CPU) running again;
 //! - `context_switch_ns`: two threads pinned to one CPU handing a semaphore back and forth, half
 //!   the round trip less one wake-up's system calls;
-//! - `timer_slack_ns`: what a 100 µs sleep oversleeps by.
+//! - `timer_slack_ns`: what a 100 µs sleep oversleeps by;
+//! - `smt_speed`: how fast a private loop runs on one CPU while the other runs one too; on a
+//!   two-CPU machine whose CPUs slow each other down (a VM's two vCPUs that the host runs on
+//!   one core's two threads, which the guest's topology does not show), the profile makes them
+//!   SMT siblings with that speed.
 //!
-//! The time slice is not measured (the kernel's default is stated), nor is `local`, the charge
+//! - `quantum_us`: the time slice, from two busy threads sharing one CPU: the median run of
+//!   one between two times it was off the CPU.
+//!
+//! Not measured is `local`, the charge
 //! for the code between shim operations, which needs the models' workloads: the command line
 //! fits it (`pglocks calibrate`).
 
@@ -48,7 +57,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// One-way line transfer between `a` and `b`, in ns.
+/// One line transfer between `a` and `b` (a quarter of a round trip of passes), in ns.
 fn transfer(a: usize, b: usize, rounds: u64) -> f64 {
     let word = CachePadded::new(AtomicU64::new(0));
     let w = &word;
@@ -76,7 +85,7 @@ fn transfer(a: usize, b: usize, rounds: u64) -> f64 {
             })
             .collect()
     });
-    median(rtts) / 2.0
+    median(rtts) / 4.0
 }
 
 /// From a semaphore's unlock on `a` to the sleeper on `b` running, in ns; with `same_cpu`,
@@ -109,6 +118,70 @@ fn handover(a: usize, b: usize, rounds: usize) -> f64 {
         sleeper.join().unwrap_or_default()
     });
     median(samples)
+}
+
+/// How fast a thread on `b` runs a private loop (atomics on a line of its own) while a thread on
+/// `a` runs the same loop, against alone: 1 for two cores, about 0.5 for two hardware threads of
+/// one core (or two vCPUs the host runs on one).
+fn parallel_speed(a: usize, b: usize, n: u64) -> f64 {
+    let private = |n: u64| {
+        let own = CachePadded::new(AtomicU64::new(0));
+        per_iteration(n, |n| {
+            for _ in 0..n {
+                own.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    pin_current_thread(b);
+    let alone = private(n);
+    let stop = AtomicU64::new(0);
+    let together = std::thread::scope(|s| {
+        let stop = &stop;
+        s.spawn(move || {
+            pin_current_thread(a);
+            let own = CachePadded::new(AtomicU64::new(0));
+            while stop.load(Ordering::Relaxed) == 0 {
+                for _ in 0..1000 {
+                    own.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        // Let the other thread start.
+        std::thread::sleep(Duration::from_millis(5));
+        let t = private(n);
+        stop.store(1, Ordering::Relaxed);
+        t
+    });
+    (alone / together).clamp(0.1, 1.0)
+}
+
+/// The kernel's time slice when two busy threads share CPU `a`, in µs: each thread spins
+/// reading the clock, and a gap of more than 50 µs between two readings is a time it was not
+/// running; the median run between gaps is the slice.
+fn time_slice(a: usize, total: Duration) -> f64 {
+    let spin = || {
+        pin_current_thread(a);
+        let start = Instant::now();
+        let (mut last, mut run_from) = (Duration::ZERO, Duration::ZERO);
+        let mut runs = Vec::new();
+        while last < total {
+            let now = start.elapsed();
+            if now - last > Duration::from_micros(50) {
+                runs.push((last - run_from).as_secs_f64() * 1e6);
+                run_from = now;
+            }
+            last = now;
+        }
+        runs
+    };
+    let runs: Vec<f64> = std::thread::scope(|s| {
+        let other = s.spawn(spin);
+        let mut mine = spin();
+        mine.extend(other.join().unwrap_or_default());
+        mine
+    });
+    // The first run of each thread starts with the scope, not with a slice.
+    median(runs.into_iter().filter(|&r| r > 0.0).collect())
 }
 
 /// A `FUTEX_WAKE` of an address nobody waits on, in ns.
@@ -186,6 +259,14 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
     } else {
         0.0
     };
+    let speed = if a != b {
+        parallel_speed(a, b, 2_000_000 / scale)
+    } else {
+        1.0
+    };
+    // Two CPUs that slow each other down share a core, whatever the topology says (a VM's
+    // vCPUs may be two threads of one host core): the profile makes them SMT siblings.
+    let shares_core = speed < 0.8 && topology.logical_cpus() == 2;
     let syscall_ns = syscall(20_000 / scale);
     let wake_ns = if a != b {
         handover(a, b, handovers)
@@ -193,6 +274,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
         0.0
     };
     let switch_ns = (handover(a, a, handovers) - 2.0 * syscall_ns).max(0.0);
+    let slice_us = time_slice(a, Duration::from_millis(if quick { 60 } else { 400 }));
     let slack = median(
         (0..handovers.min(25))
             .map(|_| {
@@ -203,7 +285,11 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             .collect(),
     );
     let packages = topology.packages().max(1) as u32;
-    let cores = topology.physical_cores().max(1) as u32;
+    let cores = if shares_core {
+        1
+    } else {
+        topology.physical_cores().max(1) as u32
+    };
     let threads = (topology.logical_cpus() as u32 / cores).max(1);
     let transfer = cyc(line.max(hit));
     Profile {
@@ -238,6 +324,11 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             hop3: transfer,
             memory: transfer,
             occupancy: 1.0,
+            smt_speed: if shares_core {
+                (speed * 100.0).round() / 100.0
+            } else {
+                1.0
+            },
             pause: cyc(pause),
             fence: cyc(fence_ns),
             busy_step: cyc(busy),
@@ -247,7 +338,11 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             syscall_ns: syscall_ns.round(),
             wake_ns: wake_ns.round(),
             context_switch_ns: switch_ns.round(),
-            quantum_us: 3000.0,
+            quantum_us: if slice_us >= 50.0 {
+                slice_us.round()
+            } else {
+                3000.0
+            },
             timer_slack_ns: slack.max(0.0).round(),
         },
     }

@@ -15,6 +15,16 @@
 //! cache), same package, one, two, or three interconnect hops; the profile gives the latency of
 //! each, measured as a line's transfer (the SOSP'13 study's load-from-modified figures).
 //!
+//! **Timing.** A miss takes effect when it is issued: the line changes hands at once (the
+//! holders' copies are invalidated), its transfer is queued on the line, and the requester goes
+//! on when the transfer ends. [`Caches::begin`] and [`Caches::complete`] are the two halves,
+//! for a caller that wants to apply a miss later; the engine applies it at once. Applying a miss
+//! later (when the request reaches the holders, half-way through the transfer, or at its end)
+//! lets the holder of a contended line run on while requests are in flight: that matches a
+//! virtualised two-CPU machine better, but makes TAS on the SOSP'13 study's 80-core Westmere
+//! 13× faster than published at 80 threads, where applying at issue is within 2× from 2 to 80
+//! threads (docs/simulator.md).
+//!
 //! **Contention queues.** Every line has a *busy-until* time: a transfer starts no earlier than
 //! the end of the previous one (times the profile's `occupancy`), so N CPUs that miss on one
 //! line at once are served one after another. This is what makes a released ticket lock cost
@@ -102,6 +112,10 @@ pub struct Costs {
     occupancy: u64,
     /// log2 of the line size.
     pub line_shift: u32,
+    /// `smt_speed` in 1/1024ths.
+    smt_speed: u64,
+    /// Each CPU's SMT siblings.
+    siblings: Vec<Vec<usize>>,
 }
 
 impl Costs {
@@ -161,6 +175,29 @@ impl Costs {
             local: ps(c.local),
             occupancy: (c.occupancy * 1024.0).round().clamp(1.0, 1024.0) as u64,
             line_shift: profile.line_bytes.trailing_zeros(),
+            smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
+            siblings: (0..n)
+                .map(|a| {
+                    (0..n)
+                        .filter(|&b| b != a && cpus[b].core == cpus[a].core)
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The SMT siblings of `cpu` (none for a housekeeping place).
+    pub fn siblings(&self, cpu: usize) -> &[usize] {
+        self.siblings.get(cpu).map_or(&[], Vec::as_slice)
+    }
+
+    /// `ps` of private work on a CPU whose sibling is busy (`shared`) or not.
+    #[inline]
+    pub fn private(&self, ps: u64, shared: bool) -> u64 {
+        if shared {
+            ps * 1024 / self.smt_speed
+        } else {
+            ps
         }
     }
 
@@ -264,8 +301,28 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// Charges `place`'s access of kind `kind` to the byte at `addr`, issued at `now`.
+    /// Charges `place`'s access of kind `kind` to the byte at `addr`, issued at `now`, and
+    /// applies it at once (a miss's change of state included): [`Caches::begin`] and
+    /// [`Caches::complete`] in one step.
     pub fn access(
+        &mut self,
+        costs: &Costs,
+        place: usize,
+        addr: usize,
+        kind: Access,
+        now: u64,
+    ) -> Charged {
+        let mut c = self.begin(costs, place, addr, kind, now);
+        if c.miss {
+            c.version = self.complete(place, c.line, kind);
+        }
+        c
+    }
+
+    /// Issues an access at `now`: a hit is done (and applied) at once; a miss is queued on the
+    /// line and its completion time returned, the line's state left as it is until
+    /// [`Caches::complete`] applies it.
+    pub fn begin(
         &mut self,
         costs: &Costs,
         place: usize,
@@ -288,11 +345,6 @@ impl Caches {
                         .min()
                         .unwrap_or(Distance::Memory)
                 };
-                if line.owner != NO_OWNER {
-                    line.sharers.insert(line.owner as usize);
-                    line.owner = NO_OWNER;
-                }
-                line.sharers.insert(place);
                 (costs.transfer(from), Some(from))
             }
             Access::Store | Access::Rmw => {
@@ -314,11 +366,14 @@ impl Caches {
                         None => Some(Distance::Memory),
                     }
                 };
-                line.owner = place as u32;
-                line.sharers.clear();
-                line.version += 1;
                 match farthest {
-                    None => (own, None),
+                    None => {
+                        // A write hit: exclusive at once.
+                        line.owner = place as u32;
+                        line.sharers.clear();
+                        line.version += 1;
+                        (own, None)
+                    }
                     Some(d) => (costs.transfer(d) + own.saturating_sub(costs.hit), Some(d)),
                 }
             }
@@ -338,6 +393,28 @@ impl Caches {
             version: line.version,
             miss: miss.is_some(),
         }
+    }
+
+    /// Applies a miss begun earlier: a load joins the sharers (the owner keeping a shared copy),
+    /// a store or read-modify-write becomes the only holder. Returns the line's write count
+    /// after it.
+    pub fn complete(&mut self, place: usize, line: u64, kind: Access) -> u64 {
+        let line = self.lines.entry(line).or_default();
+        match kind {
+            Access::Load => {
+                if line.owner != NO_OWNER {
+                    line.sharers.insert(line.owner as usize);
+                    line.owner = NO_OWNER;
+                }
+                line.sharers.insert(place);
+            }
+            Access::Store | Access::Rmw => {
+                line.owner = place as u32;
+                line.sharers.clear();
+                line.version += 1;
+            }
+        }
+        line.version
     }
 
     /// Transfers so far, with their distance names.

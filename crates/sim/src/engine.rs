@@ -5,10 +5,10 @@
 //! number). Each virtual thread runs until, at the start of a shim operation, its clock has
 //! passed the earliest event of any other thread (the *horizon*); it then queues itself at its
 //! clock and the engine resumes whichever thread is earliest. So every shared-memory operation
-//! takes effect in the order of the virtual times at which it was issued, and two runs with the
+//! takes effect in virtual-time order, and two runs with the
 //! same machine and the same inputs interleave identically: the simulator is deterministic. An
-//! operation takes effect when it is issued and its latency is charged after it (the value it
-//! reads is the one at its issue time).
+//! operation takes effect when it is issued (a miss takes the line at once) and its latency is
+//! charged after it (see the cost model's "Timing").
 //!
 //! **CPUs and the OS.** Each thread is placed on one CPU of the profile. A CPU runs one thread at
 //! a time; more threads than CPUs wait in the CPU's run queue, and the running one is preempted
@@ -258,6 +258,23 @@ impl Engine {
         &mut self.threads[self.current]
     }
 
+    /// Whether the current thread shares its core's pipeline right now: another hardware
+    /// thread of its core runs (or spins on) a thread.
+    fn smt_busy(&self) -> bool {
+        let cpu = self.threads[self.current].cpu;
+        self.costs.siblings(cpu).iter().any(|&s| {
+            self.cpus[s]
+                .running
+                .is_some_and(|r| matches!(self.threads[r].state, State::OnCpu | State::Spinning))
+        })
+    }
+
+    /// Charges `ps` of private work to the current thread (slower while its SMT sibling runs).
+    fn charge_private(&mut self, ps: u64) {
+        let ps = self.costs.private(ps, self.smt_busy());
+        self.me().clock += ps;
+    }
+
     /// Decides whether the current thread may go on; if not, arranges its resumption and
     /// returns its yielder.
     fn before_op(&mut self) -> Option<*const Yielder<(), ()>> {
@@ -343,33 +360,51 @@ impl Engine {
         self.push(clock, tid, Kind::Run);
     }
 
-    fn charge(&mut self, addr: usize, kind: Access) {
+    /// An access: it takes effect now (a miss takes the line at once) and the thread's clock
+    /// moves on to its end (a miss's, after the transfer).
+    fn access(&mut self, addr: usize, kind: Access) {
+        let shared = self.smt_busy();
         let (place, now) = {
             let t = &self.threads[self.current];
-            (t.place, t.clock + self.costs.local)
+            (
+                t.place,
+                t.clock + self.costs.private(self.costs.local, shared),
+            )
         };
-        let c = self.caches.access(&self.costs, place, addr, kind, now);
+        let c = self.caches.begin(&self.costs, place, addr, kind, now);
         self.ops += 1;
+        let version = if c.miss {
+            self.threads[self.current].clock = c.done;
+            self.caches.complete(place, c.line, kind)
+        } else {
+            self.threads[self.current].clock = now + self.costs.private(c.done - now, shared);
+            c.version
+        };
+        self.applied(c.line, version, kind);
+    }
+
+    /// What follows an access's taking effect: the spin-elision bookkeeping of the thread, and
+    /// the wake-up of threads parked on a line it wrote.
+    fn applied(&mut self, line: u64, version: u64, kind: Access) {
+        let now = self.threads[self.current].clock;
         let t = &mut self.threads[self.current];
-        t.clock = c.done;
         if kind == Access::Load {
-            if t.spin_line == c.line && t.spin_version == c.version && t.spin_paused {
+            if t.spin_line == line && t.spin_version == version && t.spin_paused {
                 t.spin_rounds += 1;
             } else {
-                (t.spin_line, t.spin_version, t.spin_rounds) = (c.line, c.version, 0);
+                (t.spin_line, t.spin_version, t.spin_rounds) = (line, version, 0);
             }
             t.spin_paused = false;
-        } else {
-            t.spin_line = NO_LINE;
-            if !self.watchers.is_empty() {
-                if let Some(ws) = self.watchers.remove(&c.line) {
-                    for (w, token) in ws {
-                        if self.threads[w].token == token
-                            && self.threads[w].state == State::Spinning
-                        {
-                            self.end_spin(w, c.done);
-                        }
-                    }
+            return;
+        }
+        t.spin_line = NO_LINE;
+        if self.watchers.is_empty() {
+            return;
+        }
+        if let Some(ws) = self.watchers.remove(&line) {
+            for (w, token) in ws {
+                if self.threads[w].token == token && self.threads[w].state == State::Spinning {
+                    self.end_spin(w, now);
                 }
             }
         }
@@ -378,10 +413,9 @@ impl Engine {
     /// A pause; with `elidable`, parks the thread on the line it keeps re-reading.
     fn pause(&mut self, elidable: bool) -> Option<*const Yielder<(), ()>> {
         self.ops += 1;
-        let pause = self.costs.pause;
+        self.charge_private(self.costs.pause);
         let tid = self.current;
         let t = &mut self.threads[tid];
-        t.clock += pause;
         if !elidable || t.spin_line == NO_LINE {
             t.spin_line = NO_LINE;
             return None;
@@ -428,7 +462,7 @@ pub mod ops {
     #[inline(never)]
     pub fn access(addr: usize, kind: Access) {
         sync_point();
-        with(|e| e.charge(addr, kind));
+        with(|e| e.access(addr, kind));
     }
 
     /// A full fence.
@@ -436,8 +470,7 @@ pub mod ops {
     #[inline(never)]
     pub fn fence() {
         with(|e| {
-            let f = e.costs.fence;
-            e.me().clock += f;
+            e.charge_private(e.costs.fence);
             e.me().spin_line = NO_LINE;
         });
     }
@@ -478,10 +511,7 @@ pub mod ops {
     #[cold]
     #[inline(never)]
     pub fn work(steps: u64) {
-        with(|e| {
-            let ps = steps.saturating_mul(e.costs.busy_step_fs) / 1000;
-            e.me().clock += ps;
-        });
+        with(|e| e.charge_private(steps.saturating_mul(e.costs.busy_step_fs) / 1000));
     }
 
     /// The calling thread's virtual clock as a host `Instant` (the simulation's start plus the

@@ -128,6 +128,11 @@ pub struct Cycles {
     /// 1 serialises every transfer of a line (the home agent handles one at a time).
     #[serde(default = "full")]
     pub occupancy: f64,
+    /// The fraction of its speed a hardware thread keeps while the other thread of its core runs
+    /// too (the two share one pipeline): its private work (hits, atomics, pauses, fences,
+    /// `busy_work`, `local`) takes 1/`smt_speed` as long. 1 without SMT.
+    #[serde(default = "full")]
+    pub smt_speed: f64,
     /// One `pause` instruction (`spin_loop`).
     pub pause: f64,
     /// A full fence.
@@ -317,6 +322,9 @@ impl Profile {
         }
         if !(c.occupancy > 0.0 && c.occupancy <= 1.0) {
             return Err("cycles.occupancy must be in (0, 1]".into());
+        }
+        if !(c.smt_speed >= 0.1 && c.smt_speed <= 1.0) {
+            return Err("cycles.smt_speed must be in [0.1, 1]".into());
         }
         let o = &self.os;
         let os = [
