@@ -59,6 +59,7 @@ fn sweep_series(
             pin_order: pin_order.to_vec(),
             sample_every: 0,
             sim: None,
+            sim_op_cost: None,
         };
         group.throughput(Throughput::Elements(1));
         let id = BenchmarkId::new(format!("{workload}/{preset}"), threads);

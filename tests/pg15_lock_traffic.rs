@@ -64,6 +64,7 @@ fn model(
             pin_order: vec![],
             sample_every: 1024,
             sim: None,
+            sim_op_cost: None,
         };
         let run = (s.run)(&spec).unwrap();
         let tx = run.total_ops();

@@ -2,11 +2,12 @@
 //! `--machine sim:this` then runs on.
 //!
 //! The machine's costs are measured by `pglocks_harness::calibrate`. What it cannot measure
-//! alone is `local`, the simulator's charge for the code that runs between two shim operations
-//! (hashing, bookkeeping, a workload's loop): that is fitted here, from one-thread runs of a few
-//! workloads on this machine and on the simulated one without the charge. The difference per
-//! operation, divided by the shim operations an operation makes, is each workload's estimate;
-//! the median is kept.
+//! alone is the simulator's charge for the code that runs between two shim operations (hashing,
+//! bookkeeping, a workload's loop): that is fitted here, from one-thread runs of a few
+//! workloads on this machine and on the simulated one without the charge. For each of them, the
+//! difference per operation is its `op_ns` (charged once per operation of that workload); that
+//! difference divided by the shim operations an operation makes is an estimate of `local`
+//! (charged per shim operation to every other workload), of which the median is kept.
 
 use super::CliError;
 use clap::Args;
@@ -34,7 +35,11 @@ const FIT: &[(&str, &str)] = &[
     ("spin", "pg"),
     ("lwlock-exclusive", "pg"),
     ("lwlock-shared", "pg"),
+    ("lwlock-mixed", "pg"),
     ("buffer-lookup", "pg"),
+    ("clog-set", "pg"),
+    ("sinval-check", "pg"),
+    ("select-only", "pg"),
 ];
 
 pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
@@ -61,6 +66,7 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
                 .unwrap_or_default(),
             sample_every: 0,
             sim,
+            sim_op_cost: None,
         };
         let real = (s.run)(&spec(None, real_ms))?;
         let simulated = (s.run)(&spec(Some(Arc::new(profile.clone())), 4))?;
@@ -80,6 +86,10 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             "  {workload:<17} this machine {real_ns:>7.1} ns/op, simulated {sim_ns:>7.1} ns/op, {per_op:>5.1} shim operations/op: {local_ns:>5.2} ns each"
         );
         fits.push(local_ns);
+        profile.op_ns.insert(
+            workload.to_string(),
+            ((real_ns - sim_ns).max(0.0) * 100.0).round() / 100.0,
+        );
     }
     fits.sort_by(f64::total_cmp);
     let local_ns = fits.get(fits.len() / 2).copied().unwrap_or(0.0).max(0.0);

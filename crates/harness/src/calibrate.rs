@@ -24,7 +24,7 @@
 //! - `quantum_us`: the time slice, from two busy threads sharing one CPU: the median run of
 //!   one between two times it was off the CPU.
 //!
-//! Not measured is `local`, the charge
+//! Not measured are `local` and `op_ns`, the charges
 //! for the code between shim operations, which needs the models' workloads: the command line
 //! fits it (`pglocks calibrate`).
 
@@ -345,6 +345,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             },
             timer_slack_ns: slack.max(0.0).round(),
         },
+        op_ns: Default::default(),
     }
 }
 

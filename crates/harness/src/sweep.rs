@@ -86,8 +86,18 @@ pub fn sweep(
                 pin_order: pin_order.clone(),
                 sample_every: cfg.sample_every,
                 sim: cfg.sim.clone(),
+                sim_op_cost: None,
             };
             for (i, s) in series.iter().enumerate() {
+                // A simulated run charges the workload's calibrated per-operation cost, if the
+                // profile has one, instead of its per-shim-operation one.
+                let mut spec = spec.clone();
+                if let Some(p) = &cfg.sim {
+                    let (profile, cost) = p.for_workload(&s.workload);
+                    if cost.is_some() {
+                        (spec.sim, spec.sim_op_cost) = (Some(Arc::new(profile)), cost);
+                    }
+                }
                 bar.set_message(format!(
                     "{} {}/{} at {threads} threads",
                     s.workload, s.preset, s.impl_name

@@ -68,6 +68,9 @@ pub struct TeamSpec {
     pub sample_every: u32,
     /// Run on this simulated machine instead of the host (durations are then virtual time).
     pub sim: Option<Arc<Profile>>,
+    /// On a simulated machine, private work charged after each operation, in ns (the calibrated
+    /// cost of the workload's own code; see [`Profile::for_workload`]).
+    pub sim_op_cost: Option<f64>,
 }
 
 /// The result of one timed run.
@@ -286,7 +289,7 @@ where
         let op = make_op(i);
         let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i).unwrap_or(i % cpus);
         let (phase, count) = (&phase, &*published[i]);
-        let sample_every = spec.sample_every;
+        let (sample_every, op_cost) = (spec.sample_every, spec.sim_op_cost);
         threads.push(SimThread {
             placement: Placement::Cpu(cpu),
             body: Box::new(move || {
@@ -294,7 +297,10 @@ where
                     pglocks_sync::thread::yield_now();
                 }
                 let r = match procs.attach() {
-                    Ok(mut backend) => run_thread(op, &mut backend, phase, count, sample_every),
+                    Ok(mut backend) => {
+                        let op = with_cost(op, op_cost);
+                        run_thread(op, &mut backend, phase, count, sample_every)
+                    }
                     Err(e) => Err(Box::new(e) as OpError),
                 };
                 if r.is_err() {
@@ -448,6 +454,20 @@ fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
     }
 }
 
+/// `op`, followed on a simulated CPU by `cost` ns of private work.
+fn with_cost<F, E>(mut op: F, cost: Option<f64>) -> impl FnMut(&mut Backend) -> Result<(), E>
+where
+    F: FnMut(&mut Backend) -> Result<(), E>,
+{
+    move |b| {
+        let r = op(b);
+        if let Some(ns) = cost {
+            pglocks_sim::hook::charge_ns(ns);
+        }
+        r
+    }
+}
+
 /// One thread's loop: warm up, then count and sample until told to stop.
 fn run_thread<F, E>(
     mut op: F,
@@ -501,6 +521,7 @@ mod tests {
             pin_order: vec![],
             sample_every: 4,
             sim: None,
+            sim_op_cost: None,
         }
     }
 

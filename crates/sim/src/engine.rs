@@ -507,6 +507,14 @@ pub mod ops {
         })
     }
 
+    /// `ns` nanoseconds of private CPU work (the modelled code of an operation, as calibrated).
+    #[cold]
+    #[inline(never)]
+    pub fn charge_ns(ns: f64) {
+        let ps = (ns * PS_PER_NS as f64).round().clamp(0.0, 1e18) as u64;
+        with(|e| e.charge_private(ps));
+    }
+
     /// `steps` steps of private CPU work.
     #[cold]
     #[inline(never)]

@@ -12,6 +12,7 @@
 //! sysfs tree gives (package, core, SMT rank, NUMA node), in Linux's numbering.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The built-in profiles: (name, TOML text).
@@ -50,6 +51,12 @@ pub struct Profile {
     pub cycles: Cycles,
     /// What the kernel charges.
     pub os: Os,
+    /// The code of one operation of a workload between its shim operations, in ns, by workload
+    /// name, as `pglocks calibrate` fitted it on the machine it measured: a run of a listed
+    /// workload is charged this once per operation instead of `cycles.local` per shim
+    /// operation.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub op_ns: BTreeMap<String, f64>,
 }
 
 fn default_line_bytes() -> u32 {
@@ -249,6 +256,20 @@ impl Profile {
         v
     }
 
+    /// The profile a run of `workload` simulates on: this one, with the workload's per-operation
+    /// charge (if `op_ns` lists it) in place of the per-shim-operation one. Returns it and the
+    /// charge, in ns.
+    pub fn for_workload(&self, workload: &str) -> (Profile, Option<f64>) {
+        match self.op_ns.get(workload) {
+            None => (self.clone(), None),
+            Some(&ns) => {
+                let mut p = self.clone();
+                p.cycles.local = 0.0;
+                (p, Some(ns))
+            }
+        }
+    }
+
     /// The profile as TOML text (the form of a profile file).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
@@ -336,6 +357,13 @@ impl Profile {
         ];
         if os.iter().any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9)) || o.quantum_us <= 0.0 {
             return Err("every os.* cost must be a number from 0 to 1e9 (quantum above 0)".into());
+        }
+        if self
+            .op_ns
+            .values()
+            .any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9))
+        {
+            return Err("every op_ns cost must be a number from 0 to 1e9".into());
         }
         Ok(())
     }
@@ -495,6 +523,19 @@ mod tests {
             let p = Profile::find(name).unwrap();
             assert_eq!(Profile::parse(&p.to_toml(), "copy").unwrap(), p);
         }
+    }
+
+    #[test]
+    fn a_workload_with_a_calibrated_cost_is_charged_per_operation_instead() {
+        let mut p = Profile::find("xeon-2s").unwrap();
+        p.cycles.local = 3.0;
+        p.op_ns.insert("spin".into(), 12.4);
+        let (spin, cost) = p.for_workload("spin");
+        assert_eq!((spin.cycles.local, cost), (0.0, Some(12.4)));
+        let (other, cost) = p.for_workload("clog-set");
+        assert_eq!((other.cycles.local, cost), (3.0, None));
+        // And it survives being written out.
+        assert_eq!(Profile::parse(&p.to_toml(), "x").unwrap(), p);
     }
 
     #[test]

@@ -244,6 +244,7 @@ mod tests {
             pin_order: vec![],
             sample_every: 8,
             sim: None,
+            sim_op_cost: None,
         };
         (s.run)(&spec).unwrap()
     }
