@@ -3,22 +3,23 @@
 mod common;
 use common::{fails_with, pglocks};
 
+/// Two locks at 1 and 12 threads on the simulated Opteron, as JSON.
+const OPTERON_RUN: &[&str] = &[
+    "run",
+    "spin",
+    "--impl",
+    "pg,ticket",
+    "--machine",
+    "sim:opteron-48",
+    "--threads",
+    "1,12",
+    "--format",
+    "json",
+];
+
 #[test]
 fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
-    let out = pglocks(&[
-        "run",
-        "spin",
-        "--impl",
-        "pg,ticket",
-        "--machine",
-        "sim:opteron-48",
-        "--threads",
-        "1,12",
-        "--repeat",
-        "1",
-        "--format",
-        "json",
-    ]);
+    let out = pglocks(OPTERON_RUN);
     assert!(
         out.status.success(),
         "{}",
@@ -29,24 +30,12 @@ fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
     assert_eq!(sim["profile"], "opteron-48");
     assert!(sim["operations"].as_u64().unwrap() > 0);
     assert_eq!(report["machine"]["cpus"], 48);
-    // The default duration under sim is 20 ms of virtual time.
+    // The defaults under sim: 20 ms of virtual time, one run (it would repeat exactly).
     assert_eq!(report["config"]["duration_ms"], 20);
+    assert_eq!(report["config"]["repeat"], 1);
     assert_eq!(report["series"].as_array().unwrap().len(), 2);
     // Deterministic: the same command gives the same figures.
-    let again = pglocks(&[
-        "run",
-        "spin",
-        "--impl",
-        "pg,ticket",
-        "--machine",
-        "sim:opteron-48",
-        "--threads",
-        "1,12",
-        "--repeat",
-        "1",
-        "--format",
-        "json",
-    ]);
+    let again = pglocks(OPTERON_RUN);
     let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["series"], again["series"]);
 }

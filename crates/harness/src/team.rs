@@ -220,7 +220,19 @@ where
         // Stopped in the warm-up or at once: nothing worth a figure was measured.
         return Err(HarnessError::Interrupted);
     }
-    let mut per_thread_ops = Vec::with_capacity(spec.threads);
+    assemble(spec.threads, results, elapsed, &timeline, None)
+}
+
+/// The team's run from its threads' results: their counts, latencies and statistics merged, or
+/// the first thread's error.
+fn assemble(
+    threads: usize,
+    results: impl IntoIterator<Item = Result<ThreadResult, HarnessError>>,
+    elapsed: Duration,
+    timeline: &Timeline,
+    sim: Option<SimCost>,
+) -> Result<TeamRun, HarnessError> {
+    let mut per_thread_ops = Vec::with_capacity(threads);
     let mut latency = latency_histogram();
     let mut stats = BackendStats::default();
     for r in results {
@@ -232,7 +244,7 @@ where
         stats.merge(&r.stats);
     }
     Ok(TeamRun {
-        threads: spec.threads,
+        threads,
         elapsed,
         per_thread_ops,
         latency,
@@ -240,7 +252,7 @@ where
         ideal_ops_per_sec: None,
         timeline_interval: timeline.interval(),
         timeline_ops_per_sec: timeline.rates(),
-        sim: None,
+        sim,
     })
 }
 
@@ -320,33 +332,15 @@ where
     let limit = (spec.warmup + spec.duration) * 4 + Duration::from_secs(1);
     let outcome = pglocks_sim::run(profile, threads, limit)?;
     let (elapsed, timeline) = measured;
-    let mut per_thread_ops = Vec::with_capacity(spec.threads);
-    let mut latency = latency_histogram();
-    let mut stats = BackendStats::default();
-    for r in results {
-        let r = r
-            .ok_or(HarnessError::ThreadPanicked)?
-            .map_err(HarnessError::Workload)?;
-        per_thread_ops.push(r.ops);
-        latency
-            .add(&r.latency)
-            .map_err(|_| HarnessError::Histogram)?;
-        stats.merge(&r.stats);
-    }
-    Ok(TeamRun {
-        threads: spec.threads,
-        elapsed,
-        per_thread_ops,
-        latency,
-        stats,
-        ideal_ops_per_sec: None,
-        timeline_interval: timeline.interval(),
-        timeline_ops_per_sec: timeline.rates(),
-        sim: Some(SimCost {
-            host_time: outcome.host_time,
-            ops: outcome.ops,
-        }),
-    })
+    let results = results.into_iter().map(|r| {
+        r.ok_or(HarnessError::ThreadPanicked)?
+            .map_err(HarnessError::Workload)
+    });
+    let cost = SimCost {
+        host_time: outcome.host_time,
+        ops: outcome.ops,
+    };
+    assemble(spec.threads, results, elapsed, &timeline, Some(cost))
 }
 
 /// A run's throughput against time, in bounded memory: operations and seconds per point, each

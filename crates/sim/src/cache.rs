@@ -17,9 +17,7 @@
 //!
 //! **Timing.** A miss takes effect when it is issued: the line changes hands at once (the
 //! holders' copies are invalidated), its transfer is queued on the line, and the requester goes
-//! on when the transfer ends. [`Caches::begin`] and [`Caches::complete`] are the two halves,
-//! for a caller that wants to apply a miss later; the engine applies it at once. Applying a miss
-//! later (when the request reaches the holders, half-way through the transfer, or at its end)
+//! on when the transfer ends. Applying a miss later (when the request reaches the holders, half-way through the transfer, or at its end)
 //! lets the holder of a contended line run on while requests are in flight: that matches a
 //! virtualised two-CPU machine better, but makes TAS on the SOSP'13 study's 80-core Westmere
 //! 13× faster than published at 80 threads, where applying at issue is within 2× from 2 to 80
@@ -302,27 +300,9 @@ pub struct Caches {
 
 impl Caches {
     /// Charges `place`'s access of kind `kind` to the byte at `addr`, issued at `now`, and
-    /// applies it at once (a miss's change of state included): [`Caches::begin`] and
-    /// [`Caches::complete`] in one step.
+    /// applies it: a hit at once; a miss takes the line at once and is queued behind the line's
+    /// earlier transfers, its completion time returned.
     pub fn access(
-        &mut self,
-        costs: &Costs,
-        place: usize,
-        addr: usize,
-        kind: Access,
-        now: u64,
-    ) -> Charged {
-        let mut c = self.begin(costs, place, addr, kind, now);
-        if c.miss {
-            c.version = self.complete(place, c.line, kind);
-        }
-        c
-    }
-
-    /// Issues an access at `now`: a hit is done (and applied) at once; a miss is queued on the
-    /// line and its completion time returned, the line's state left as it is until
-    /// [`Caches::complete`] applies it.
-    pub fn begin(
         &mut self,
         costs: &Costs,
         place: usize,
@@ -345,6 +325,11 @@ impl Caches {
                         .min()
                         .unwrap_or(Distance::Memory)
                 };
+                if line.owner != NO_OWNER {
+                    line.sharers.insert(line.owner as usize);
+                    line.owner = NO_OWNER;
+                }
+                line.sharers.insert(place);
                 (costs.transfer(from), Some(from))
             }
             Access::Store | Access::Rmw => {
@@ -366,14 +351,11 @@ impl Caches {
                         None => Some(Distance::Memory),
                     }
                 };
+                line.owner = place as u32;
+                line.sharers.clear();
+                line.version += 1;
                 match farthest {
-                    None => {
-                        // A write hit: exclusive at once.
-                        line.owner = place as u32;
-                        line.sharers.clear();
-                        line.version += 1;
-                        (own, None)
-                    }
+                    None => (own, None),
                     Some(d) => (costs.transfer(d) + own.saturating_sub(costs.hit), Some(d)),
                 }
             }
@@ -393,28 +375,6 @@ impl Caches {
             version: line.version,
             miss: miss.is_some(),
         }
-    }
-
-    /// Applies a miss begun earlier: a load joins the sharers (the owner keeping a shared copy),
-    /// a store or read-modify-write becomes the only holder. Returns the line's write count
-    /// after it.
-    pub fn complete(&mut self, place: usize, line: u64, kind: Access) -> u64 {
-        let line = self.lines.entry(line).or_default();
-        match kind {
-            Access::Load => {
-                if line.owner != NO_OWNER {
-                    line.sharers.insert(line.owner as usize);
-                    line.owner = NO_OWNER;
-                }
-                line.sharers.insert(place);
-            }
-            Access::Store | Access::Rmw => {
-                line.owner = place as u32;
-                line.sharers.clear();
-                line.version += 1;
-            }
-        }
-        line.version
     }
 
     /// Transfers so far, with their distance names.

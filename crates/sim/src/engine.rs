@@ -371,16 +371,14 @@ impl Engine {
                 t.clock + self.costs.private(self.costs.local, shared),
             )
         };
-        let c = self.caches.begin(&self.costs, place, addr, kind, now);
+        let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
-        let version = if c.miss {
-            self.threads[self.current].clock = c.done;
-            self.caches.complete(place, c.line, kind)
+        self.threads[self.current].clock = if c.miss {
+            c.done
         } else {
-            self.threads[self.current].clock = now + self.costs.private(c.done - now, shared);
-            c.version
+            now + self.costs.private(c.done - now, shared)
         };
-        self.applied(c.line, version, kind);
+        self.applied(c.line, c.version, kind);
     }
 
     /// What follows an access's taking effect: the spin-elision bookkeeping of the thread, and

@@ -38,6 +38,81 @@ mod real {
         std::sync::atomic::fence(order);
     }
 
+    /// Read-modify-writes of one operand: each charged as one, then std's.
+    macro_rules! rmw {
+        ($t:ty: $($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+            $(#[$doc])*
+            #[inline(always)]
+            pub fn $name(&self, v: $t, order: Ordering) -> $t {
+                charge(self, Access::Rmw);
+                self.0.$name(v, order)
+            }
+        )*};
+    }
+
+    /// Loads, stores and the two compare-exchanges, for an atomic of `$t`.
+    macro_rules! common {
+        ($t:ty) => {
+            /// Loads the value.
+            #[inline(always)]
+            pub fn load(&self, order: Ordering) -> $t {
+                charge(self, Access::Load);
+                self.0.load(order)
+            }
+
+            /// Stores `v`.
+            #[inline(always)]
+            pub fn store(&self, v: $t, order: Ordering) {
+                charge(self, Access::Store);
+                self.0.store(v, order)
+            }
+
+            /// Stores `new` if the value is `current` (a failed exchange still takes the line
+            /// exclusive, as on x86).
+            #[inline(always)]
+            pub fn compare_exchange(
+                &self,
+                current: $t,
+                new: $t,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$t, $t> {
+                charge(self, Access::Rmw);
+                self.0.compare_exchange(current, new, success, failure)
+            }
+
+            /// As [`Self::compare_exchange`], but may fail spuriously.
+            #[inline(always)]
+            pub fn compare_exchange_weak(
+                &self,
+                current: $t,
+                new: $t,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$t, $t> {
+                charge(self, Access::Rmw);
+                self.0.compare_exchange_weak(current, new, success, failure)
+            }
+
+            rmw!($t:
+                /// Stores `v`, returning the previous value.
+                swap,
+            );
+
+            /// The value, through an exclusive reference (no other CPU can see it).
+            #[inline(always)]
+            pub fn get_mut(&mut self) -> &mut $t {
+                self.0.get_mut()
+            }
+
+            /// The value, consuming the atomic.
+            #[inline(always)]
+            pub fn into_inner(self) -> $t {
+                self.0.into_inner()
+            }
+        };
+    }
+
     macro_rules! atomic {
         ($(#[$doc:meta])* $name:ident, $t:ty, int: $int:tt) => {
             $(#[$doc])*
@@ -52,53 +127,7 @@ mod real {
                     Self(std::sync::atomic::$name::new(v))
                 }
 
-                /// Loads the value.
-                #[inline(always)]
-                pub fn load(&self, order: Ordering) -> $t {
-                    charge(self, Access::Load);
-                    self.0.load(order)
-                }
-
-                /// Stores `v`.
-                #[inline(always)]
-                pub fn store(&self, v: $t, order: Ordering) {
-                    charge(self, Access::Store);
-                    self.0.store(v, order)
-                }
-
-                /// Stores `v`, returning the previous value.
-                #[inline(always)]
-                pub fn swap(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.swap(v, order)
-                }
-
-                /// Stores `new` if the value is `current` (a failed exchange still takes the
-                /// line exclusive, as on x86).
-                #[inline(always)]
-                pub fn compare_exchange(
-                    &self,
-                    current: $t,
-                    new: $t,
-                    success: Ordering,
-                    failure: Ordering,
-                ) -> Result<$t, $t> {
-                    charge(self, Access::Rmw);
-                    self.0.compare_exchange(current, new, success, failure)
-                }
-
-                /// As [`Self::compare_exchange`], but may fail spuriously.
-                #[inline(always)]
-                pub fn compare_exchange_weak(
-                    &self,
-                    current: $t,
-                    new: $t,
-                    success: Ordering,
-                    failure: Ordering,
-                ) -> Result<$t, $t> {
-                    charge(self, Access::Rmw);
-                    self.0.compare_exchange_weak(current, new, success, failure)
-                }
+                common!($t);
 
                 /// Applies `f` until a compare-exchange succeeds or `f` returns `None`.
                 #[inline]
@@ -118,31 +147,12 @@ mod real {
                     Err(prev)
                 }
 
-                /// Bitwise "or", returning the previous value.
-                #[inline(always)]
-                pub fn fetch_or(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_or(v, order)
-                }
-
-                /// Bitwise "and", returning the previous value.
-                #[inline(always)]
-                pub fn fetch_and(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_and(v, order)
-                }
-
-                /// The value, through an exclusive reference (no other CPU can see it).
-                #[inline(always)]
-                pub fn get_mut(&mut self) -> &mut $t {
-                    self.0.get_mut()
-                }
-
-                /// The value, consuming the atomic.
-                #[inline(always)]
-                pub fn into_inner(self) -> $t {
-                    self.0.into_inner()
-                }
+                rmw!($t:
+                    /// Bitwise "or", returning the previous value.
+                    fetch_or,
+                    /// Bitwise "and", returning the previous value.
+                    fetch_and,
+                );
 
                 /// A pointer to the value (for a futex call, which names the word by address).
                 #[inline(always)]
@@ -175,33 +185,16 @@ mod real {
         (@int no $name:ident, $t:ty) => {};
         (@int yes $name:ident, $t:ty) => {
             impl $name {
-                /// Adds `v` (wrapping), returning the previous value.
-                #[inline(always)]
-                pub fn fetch_add(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_add(v, order)
-                }
-
-                /// Subtracts `v` (wrapping), returning the previous value.
-                #[inline(always)]
-                pub fn fetch_sub(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_sub(v, order)
-                }
-
-                /// Stores the larger of the value and `v`, returning the previous value.
-                #[inline(always)]
-                pub fn fetch_max(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_max(v, order)
-                }
-
-                /// Stores the smaller of the value and `v`, returning the previous value.
-                #[inline(always)]
-                pub fn fetch_min(&self, v: $t, order: Ordering) -> $t {
-                    charge(self, Access::Rmw);
-                    self.0.fetch_min(v, order)
-                }
+                rmw!($t:
+                    /// Adds `v` (wrapping), returning the previous value.
+                    fetch_add,
+                    /// Subtracts `v` (wrapping), returning the previous value.
+                    fetch_sub,
+                    /// Stores the larger of the value and `v`, returning the previous value.
+                    fetch_max,
+                    /// Stores the smaller of the value and `v`, returning the previous value.
+                    fetch_min,
+                );
             }
         };
     }
@@ -250,64 +243,7 @@ mod real {
             Self(std::sync::atomic::AtomicPtr::new(p))
         }
 
-        /// Loads the pointer.
-        #[inline(always)]
-        pub fn load(&self, order: Ordering) -> *mut T {
-            charge(self, Access::Load);
-            self.0.load(order)
-        }
-
-        /// Stores `p`.
-        #[inline(always)]
-        pub fn store(&self, p: *mut T, order: Ordering) {
-            charge(self, Access::Store);
-            self.0.store(p, order)
-        }
-
-        /// Stores `p`, returning the previous pointer.
-        #[inline(always)]
-        pub fn swap(&self, p: *mut T, order: Ordering) -> *mut T {
-            charge(self, Access::Rmw);
-            self.0.swap(p, order)
-        }
-
-        /// Stores `new` if the pointer is `current`.
-        #[inline(always)]
-        pub fn compare_exchange(
-            &self,
-            current: *mut T,
-            new: *mut T,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<*mut T, *mut T> {
-            charge(self, Access::Rmw);
-            self.0.compare_exchange(current, new, success, failure)
-        }
-
-        /// As [`Self::compare_exchange`], but may fail spuriously.
-        #[inline(always)]
-        pub fn compare_exchange_weak(
-            &self,
-            current: *mut T,
-            new: *mut T,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<*mut T, *mut T> {
-            charge(self, Access::Rmw);
-            self.0.compare_exchange_weak(current, new, success, failure)
-        }
-
-        /// The pointer, through an exclusive reference.
-        #[inline(always)]
-        pub fn get_mut(&mut self) -> &mut *mut T {
-            self.0.get_mut()
-        }
-
-        /// The pointer, consuming the atomic.
-        #[inline(always)]
-        pub fn into_inner(self) -> *mut T {
-            self.0.into_inner()
-        }
+        common!(*mut T);
     }
 }
 
