@@ -554,10 +554,7 @@ fn csv(c: &Comparison) -> Result<String, HarnessError> {
             }
         }
     }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| HarnessError::Csv(e.into_error().into()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    crate::format::csv_text(w)
 }
 
 #[cfg(test)]

@@ -135,6 +135,14 @@ pub fn point_cells(name: String, p: &Point, with_ideal: bool, latencies: &[u64])
     row
 }
 
+/// The text a CSV writer over a buffer holds, once flushed.
+pub(crate) fn csv_text(w: csv::Writer<Vec<u8>>) -> Result<String, crate::HarnessError> {
+    let bytes = w
+        .into_inner()
+        .map_err(|e| crate::HarnessError::Csv(e.into_error().into()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

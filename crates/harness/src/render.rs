@@ -357,10 +357,7 @@ fn csv(report: &Report) -> Result<String, HarnessError> {
             ])?;
         }
     }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| HarnessError::Csv(e.into_error().into()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    crate::format::csv_text(w)
 }
 
 #[cfg(test)]

@@ -76,28 +76,31 @@ pub fn sweep(
         .iter()
         .map(|_| vec![Vec::new(); cfg.threads.len()])
         .collect();
+    // Each series' machine, once: on a simulated one, the workload's calibrated per-operation
+    // cost, if the profile has one, in place of its per-shim-operation one.
+    let machines: Vec<(Option<Arc<Profile>>, Option<f64>)> = series
+        .iter()
+        .map(|s| match &cfg.sim {
+            None => (None, None),
+            Some(p) => match p.for_workload(&s.workload) {
+                (_, None) => (Some(Arc::clone(p)), None),
+                (own, cost) => (Some(Arc::new(own)), cost),
+            },
+        })
+        .collect();
     let mut interrupted = false;
     'rounds: for _ in 0..repeat {
         for (t, &threads) in cfg.threads.iter().enumerate() {
-            let spec = TeamSpec {
-                threads,
-                duration: cfg.duration,
-                warmup: cfg.warmup,
-                pin_order: pin_order.clone(),
-                sample_every: cfg.sample_every,
-                sim: cfg.sim.clone(),
-                sim_op_cost: None,
-            };
             for (i, s) in series.iter().enumerate() {
-                // A simulated run charges the workload's calibrated per-operation cost, if the
-                // profile has one, instead of its per-shim-operation one.
-                let mut spec = spec.clone();
-                if let Some(p) = &cfg.sim {
-                    let (profile, cost) = p.for_workload(&s.workload);
-                    if cost.is_some() {
-                        (spec.sim, spec.sim_op_cost) = (Some(Arc::new(profile)), cost);
-                    }
-                }
+                let spec = TeamSpec {
+                    threads,
+                    duration: cfg.duration,
+                    warmup: cfg.warmup,
+                    pin_order: pin_order.clone(),
+                    sample_every: cfg.sample_every,
+                    sim: machines[i].0.clone(),
+                    sim_op_cost: machines[i].1,
+                };
                 bar.set_message(format!(
                     "{} {}/{} at {threads} threads",
                     s.workload, s.preset, s.impl_name

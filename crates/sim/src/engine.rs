@@ -38,6 +38,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// `d` in picoseconds, the engine's clock unit (saturating far beyond any simulated run).
+fn ps(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX) / 2000) as u64 * PS_PER_NS
+}
+
 /// Stack size of each virtual thread (only the touched pages are backed by memory).
 const STACK_BYTES: usize = 1 << 20;
 
@@ -537,7 +542,7 @@ pub mod ops {
             e.ops += 1;
             let sys = e.syscall + e.slack;
             e.me().clock += e.syscall;
-            let at = e.me().clock + sys + d.as_nanos().min(u64::MAX as u128 / 2000) as u64 * 1000;
+            let at = e.me().clock + sys + ps(d);
             e.block(Some(at))
         });
         suspend(y);
@@ -588,10 +593,7 @@ pub mod ops {
             return true;
         }
         let y = with(|e| {
-            let timeout = deadline.map(|d| {
-                let ns = d.saturating_duration_since(e.epoch).as_nanos();
-                ns.min(u64::MAX as u128 / 2000) as u64 * PS_PER_NS
-            });
+            let timeout = deadline.map(|d| ps(d.saturating_duration_since(e.epoch)));
             let tid = e.current;
             let token = e.threads[tid].token + 1;
             e.futexes.entry(addr).or_default().push_back((tid, token));
@@ -651,7 +653,7 @@ pub fn run(
         seq: 0,
         current: 0,
         horizon: u64::MAX,
-        limit: limit.as_nanos().min(u64::MAX as u128 / 2000) as u64 * PS_PER_NS,
+        limit: ps(limit),
         futexes: FxHashMap::default(),
         watchers: FxHashMap::default(),
         failed: None,
