@@ -17,11 +17,23 @@
 //!
 //! **Timing.** A miss takes effect when it is issued: the line changes hands at once (the
 //! holders' copies are invalidated), its transfer is queued on the line, and the requester goes
-//! on when the transfer ends. Applying a miss later (when the request reaches the holders, half-way through the transfer, or at its end)
-//! lets the holder of a contended line run on while requests are in flight: that matches a
-//! virtualised two-CPU machine better, but makes TAS on the SOSP'13 study's 80-core Westmere
-//! 13× faster than published at 80 threads, where applying at issue is within 2× from 2 to 80
-//! threads (docs/simulator.md).
+//! on when the transfer ends. Handing the line over later (when the request reaches the
+//! holders, half-way through the transfer, or at its end) lets the holder of a contended line
+//! run on while requests are in flight, and makes TAS on the SOSP'13 study's 80-core Westmere
+//! 13× faster than published at 80 threads, where handing it over at issue is within 2× from 2
+//! to 80 threads (docs/simulator.md). The *value* a load that misses returns is another matter:
+//! it is what the line holds half-way through the transfer, when the holder answers (the engine
+//! runs the other CPUs up to that moment before the load reads). So a waiter that sees a
+//! spinlock free saw it free half a transfer ago, as on hardware, and not at the moment it
+//! asked, which would let the holder's next exchange always come first.
+//!
+//! **Jitter.** A transfer's latency is the profile's figure times a factor drawn uniformly from
+//! [1 − `JITTER`, 1 + `JITTER`) by a generator with a fixed seed, so runs still repeat exactly.
+//! Real transfers vary (the interconnect's other traffic, the holder's own pipeline, clock
+//! changes); with every latency fixed, two CPUs handing a line back and forth fall into one
+//! phase and stay there, so a single lock-step interleaving (a waiter whose re-reads always
+//! land while the lock is held, and which starves) stands for the whole distribution a real
+//! machine averages over.
 //!
 //! **Contention queues.** Every line has a *busy-until* time: a transfer starts no earlier than
 //! the end of the previous one (times the profile's `occupancy`), so N CPUs that miss on one
@@ -37,6 +49,12 @@
 
 use crate::profile::Profile;
 use rustc_hash::FxHashMap;
+
+/// How far a transfer's latency strays either side of the profile's figure, as a fraction.
+pub const JITTER: f64 = 0.5;
+
+/// `JITTER` in 1/1024ths, for integer arithmetic on picoseconds.
+const JITTER_1024: u64 = (JITTER * 1024.0) as u64;
 
 /// How far apart two CPUs are, for the line transfers between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -290,15 +308,55 @@ pub struct Charged {
     pub miss: bool,
 }
 
+/// `cost` times a factor in [1 − `spread`, 1 + `spread`) (`spread` in 1/1024ths), from the
+/// xorshift64 generator `state`.
+fn jittered(state: &mut u64, spread: u64, cost: u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    let u = x >> 54; // uniform in 0..1024
+    cost * (1024 - spread + 2 * spread * u / 1024) / 1024
+}
+
 /// Every line's state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Caches {
     lines: FxHashMap<u64, Line>,
     /// Transfers so far, by distance.
     pub transfers: [u64; 8],
+    /// The jitter generator's state (xorshift64, never zero).
+    jitter: u64,
+    /// How far latencies stray, in 1/1024ths.
+    spread: u64,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Caches {
+    /// No line cached anywhere, and the jitter generator at its fixed seed.
+    pub fn new() -> Caches {
+        Caches {
+            lines: FxHashMap::default(),
+            transfers: [0; 8],
+            jitter: 0x2545_F491_4F6C_DD1D,
+            spread: JITTER_1024,
+        }
+    }
+
+    /// As [`Caches::new`], every transfer costing exactly the profile's figure.
+    pub fn without_jitter() -> Caches {
+        Caches {
+            spread: 0,
+            ..Caches::new()
+        }
+    }
+
     /// Charges `place`'s access of kind `kind` to the byte at `addr`, issued at `now`, and
     /// applies it: a hit at once; a miss takes the line at once and is queued behind the line's
     /// earlier transfers, its completion time returned.
@@ -363,6 +421,7 @@ impl Caches {
         let done = match miss {
             None => now + cost,
             Some(d) => {
+                let cost = jittered(&mut self.jitter, self.spread, cost);
                 self.transfers[d as usize] += 1;
                 let start = now.max(line.busy_until);
                 line.busy_until = start + cost * costs.occupancy / 1024;
@@ -396,7 +455,7 @@ mod tests {
     #[test]
     fn a_ping_pong_between_two_cores_costs_one_transfer_per_hand_over() {
         let (c, _) = two_socket();
-        let mut caches = Caches::default();
+        let mut caches = Caches::without_jitter();
         let addr = 0x1000;
         // CPU 0 and CPU 1 share a die; CPU 0 and CPU 10 are one hop apart.
         let mut now = 0;
@@ -418,7 +477,7 @@ mod tests {
     #[test]
     fn a_writer_after_n_readers_invalidates_them_all_and_the_readers_miss_again() {
         let (c, _) = two_socket();
-        let mut caches = Caches::default();
+        let mut caches = Caches::without_jitter();
         let addr = 0x2000;
         caches.access(&c, 0, addr, Access::Store, 0);
         let readers = [1, 2, 3, 10, 20];
@@ -446,9 +505,46 @@ mod tests {
     }
 
     #[test]
+    fn jittered_transfers_stay_within_the_spread_and_average_the_profiles_figure() {
+        let (c, _) = two_socket();
+        let mut caches = Caches::new();
+        let lat = c.transfer(Distance::Die);
+        let (lo, hi) = (
+            lat - lat * JITTER_1024 / 1024,
+            lat + lat * JITTER_1024 / 1024,
+        );
+        let (mut sum, n, mut least, mut most) = (0, 10_000u64, u64::MAX, 0);
+        let mut now = caches.access(&c, 0, 0x4000, Access::Rmw, 0).done + 1_000_000;
+        for k in 0..n {
+            let who = 1 - (k % 2) as usize;
+            let r = caches.access(&c, who, 0x4000, Access::Store, now);
+            let cost = r.done - now;
+            assert!((lo..hi).contains(&cost), "{cost} outside {lo}..{hi}");
+            sum += cost;
+            (least, most) = (least.min(cost), most.max(cost));
+            // Well after the line's queue has drained.
+            now = r.done + 1_000_000;
+        }
+        let mean = sum / n;
+        assert!(mean.abs_diff(lat) * 50 < lat, "mean {mean} against {lat}");
+        // And they do spread over most of the range.
+        assert!(
+            least < lat - lat / 4 && most > lat + lat / 4,
+            "{least}..{most}"
+        );
+        // The same seed gives the same latencies.
+        let mut again = Caches::new();
+        again.access(&c, 0, 0x4000, Access::Rmw, 0);
+        let first = again.access(&c, 1, 0x4000, Access::Store, 0).done;
+        let mut third = Caches::new();
+        third.access(&c, 0, 0x4000, Access::Rmw, 0);
+        assert_eq!(third.access(&c, 1, 0x4000, Access::Store, 0).done, first);
+    }
+
+    #[test]
     fn contending_misses_on_one_line_queue_behind_each_other() {
         let (c, _) = two_socket();
-        let mut caches = Caches::default();
+        let mut caches = Caches::without_jitter();
         let addr = 0x3000;
         caches.access(&c, 0, addr, Access::Store, 0);
         let now = 1_000_000;

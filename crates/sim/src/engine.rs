@@ -365,16 +365,22 @@ impl Engine {
         self.push(clock, tid, Kind::Run);
     }
 
+    /// Charges the code run since the thread's last operation (the profile's `local`), before
+    /// the access it leads to is ordered against the other threads.
+    fn before_access(&mut self) {
+        let local = self.costs.private(self.costs.local, self.smt_busy());
+        self.me().clock += local;
+    }
+
     /// An access: it takes effect now (a miss takes the line at once) and the thread's clock
-    /// moves on to its end (a miss's, after the transfer).
-    fn access(&mut self, addr: usize, kind: Access) {
+    /// moves on to its end (a miss's, after the transfer). For a load that missed, returns the
+    /// part of the transfer still to come when the holder answers, half-way: the caller waits
+    /// until then before it reads the value, so the load sees what the line held at that time.
+    fn access(&mut self, addr: usize, kind: Access) -> Option<u64> {
         let shared = self.smt_busy();
         let (place, now) = {
             let t = &self.threads[self.current];
-            (
-                t.place,
-                t.clock + self.costs.private(self.costs.local, shared),
-            )
+            (t.place, t.clock)
         };
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
@@ -384,6 +390,12 @@ impl Engine {
             now + self.costs.private(c.done - now, shared)
         };
         self.applied(c.line, c.version, kind);
+        if c.miss && kind == Access::Load {
+            let rest = (c.done - now) / 2;
+            self.me().clock -= rest;
+            return Some(rest);
+        }
+        None
     }
 
     /// What follows an access's taking effect: the spin-elision bookkeeping of the thread, and
@@ -464,8 +476,13 @@ pub mod ops {
     #[cold]
     #[inline(never)]
     pub fn access(addr: usize, kind: Access) {
+        with(Engine::before_access);
         sync_point();
-        with(|e| e.access(addr, kind));
+        if let Some(rest) = with(|e| e.access(addr, kind)) {
+            // The other threads first run up to the moment the holder answers.
+            sync_point();
+            with(|e| e.me().clock += rest);
+        }
     }
 
     /// A full fence.
@@ -646,7 +663,7 @@ pub fn run(
     let ncpus = profile.cpu_count();
     let ns = |x: f64| (x * PS_PER_NS as f64).round() as u64;
     let mut engine = Engine {
-        caches: Caches::default(),
+        caches: Caches::new(),
         threads: Vec::with_capacity(threads.len()),
         cpus: (0..ncpus).map(|_| Cpu::default()).collect(),
         events: BinaryHeap::new(),
