@@ -428,17 +428,11 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
                 label = format!("{p}+executor_work={value}");
             }
         }
-        if let Some(profile) = &sim {
-            let mut settings = preset.settings();
-            for set in &own_sets {
-                settings.apply(set)?;
-            }
-            if let Some(why) = workload.not_simulated(&settings) {
-                return Err(CliError::Usage(format!(
-                    "{} ({p}) cannot run on the simulated machine {}: {why}",
-                    a.workload, profile.name
-                )));
-            }
+        if let Some((profile, why)) = sim.as_ref().zip(workload.not_simulated()) {
+            return Err(CliError::Usage(format!(
+                "{} cannot run on the simulated machine {}: {why}",
+                a.workload, profile.name
+            )));
         }
         for i in list(&a.impls) {
             let imp = workload.implementation(&i)?;

@@ -129,6 +129,27 @@ struct ThreadResult {
 
 type OpError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A thread a model runs beside the team, as PostgreSQL runs an auxiliary process beside the
+/// backends (the WAL writer): started before the team, told to stop once the team has stopped,
+/// and waited for. On a simulated machine it is a virtual thread on the CPU after the team's
+/// (thread `threads + k` of the pin order).
+pub struct Companion<'a> {
+    /// Its thread's name.
+    pub name: &'static str,
+    /// What it runs, until `stop` has been called; it keeps its own results.
+    pub body: Box<dyn FnOnce() + Send + 'a>,
+    /// Asks it to finish.
+    pub stop: Box<dyn FnOnce() + Send + 'a>,
+}
+
+impl std::fmt::Debug for Companion<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Companion")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Runs `make_op(thread)`'s operation on `spec.threads` threads for `spec.duration` after
 /// `spec.warmup`, each thread as one backend attached to `procs`.
 ///
@@ -144,12 +165,72 @@ where
     F: FnMut(&mut Backend) -> Result<(), E> + Send,
     E: Into<OpError>,
 {
+    run_team_with(spec, procs, Vec::new(), make_op)
+}
+
+/// [`run_team`], with `companions` running beside the team from before its start until after
+/// its stop.
+pub fn run_team_with<F, E, M>(
+    spec: &TeamSpec,
+    procs: &ProcTable,
+    companions: Vec<Companion<'_>>,
+    make_op: M,
+) -> Result<TeamRun, HarnessError>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(&mut Backend) -> Result<(), E> + Send,
+    E: Into<OpError>,
+{
     if spec.threads == 0 {
         return Err(HarnessError::ZeroThreads);
     }
     if let Some(profile) = &spec.sim {
-        return run_team_simulated(spec, profile, procs, make_op);
+        return run_team_simulated(spec, profile, procs, companions, make_op);
     }
+    let (bodies, stops): (Vec<_>, Vec<_>) = companions
+        .into_iter()
+        .map(|c| ((c.name, c.body), c.stop))
+        .unzip();
+    /// Stops the companions however the team's run ends (a panic included).
+    struct StopAll<'a>(Vec<Box<dyn FnOnce() + Send + 'a>>);
+    impl Drop for StopAll<'_> {
+        fn drop(&mut self) {
+            for stop in self.0.drain(..) {
+                stop();
+            }
+        }
+    }
+    std::thread::scope(|scope| {
+        let mut running = Vec::with_capacity(bodies.len());
+        let stop_all = StopAll(stops);
+        for (name, body) in bodies {
+            running.push(
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, body)
+                    .map_err(HarnessError::Spawn)?,
+            );
+        }
+        let run = run_team_real(spec, procs, make_op);
+        drop(stop_all);
+        for c in running {
+            c.join().map_err(|_| HarnessError::ThreadPanicked)?;
+        }
+        run
+    })
+}
+
+/// [`run_team`] on the host's threads.
+fn run_team_real<F, E, M>(
+    spec: &TeamSpec,
+    procs: &ProcTable,
+    make_op: M,
+) -> Result<TeamRun, HarnessError>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(&mut Backend) -> Result<(), E> + Send,
+    E: Into<OpError>,
+{
     let phase = CachePadded::new(AtomicU8::new(STARTING));
     let ready = AtomicUsize::new(0);
     let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
@@ -274,13 +355,15 @@ fn control(
     (start.elapsed(), timeline)
 }
 
-/// [`run_team`] on a simulated machine: every thread of the team is a virtual thread on the
-/// profile's CPU its pin order names (CPU `i` when not pinned), and the controlling thread a
-/// housekeeping one; all run on the calling host thread, in virtual time.
+/// [`run_team_with`] on a simulated machine: every thread of the team is a virtual thread on the
+/// profile's CPU its pin order names (CPU `i` when not pinned), each companion one on the next
+/// CPUs, and the controlling thread a housekeeping one, which stops the companions after the
+/// team; all run on the calling host thread, in virtual time.
 fn run_team_simulated<F, E, M>(
     spec: &TeamSpec,
     profile: &Profile,
     procs: &ProcTable,
+    companions: Vec<Companion<'_>>,
     make_op: M,
 ) -> Result<TeamRun, HarnessError>
 where
@@ -296,10 +379,19 @@ where
     let mut results: Vec<Option<Result<ThreadResult, OpError>>> =
         (0..spec.threads).map(|_| None).collect();
     let mut measured = (Duration::ZERO, Timeline::default());
-    let mut threads = Vec::with_capacity(spec.threads + 1);
+    let cpu_of = |i: usize| crate::topology::cpu_for_thread(&spec.pin_order, i).unwrap_or(i % cpus);
+    let mut threads = Vec::with_capacity(spec.threads + companions.len() + 1);
+    let mut stops = Vec::with_capacity(companions.len());
+    for (k, c) in companions.into_iter().enumerate() {
+        threads.push(SimThread {
+            placement: Placement::Cpu(cpu_of(spec.threads + k)),
+            body: c.body,
+        });
+        stops.push(c.stop);
+    }
     for (i, slot) in results.iter_mut().enumerate() {
         let op = make_op(i);
-        let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i).unwrap_or(i % cpus);
+        let cpu = cpu_of(i);
         let (phase, count) = (&phase, &*published[i]);
         let (sample_every, op_cost) = (spec.sample_every, spec.sim_op_cost);
         threads.push(SimThread {
@@ -325,7 +417,12 @@ where
     let (phase_ref, published_ref, out) = (&phase, &published[..], &mut measured);
     threads.push(SimThread {
         placement: Placement::Housekeeping,
-        body: Box::new(move || *out = control(phase_ref, published_ref, spec)),
+        body: Box::new(move || {
+            *out = control(phase_ref, published_ref, spec);
+            for stop in stops {
+                stop();
+            }
+        }),
     });
     // A run that has not finished after four times its length (and a second more) in virtual
     // time is stuck (a lock never released, a livelock).

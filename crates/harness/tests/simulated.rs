@@ -80,3 +80,55 @@ fn contention_costs_line_transfers_and_distance_costs_more() {
     let far = contended(&far, 0).0.ops_per_sec();
     assert!(one > 4.0 * near && near > 1.5 * far, "{one} {near} {far}");
 }
+
+/// A companion that counts its rounds (a 100 µs sleep each) until stopped, beside a team of
+/// `spec.threads`; returns its rounds, whether it saw the stop, and the team's run.
+fn with_companion(spec: &TeamSpec) -> (u64, bool, TeamRun) {
+    use pglocks_harness::{run_team_with, Companion};
+    use pglocks_sync::atomic::AtomicBool;
+    let procs = ProcTable::new(spec.threads);
+    let (rounds, stop, stopped) = (
+        AtomicU64::new(0),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+    );
+    let companion = Companion {
+        name: "counter",
+        body: Box::new(|| {
+            while !stop.load(Ordering::Acquire) {
+                rounds.fetch_add(1, Ordering::Relaxed);
+                pglocks_sync::time::sleep(Duration::from_micros(100));
+            }
+            stopped.store(true, Ordering::Release);
+        }),
+        stop: Box::new(|| stop.store(true, Ordering::Release)),
+    };
+    let run = run_team_with(spec, &procs, vec![companion], |_| {
+        |_b: &mut Backend| -> Result<(), std::io::Error> { Ok(()) }
+    })
+    .unwrap();
+    let rounds = rounds.load(Ordering::Relaxed);
+    (rounds, stopped.load(Ordering::Acquire), run)
+}
+
+#[test]
+fn a_companion_runs_beside_the_team_in_virtual_time_and_stops_after_it() {
+    let s = spec(4, "opteron-48");
+    let (rounds, stopped, run) = with_companion(&s);
+    assert!(stopped, "the companion never saw its stop");
+    assert!(run.total_ops() > 0);
+    // It ran through the warm-up and the measured phase, 2.5 ms of virtual time: about 25
+    // rounds of 100 µs (plus the timer slack), whatever the host took.
+    assert!((10..=26).contains(&rounds), "{rounds}");
+    assert_eq!(with_companion(&s).0, rounds);
+}
+
+#[test]
+fn a_companion_runs_beside_a_team_of_host_threads_too() {
+    let s = TeamSpec {
+        sim: None,
+        ..spec(2, "opteron-48")
+    };
+    let (rounds, stopped, run) = with_companion(&s);
+    assert!(stopped && rounds > 0 && run.total_ops() > 0);
+}

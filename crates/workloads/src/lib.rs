@@ -129,15 +129,13 @@ impl Workload {
 }
 
 impl Workload {
-    /// Why this workload, with `settings`, cannot run on a simulated machine, if it cannot: the
-    /// simulator runs the team's threads, and not yet threads a model starts of its own.
-    pub fn not_simulated(&self, settings: &Settings) -> Option<&'static str> {
+    /// Why this workload cannot run on a simulated machine, if it cannot: the simulator runs the
+    /// team's threads and the companions a model hands the team (the WAL writer), not yet
+    /// threads a model starts and joins itself (parallel apply's).
+    pub fn not_simulated(&self) -> Option<&'static str> {
         match self.model {
             Model::Apply => Some(
                 "its publisher and apply workers are threads of their own, which the simulator does not run yet",
-            ),
-            _ if self.flushes_wal && !settings.synchronous_commit => Some(
-                "with synchronous_commit = off its WAL writer is a thread of its own, which the simulator does not run yet (add --set synchronous_commit=on)",
             ),
             _ => None,
         }

@@ -126,7 +126,7 @@
 use crate::preset::Settings;
 use crate::{proc_table, workload_error, RunResult};
 use pglocks_bufmgr::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
-use pglocks_harness::{run_team, HarnessError, TeamSpec};
+use pglocks_harness::{run_team_with, Companion, HarnessError, TeamSpec};
 use pglocks_lmgr::{
     LmgrError, LocalLocks, LockAcquireResult, LockManager, LockMode, LockOwner, LockTag,
     LockTimeouts,
@@ -1247,8 +1247,8 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
 ) -> RunResult {
     let (cluster, sessions, procs) = build::<K, R, P, V>(settings, kind, spec.threads)?;
     let sessions = RefCell::new(sessions.into_iter().map(Some).collect::<Vec<_>>());
-    let team = || {
-        run_team(spec, &procs, |i| {
+    let team = |companions: Vec<Companion<'_>>| {
+        run_team_with(spec, &procs, companions, |i| {
             let cluster = Arc::clone(&cluster);
             let mut s = sessions.borrow_mut()[i]
                 .take()
@@ -1258,7 +1258,7 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     };
     match &cluster.writes {
         Some(w) => crate::wal::with_wal_writer(&w.wal, &procs, spec.warmup, team),
-        None => team(),
+        None => team(Vec::new()),
     }
 }
 

@@ -17,16 +17,17 @@
 use crate::preset::{FlushDeviceKind, Settings};
 use crate::RunResult;
 use crate::{proc_table, workload_error};
-use pglocks_harness::{run_team, HarnessError, TeamRun, TeamSpec};
+use pglocks_harness::{run_team_with, Companion, HarnessError, TeamRun, TeamSpec};
 use pglocks_lwlock::{AtomicVar, LockedVar, RawLwLock, VarProtocol};
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::time::{Duration, Instant};
 use pglocks_wal::{
     Faults, FaultyDevice, FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal,
     WalConfig,
 };
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
 /// Implementations of the WAL workloads.
 pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
@@ -105,26 +106,19 @@ pub(crate) fn with_wal_writer<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     wal: &Wal<K, P, R>,
     procs: &ProcTable,
     warmup: Duration,
-    team: impl FnOnce() -> RunResult,
+    team: impl FnOnce(Vec<Companion<'_>>) -> RunResult,
 ) -> RunResult {
     if wal.config().synchronous_commit {
-        return team();
+        return team(Vec::new());
     }
     let mut b = attach_last(procs)?;
-    /// Stops the WAL writer however the team's run ends (a panic included).
-    struct Shutdown<'a, K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
-        &'a Wal<K, P, R>,
-        &'a ProcTable,
-    );
-    impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Drop for Shutdown<'_, K, P, R> {
-        fn drop(&mut self) {
-            self.0.shutdown_wal_writer(self.1);
-        }
-    }
-    std::thread::scope(|s| {
-        let writer = std::thread::Builder::new()
-            .name("walwriter".into())
-            .spawn_scoped(s, move || {
+    // What the writer returns: its statistics once it has stopped, or its error.
+    let result = Mutex::new(None);
+    let run = {
+        let result = &result;
+        team(vec![Companion {
+            name: "walwriter",
+            body: Box::new(move || {
                 let measure_from = Instant::now() + warmup;
                 let mut warm = true;
                 let done = wal.wal_writer_main(&mut b, |b| {
@@ -133,21 +127,20 @@ pub(crate) fn with_wal_writer<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
                         b.take_stats();
                     }
                 });
-                done.map(|()| b.take_stats())
-            })
-            .map_err(HarnessError::Spawn)?;
-        let run = {
-            let _stop = Shutdown(wal, procs);
-            team()
-        };
-        let stats = writer
-            .join()
-            .map_err(|_| HarnessError::ThreadPanicked)?
-            .map_err(workload_error)?;
-        let mut run = run?;
-        run.stats.merge(&stats);
-        Ok(run)
-    })
+                let stats = done.map(|()| b.take_stats());
+                *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+            }),
+            stop: Box::new(move || wal.shutdown_wal_writer(procs)),
+        }])
+    };
+    let stats = result
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .ok_or(HarnessError::ThreadPanicked)?
+        .map_err(workload_error)?;
+    let mut run = run?;
+    run.stats.merge(&stats);
+    Ok(run)
 }
 
 /// A backend in the last slot of `procs`, the others left free: attach takes the first free
@@ -182,8 +175,8 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     let wal: Arc<Wal<K, P, R>> =
         Arc::new(Wal::new(cfg, device(settings, segment_size)?).map_err(workload_error)?);
     let payload = vec![0x5a; settings.record_size as usize];
-    let team = || {
-        run_team(spec, &procs, |_| {
+    let team = |companions: Vec<Companion<'_>>| {
+        run_team_with(spec, &procs, companions, |_| {
             let (wal, payload) = (Arc::clone(&wal), payload.clone());
             let mut w = wal.backend();
             let mut xid = 0u32;
