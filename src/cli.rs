@@ -9,6 +9,7 @@
 
 mod calibrate;
 mod compare;
+mod reproduce;
 mod show;
 
 use clap::{Args, Parser, Subcommand};
@@ -61,6 +62,9 @@ enum Command {
     /// Measure this machine's cache-line transfers, atomics, futex wake-ups and sleeps, and write
     /// its profile for the simulator (`run --machine sim:this`).
     Calibrate(calibrate::CalibrateArgs),
+    /// Run every published claim the models cover, on this machine or a simulated one, and say
+    /// claim by claim whether the effect came out (a report directory with the summary first).
+    Reproduce(reproduce::ReproduceArgs),
     /// Show the detected NUMA nodes, cores, SMT siblings and the pinning order.
     Topology {
         /// Pinning policy whose order to show: compact, scatter, node:N or none.
@@ -751,6 +755,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             print!("{}", t.describe(pin));
             Ok(())
         }
+        Some(Command::Reproduce(a)) => reproduce::reproduce(&a),
         Some(Command::Isolation { specs, preset }) => isolation(&specs, &preset),
         Some(Command::Report { dir, format, show }) => report(&dir, &format, &show),
         Some(Command::Stress(a)) => stress(&a),

@@ -20,7 +20,7 @@ use crate::summary::workload_summary;
 use std::fmt::Write;
 
 /// `s` with HTML's special characters escaped, for text and attribute values.
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
