@@ -187,6 +187,89 @@ where
     if let Some(profile) = &spec.sim {
         return run_team_simulated(spec, profile, procs, companions, make_op);
     }
+    with_companions(companions, || {
+        let phase = CachePadded::new(AtomicU8::new(STARTING));
+        let ready = AtomicUsize::new(0);
+        let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect();
+        let mut timeline = Timeline::default();
+        let mut interrupted = false;
+        let mut results = Vec::with_capacity(spec.threads);
+        let mut elapsed = Duration::ZERO;
+        std::thread::scope(|scope| {
+            let spawned: Vec<_> = (0..spec.threads)
+                .map(|i| {
+                    let op = make_op(i);
+                    let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i);
+                    let (phase, ready, count) = (&phase, &ready, &*published[i]);
+                    let sample_every = spec.sample_every;
+                    std::thread::Builder::new()
+                        .name(format!("backend-{i}"))
+                        .spawn_scoped(scope, move || {
+                            if let Some(cpu) = cpu {
+                                crate::topology::pin_current_thread(cpu);
+                            }
+                            let backend = procs.attach();
+                            // The start gate: all threads attach and pin before any starts.
+                            ready.fetch_add(1, Ordering::Release);
+                            while phase.load(Ordering::Acquire) == STARTING {
+                                std::thread::park();
+                            }
+                            let mut backend = backend.map_err(|e| -> OpError { Box::new(e) })?;
+                            run_thread(op, &mut backend, phase, count, sample_every).inspect_err(
+                                |_| {
+                                    phase.store(STOP, Ordering::Relaxed);
+                                },
+                            )
+                        })
+                })
+                .collect();
+            let mut handles = Vec::with_capacity(spec.threads);
+            for h in spawned {
+                match h {
+                    Ok(h) => handles.push(h),
+                    Err(e) => results.push(Err(HarnessError::Spawn(e))),
+                }
+            }
+            if !results.is_empty() {
+                // Threads already started leave the gate when they see STOP.
+                phase.store(STOP, Ordering::Release);
+                for h in &handles {
+                    h.thread().unpark();
+                }
+                return;
+            }
+            while ready.load(Ordering::Acquire) < spec.threads {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
+            for h in &handles {
+                h.thread().unpark();
+            }
+            (elapsed, timeline) = control(&phase, &published, spec);
+            interrupted = crate::interrupt::stop_requested();
+            for h in handles {
+                results.push(match h.join() {
+                    Ok(r) => r.map_err(HarnessError::Workload),
+                    Err(_) => Err(HarnessError::ThreadPanicked),
+                });
+            }
+        });
+        if interrupted && elapsed < TIMELINE_INTERVAL {
+            // Stopped in the warm-up or at once: nothing worth a figure was measured.
+            return Err(HarnessError::Interrupted);
+        }
+        assemble(spec.threads, results, elapsed, &timeline, None)
+    })
+}
+
+/// Runs `team` with `companions` on host threads beside it: started before it, stopped (even
+/// if it panics) and waited for after it.
+fn with_companions<R>(
+    companions: Vec<Companion<'_>>,
+    team: impl FnOnce() -> Result<R, HarnessError>,
+) -> Result<R, HarnessError> {
     let (bodies, stops): (Vec<_>, Vec<_>) = companions
         .into_iter()
         .map(|c| ((c.name, c.body), c.stop))
@@ -211,97 +294,13 @@ where
                     .map_err(HarnessError::Spawn)?,
             );
         }
-        let run = run_team_real(spec, procs, make_op);
+        let run = team();
         drop(stop_all);
         for c in running {
             c.join().map_err(|_| HarnessError::ThreadPanicked)?;
         }
         run
     })
-}
-
-/// [`run_team`] on the host's threads.
-fn run_team_real<F, E, M>(
-    spec: &TeamSpec,
-    procs: &ProcTable,
-    make_op: M,
-) -> Result<TeamRun, HarnessError>
-where
-    M: Fn(usize) -> F,
-    F: FnMut(&mut Backend) -> Result<(), E> + Send,
-    E: Into<OpError>,
-{
-    let phase = CachePadded::new(AtomicU8::new(STARTING));
-    let ready = AtomicUsize::new(0);
-    let published: Vec<CachePadded<AtomicU64>> = (0..spec.threads)
-        .map(|_| CachePadded::new(AtomicU64::new(0)))
-        .collect();
-    let mut timeline = Timeline::default();
-    let mut interrupted = false;
-    let mut results = Vec::with_capacity(spec.threads);
-    let mut elapsed = Duration::ZERO;
-    std::thread::scope(|scope| {
-        let spawned: Vec<_> = (0..spec.threads)
-            .map(|i| {
-                let op = make_op(i);
-                let cpu = crate::topology::cpu_for_thread(&spec.pin_order, i);
-                let (phase, ready, count) = (&phase, &ready, &*published[i]);
-                let sample_every = spec.sample_every;
-                std::thread::Builder::new()
-                    .name(format!("backend-{i}"))
-                    .spawn_scoped(scope, move || {
-                        if let Some(cpu) = cpu {
-                            crate::topology::pin_current_thread(cpu);
-                        }
-                        let backend = procs.attach();
-                        // The start gate: all threads attach and pin before any starts.
-                        ready.fetch_add(1, Ordering::Release);
-                        while phase.load(Ordering::Acquire) == STARTING {
-                            std::thread::park();
-                        }
-                        let mut backend = backend.map_err(|e| -> OpError { Box::new(e) })?;
-                        run_thread(op, &mut backend, phase, count, sample_every).inspect_err(|_| {
-                            phase.store(STOP, Ordering::Relaxed);
-                        })
-                    })
-            })
-            .collect();
-        let mut handles = Vec::with_capacity(spec.threads);
-        for h in spawned {
-            match h {
-                Ok(h) => handles.push(h),
-                Err(e) => results.push(Err(HarnessError::Spawn(e))),
-            }
-        }
-        if !results.is_empty() {
-            // Threads already started leave the gate when they see STOP.
-            phase.store(STOP, Ordering::Release);
-            for h in &handles {
-                h.thread().unpark();
-            }
-            return;
-        }
-        while ready.load(Ordering::Acquire) < spec.threads {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
-        for h in &handles {
-            h.thread().unpark();
-        }
-        (elapsed, timeline) = control(&phase, &published, spec);
-        interrupted = crate::interrupt::stop_requested();
-        for h in handles {
-            results.push(match h.join() {
-                Ok(r) => r.map_err(HarnessError::Workload),
-                Err(_) => Err(HarnessError::ThreadPanicked),
-            });
-        }
-    });
-    if interrupted && elapsed < TIMELINE_INTERVAL {
-        // Stopped in the warm-up or at once: nothing worth a figure was measured.
-        return Err(HarnessError::Interrupted);
-    }
-    assemble(spec.threads, results, elapsed, &timeline, None)
 }
 
 /// The team's run from its threads' results: their counts, latencies and statistics merged, or
