@@ -82,7 +82,8 @@ fn contention_costs_line_transfers_and_distance_costs_more() {
 }
 
 /// A companion that counts its rounds (a 100 µs sleep each) until stopped, beside a team of
-/// `spec.threads`; returns its rounds, whether it saw the stop, and the team's run.
+/// `spec.threads`; returns its rounds, whether it saw the stop (and so was joined only after
+/// it), and the team's run.
 fn with_companion(spec: &TeamSpec) -> (u64, bool, TeamRun) {
     use pglocks_harness::{run_team_with, Companion};
     use pglocks_sync::atomic::AtomicBool;
@@ -95,8 +96,13 @@ fn with_companion(spec: &TeamSpec) -> (u64, bool, TeamRun) {
     let companion = Companion {
         name: "counter",
         body: Box::new(|| {
-            while !stop.load(Ordering::Acquire) {
+            // At least one round however late it starts (a loaded host may run it only after
+            // the stop).
+            loop {
                 rounds.fetch_add(1, Ordering::Relaxed);
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
                 pglocks_sync::time::sleep(Duration::from_micros(100));
             }
             stopped.store(true, Ordering::Release);
@@ -125,8 +131,11 @@ fn a_companion_runs_beside_the_team_in_virtual_time_and_stops_after_it() {
 
 #[test]
 fn a_companion_runs_beside_a_team_of_host_threads_too() {
+    // Host time: long enough that a loaded machine still runs the team in it.
     let s = TeamSpec {
         sim: None,
+        duration: Duration::from_millis(50),
+        warmup: Duration::from_millis(10),
         ..spec(2, "opteron-48")
     };
     let (rounds, stopped, run) = with_companion(&s);
