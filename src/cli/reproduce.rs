@@ -60,7 +60,7 @@ struct Claim {
     published: String,
     source: String,
     needs_cpus: usize,
-    check: Check,
+    checks: Vec<Check>,
     run: RunSpec,
 }
 
@@ -85,13 +85,34 @@ fn pg() -> String {
     "pg".into()
 }
 
-/// What decides a claim.
+/// One test of a claim's report; a claim holds when all of its checks do.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 enum Check {
     /// Series `a` does at least `at_least` times series `b`'s throughput at the largest thread
     /// count both measured.
     Ratio { a: String, b: String, at_least: f64 },
+    /// `series` peaks at `peak_at_most` threads or fewer and its last point is below `below`
+    /// times that peak: its throughput falls past that count.
+    Falls {
+        series: String,
+        peak_at_most: usize,
+        below: f64,
+    },
+    /// No point of `series` is below `at_least` times its best at fewer threads: its
+    /// throughput keeps rising, or holds, as threads are added.
+    Holds { series: String, at_least: f64 },
+}
+
+#[cfg(test)]
+impl Check {
+    /// The series the check reads.
+    fn series(&self) -> Vec<&str> {
+        match self {
+            Check::Ratio { a, b, .. } => vec![a, b],
+            Check::Falls { series, .. } | Check::Holds { series, .. } => vec![series],
+        }
+    }
 }
 
 /// What came out of one claim.
@@ -248,29 +269,94 @@ fn series<'r>(report: &'r Report, label: &str) -> Option<&'r harness::report::Se
         .find(|s| s.preset == preset && imp.map_or(true, |i| s.impl_name == i))
 }
 
-/// Applies `check` to `report`: whether it holds, and the figure that decided it.
-fn decide(check: &Check, report: &Report) -> Result<(bool, String), String> {
+/// `n` threads, in words.
+fn threads(n: usize) -> String {
+    format!("{n} {}", if n == 1 { "thread" } else { "threads" })
+}
+
+/// A series' curve: (threads, ops/s) in thread order.
+type Curve = Vec<(usize, f64)>;
+
+/// The curve of `label` in `report`.
+fn curve(report: &Report, label: &str) -> Option<Curve> {
+    series(report, label).map(|s| {
+        s.points
+            .iter()
+            .map(|p| (p.threads, p.ops_per_sec))
+            .collect()
+    })
+}
+
+/// Applies `check` to the curves `of` gives: whether it holds, and the figure that decided it.
+fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, String), String> {
+    let find = |label: &str| {
+        of(label)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| format!("no series {label} in the report"))
+    };
     match check {
         Check::Ratio { a, b, at_least } => {
-            let sa = series(report, a).ok_or_else(|| format!("no series {a} in the report"))?;
-            let sb = series(report, b).ok_or_else(|| format!("no series {b} in the report"))?;
-            let (pa, pb) = sa
-                .points
+            let (ca, cb) = (find(a)?, find(b)?);
+            let (t, x, y) = ca
                 .iter()
                 .rev()
-                .find_map(|pa| {
-                    let pb = sb.points.iter().find(|pb| pb.threads == pa.threads)?;
-                    Some((pa, pb))
-                })
+                .find_map(|&(t, x)| cb.iter().find(|p| p.0 == t).map(|&(_, y)| (t, x, y)))
                 .ok_or_else(|| format!("{a} and {b} share no thread count"))?;
-            let ratio = pa.ops_per_sec / pb.ops_per_sec.max(f64::MIN_POSITIVE);
-            let threads = if pa.threads == 1 { "thread" } else { "threads" };
+            let ratio = x / y.max(f64::MIN_POSITIVE);
             Ok((
                 ratio >= *at_least,
                 format!(
-                    "{a} / {b} = {ratio:.2}\u{d7} at {} {threads} (claimed \u{2265} {at_least}\u{d7})",
-                    pa.threads
+                    "{a} / {b} = {ratio:.2}\u{d7} at {} (claimed \u{2265} {at_least}\u{d7})",
+                    threads(t)
                 ),
+            ))
+        }
+        Check::Falls {
+            series,
+            peak_at_most,
+            below,
+        } => {
+            let c = find(series)?;
+            let peak = c
+                .iter()
+                .copied()
+                .max_by(|x, y| x.1.total_cmp(&y.1))
+                .expect("a curve with points");
+            let last = *c.last().expect("a curve with points");
+            let end = last.1 / peak.1.max(f64::MIN_POSITIVE);
+            Ok((
+                peak.0 <= *peak_at_most && end < *below,
+                format!(
+                    "{series} peaks at {} and ends at {end:.2}\u{d7} that peak at {} (claimed: \
+                     a peak at \u{2264} {peak_at_most}, an end below {below}\u{d7})",
+                    threads(peak.0),
+                    threads(last.0)
+                ),
+            ))
+        }
+        Check::Holds { series, at_least } => {
+            let c = find(series)?;
+            // The lowest share of the best so far, and where it was.
+            let (mut best, mut worst) = (c[0].1, (1.0_f64, c[0].0));
+            for &(t, x) in &c[1..] {
+                let share = x / best.max(f64::MIN_POSITIVE);
+                if share < worst.0 {
+                    worst = (share, t);
+                }
+                best = best.max(x);
+            }
+            let (share, at) = worst;
+            let figure = if share >= 1.0 {
+                format!("{series} never falls below its best at fewer threads")
+            } else {
+                format!(
+                    "{series} at its lowest is {share:.2}\u{d7} its best at fewer threads ({})",
+                    threads(at)
+                )
+            };
+            Ok((
+                share >= *at_least,
+                format!("{figure} (claimed \u{2265} {at_least}\u{d7})"),
             ))
         }
     }
@@ -304,7 +390,17 @@ fn reproduce_one(
     let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
-    let (verdict, measured, reason) = match decide(&claim.check, &report) {
+    let decided: Result<Vec<(bool, String)>, String> = claim
+        .checks
+        .iter()
+        .map(|c| decide(c, |l| curve(&report, l)))
+        .collect();
+    let decided = decided.map(|all| {
+        let holds = all.iter().all(|(h, _)| *h);
+        let figures: Vec<String> = all.into_iter().map(|(_, m)| m).collect();
+        (holds, figures.join("; "))
+    });
+    let (verdict, measured, reason) = match decided {
         Err(why) => (Verdict::NotRun, String::new(), Some(why)),
         Ok((true, m)) => (Verdict::Reproduced, m, None),
         Ok((false, m)) if cpus < claim.needs_cpus => (
@@ -498,8 +594,8 @@ mod tests {
         for c in &all {
             let w = pglocks_workloads::workload(&c.run.workload).unwrap();
             let presets: Vec<&str> = c.run.presets.split(',').collect();
-            let Check::Ratio { a, b, .. } = &c.check;
-            for s in [a, b] {
+            assert!(!c.checks.is_empty(), "{}: no check", c.id);
+            for s in c.checks.iter().flat_map(Check::series) {
                 // The label is a preset of the run; a macro workload's run adds its executor work.
                 let preset = s.split('/').next().unwrap();
                 let preset = preset.split("+executor_work=").next().unwrap();
@@ -509,6 +605,43 @@ mod tests {
             super::super::parse_threads(&c.run.quick_threads).unwrap();
             assert!(!w.impls.is_empty());
         }
+    }
+
+    /// The checks on made-up curves: 9.1-like (peaks at 16, then falls) and 9.2-like (rises).
+    #[test]
+    fn each_check_holds_on_the_curve_it_describes_and_not_on_the_other() {
+        let falls: Curve = vec![(1, 10.0), (16, 100.0), (32, 80.0), (64, 40.0)];
+        let rises: Curve = vec![(1, 10.0), (16, 120.0), (32, 200.0), (64, 190.0)];
+        let of = |l: &str| match l {
+            "old" => Some(falls.clone()),
+            "new" => Some(rises.clone()),
+            _ => None,
+        };
+        let ratio = |at_least| Check::Ratio {
+            a: "new".into(),
+            b: "old".into(),
+            at_least,
+        };
+        let (held, figure) = decide(&ratio(4.0), of).unwrap();
+        assert!(held, "{figure}");
+        assert!(figure.contains("= 4.75\u{d7} at 64 threads"), "{figure}");
+        assert!(!decide(&ratio(5.0), of).unwrap().0);
+        let falling = |series: &str| Check::Falls {
+            series: series.into(),
+            peak_at_most: 32,
+            below: 0.9,
+        };
+        assert!(decide(&falling("old"), of).unwrap().0);
+        // The new curve's peak is at 32 too, but its end is 0.95 of it: not a fall.
+        assert!(!decide(&falling("new"), of).unwrap().0);
+        let holding = |series: &str| Check::Holds {
+            series: series.into(),
+            at_least: 0.9,
+        };
+        assert!(decide(&holding("new"), of).unwrap().0);
+        let (held, figure) = decide(&holding("old"), of).unwrap();
+        assert!(!held && figure.contains("0.40\u{d7}"), "{figure}");
+        assert!(decide(&holding("missing"), of).is_err());
     }
 
     #[test]
