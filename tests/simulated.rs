@@ -137,3 +137,34 @@ fn calibrate_writes_the_profile_that_sim_this_runs_on() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["machine"]["simulated"]["profile"], "this");
 }
+
+#[test]
+fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+        .args([
+            "run",
+            "spin",
+            "--impl",
+            "tas",
+            "--threads",
+            "8",
+            "--machine",
+            "sim:opteron-48",
+            "--no-progress",
+            "--format",
+            "csv",
+        ])
+        .env("PGLOCKS_SIM_HOT_LINES", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("hot lines of a simulated run of 8 threads on opteron-48"),
+        "{err}"
+    );
+    // One line asked for: the TAS lock's byte, first missed on by its exchange.
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("transfers:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("crates/spin/src/"), "{err}");
+}

@@ -427,6 +427,22 @@ where
     // time is stuck (a lock never released, a livelock).
     let limit = (spec.warmup + spec.duration) * 4 + Duration::from_secs(1);
     let outcome = pglocks_sim::run(profile, threads, limit)?;
+    if !outcome.hot_lines.is_empty() {
+        // Asked for with PGLOCKS_SIM_HOT_LINES: a diagnostic, on stderr beside the progress.
+        let mut text = format!(
+            "hot lines of a simulated run of {} threads on {}:\n",
+            spec.threads, profile.name
+        );
+        for h in &outcome.hot_lines {
+            text += &format!(
+                "  {:>10.1} us waited, {:>8} transfers: {}\n",
+                h.waited.as_secs_f64() * 1e6,
+                h.transfers,
+                h.site
+            );
+        }
+        eprint!("{text}");
+    }
     let (elapsed, timeline) = measured;
     let results = results.into_iter().map(|r| {
         r.ok_or(HarnessError::ThreadPanicked)?

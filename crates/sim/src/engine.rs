@@ -27,6 +27,7 @@
 //! plain pause, which is never elided.
 
 use crate::cache::{Access, Caches, Costs, PS_PER_NS};
+use crate::hot::{HotLine, HotLines};
 use crate::profile::Profile;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -122,6 +123,8 @@ pub struct Outcome {
     pub elided_spins: u64,
     /// Host time the simulation took.
     pub host_time: Duration,
+    /// The lines waited on most, when `PGLOCKS_SIM_HOT_LINES` asks for them ([`crate::hot`]).
+    pub hot_lines: Vec<HotLine>,
 }
 
 impl Outcome {
@@ -209,6 +212,7 @@ pub(crate) struct Engine {
     switch: u64,
     quantum: u64,
     slack: u64,
+    hot: Option<HotLines>,
 }
 
 thread_local! {
@@ -384,6 +388,9 @@ impl Engine {
         };
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
+        if let Some(hot) = self.hot.as_mut().filter(|_| c.miss) {
+            hot.record(c.line, c.done - now);
+        }
         self.threads[self.current].clock = if c.miss {
             c.done
         } else {
@@ -683,6 +690,7 @@ pub fn run(
         switch: ns(profile.os.context_switch_ns),
         quantum: ns(profile.os.quantum_us * 1000.0).max(1),
         slack: ns(profile.os.timer_slack_ns),
+        hot: HotLines::from_env(),
         costs,
     };
     let mut bodies = Vec::with_capacity(threads.len());
@@ -741,9 +749,10 @@ pub fn run(
     drop(coroutines);
     SIMULATING.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: made by Box::into_raw above; no virtual thread is left to use it.
-    let engine = unsafe { Box::from_raw(engine) };
+    let mut engine = unsafe { Box::from_raw(engine) };
     result?;
     let end = engine.threads.iter().map(|t| t.clock).max().unwrap_or(0);
+    let hot_lines = engine.hot.take().map(HotLines::top).unwrap_or_default();
     Ok(Outcome {
         virtual_time: Duration::from_nanos(end / PS_PER_NS),
         ops: engine.ops,
@@ -754,6 +763,7 @@ pub fn run(
             .collect(),
         elided_spins: engine.elided,
         host_time: started.elapsed(),
+        hot_lines,
     })
 }
 

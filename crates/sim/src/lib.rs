@@ -15,10 +15,12 @@
 
 pub mod cache;
 pub mod engine;
+pub mod hot;
 pub mod profile;
 
 pub use cache::{Access, Distance};
 pub use engine::{run, Outcome, Placement, SimError, SimThread};
+pub use hot::HotLine;
 pub use profile::{Profile, ProfileError};
 
 /// What the shim calls on a virtual thread; each function may only be called when [`active`]
