@@ -569,12 +569,7 @@ fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
     for paragraph in harness::summary::summary(&report) {
         println!("{}", wrap(&format!("- {paragraph}"), BRIEF_WIDTH, "  "));
     }
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let dir = PathBuf::from("target")
-        .join("pglocks")
-        .join(format!("default-{stamp}"));
+    let dir = stamped_dir("default");
     harness::save_report(&report, &dir)?;
     println!(
         "\nwall time {:.1} s. The report, with charts, wait events and metrics:\n  {}/index.html",
@@ -585,6 +580,17 @@ fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
         println!("All tables: {} report {} -v", invocation(), dir.display());
     }
     interrupted(&report)
+}
+
+/// `target/pglocks/<name>-<seconds since the epoch>`: where a command that was given no
+/// directory saves its report.
+fn stamped_dir(name: &str) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from("target")
+        .join("pglocks")
+        .join(format!("{name}-{stamp}"))
 }
 
 /// How the user started this program, for a command line to copy: `cargo run --release --` when

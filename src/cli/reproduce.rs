@@ -10,7 +10,7 @@
 //! the machine asked for (a model the simulator does not run yet). `OUT/index.html` opens with
 //! the summary table; `OUT/report.json` holds the same for programs.
 
-use super::{detect, machine, plan, show, CliError, RunArgs};
+use super::{detect, machine, plan, show, stamped_dir, CliError, RunArgs};
 use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
@@ -431,15 +431,7 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     };
     let out = match &a.out {
         Some(d) => d.clone(),
-        None => {
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let m = a.machine.replace(':', "-");
-            PathBuf::from("target")
-                .join("pglocks")
-                .join(format!("reproduce-{m}-{stamp}"))
-        }
+        None => stamped_dir(&format!("reproduce-{}", a.machine.replace(':', "-"))),
     };
     std::fs::create_dir_all(&out).map_err(|error| CliError::Io {
         path: out.display().to_string(),
