@@ -379,14 +379,18 @@ fn reproduce_one(
         reason,
         dir,
     };
-    let plan = match plan(&args) {
-        Ok(p) => p,
-        // A model the simulated machine does not run is a verdict, not a failure.
-        Err(CliError::Usage(why)) if a.machine != "real" => {
+    // A model the simulated machine does not run is a verdict, not a failure; any other error
+    // in the claim's run is one.
+    if let Some(profile) = a.machine.strip_prefix("sim:") {
+        if let Some(why) = pglocks_workloads::workload(&claim.run.workload)?.not_simulated() {
+            let why = format!(
+                "{} cannot run on the simulated machine {profile}: {why}",
+                claim.run.workload
+            );
             return Ok(outcome(Verdict::NotRun, String::new(), Some(why), None));
         }
-        Err(e) => return Err(e),
-    };
+    }
+    let plan = plan(&args)?;
     let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
