@@ -133,11 +133,13 @@ pub(crate) fn with_wal_writer<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
             stop: Box::new(move || wal.shutdown_wal_writer(procs)),
         }])
     };
-    let stats = result
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .ok_or(HarnessError::ThreadPanicked)?
-        .map_err(workload_error)?;
+    // A writer that left no result never finished: the team's own error (a simulation that
+    // ran out of time ends every thread) says why, else the writer panicked.
+    let Some(stats) = result.into_inner().unwrap_or_else(|e| e.into_inner()) else {
+        run?;
+        return Err(HarnessError::ThreadPanicked);
+    };
+    let stats = stats.map_err(workload_error)?;
     let mut run = run?;
     run.stats.merge(&stats);
     Ok(run)
