@@ -9,8 +9,9 @@
 //!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
 //!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
 //!   SOSP'13 study, which the built-in profiles use, measures each alone), so one transfer is a
-//!   quarter of the round trip. It stands for every distance class the machine has (a machine with more than one package
-//!   measured from two CPUs of one package gets the same figure across packages: a lower bound);
+//!   quarter of the round trip. It stands for every distance class the machine has (a machine
+//!   with more than one package measured from two CPUs of one package gets the same figure
+//!   across packages: a lower bound);
 //! - `syscall_ns`: a `FUTEX_WAKE` nobody waits for;
 //! - `wake_ns`: from a semaphore's unlock to the sleeper (pinned to another CPU) running again;
 //! - `context_switch_ns`: two threads pinned to one CPU handing a semaphore back and forth, half
@@ -19,14 +20,12 @@
 //! - `smt_speed`: how fast a private loop runs on one CPU while the other runs one too; on a
 //!   two-CPU machine whose CPUs slow each other down (a VM's two vCPUs that the host runs on
 //!   one core's two threads, which the guest's topology does not show), the profile makes them
-//!   SMT siblings with that speed.
-//!
+//!   SMT siblings with that speed;
 //! - `quantum_us`: the time slice, from two busy threads sharing one CPU: the median run of
 //!   one between two times it was off the CPU.
 //!
-//! Not measured are `local` and `op_ns`, the charges
-//! for the code between shim operations, which needs the models' workloads: the command line
-//! fits it (`pglocks calibrate`).
+//! Not measured are `local` and `op_ns`, the charges for the code between shim operations,
+//! which need the models' workloads: the command line fits them (`pglocks calibrate`).
 
 use crate::topology::{pin_current_thread, Topology};
 use pglocks_sim::profile::{Cycles, Numbering, Os, Shape};
