@@ -83,8 +83,8 @@ pub fn sweep(
         .map(|s| match &cfg.sim {
             None => (None, None),
             Some(p) => match p.for_workload(&s.workload) {
-                (_, None) => (Some(Arc::clone(p)), None),
-                (own, cost) => (Some(Arc::new(own)), cost),
+                None => (Some(Arc::clone(p)), None),
+                Some((own, cost)) => (Some(Arc::new(own)), Some(cost)),
             },
         })
         .collect();

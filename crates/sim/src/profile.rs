@@ -256,18 +256,14 @@ impl Profile {
         v
     }
 
-    /// The profile a run of `workload` simulates on: this one, with the workload's per-operation
-    /// charge (if `op_ns` lists it) in place of the per-shim-operation one. Returns it and the
-    /// charge, in ns.
-    pub fn for_workload(&self, workload: &str) -> (Profile, Option<f64>) {
-        match self.op_ns.get(workload) {
-            None => (self.clone(), None),
-            Some(&ns) => {
-                let mut p = self.clone();
-                p.cycles.local = 0.0;
-                (p, Some(ns))
-            }
-        }
+    /// If `op_ns` lists `workload`, the profile a run of it simulates on (this one, with the
+    /// workload's per-operation charge in place of the per-shim-operation one) and that charge,
+    /// in ns; `None` when the workload runs on this profile as it is.
+    pub fn for_workload(&self, workload: &str) -> Option<(Profile, f64)> {
+        let &ns = self.op_ns.get(workload)?;
+        let mut p = self.clone();
+        p.cycles.local = 0.0;
+        Some((p, ns))
     }
 
     /// The profile as TOML text (the form of a profile file).
@@ -530,10 +526,11 @@ mod tests {
         let mut p = Profile::find("xeon-2s").unwrap();
         p.cycles.local = 3.0;
         p.op_ns.insert("spin".into(), 12.4);
-        let (spin, cost) = p.for_workload("spin");
-        assert_eq!((spin.cycles.local, cost), (0.0, Some(12.4)));
-        let (other, cost) = p.for_workload("clog-set");
-        assert_eq!((other.cycles.local, cost), (3.0, None));
+        let (spin, cost) = p.for_workload("spin").unwrap();
+        assert_eq!((spin.cycles.local, cost), (0.0, 12.4));
+        // A workload it does not list runs on the profile as it is (`local` per operation).
+        assert!(p.for_workload("clog-set").is_none());
+        assert_eq!(p.cycles.local, 3.0);
         // And it survives being written out.
         assert_eq!(Profile::parse(&p.to_toml(), "x").unwrap(), p);
     }
