@@ -69,16 +69,20 @@ fn a_simulated_run_measures_virtual_time() {
 #[test]
 fn contention_costs_line_transfers_and_distance_costs_more() {
     // One thread: the counter stays in its cache. Two on one die, then two in different
-    // packages, with no work between increments: each increment is a transfer, a longer one
-    // across packages.
-    let one = contended(&spec(1, "westmere-80"), 0).0.ops_per_sec();
-    let mut near = spec(2, "westmere-80");
-    near.pin_order = vec![0, 1];
-    let near = contended(&near, 0).0.ops_per_sec();
-    let mut far = spec(2, "westmere-80");
-    far.pin_order = vec![0, 79];
-    let far = contended(&far, 0).0.ops_per_sec();
-    assert!(one > 4.0 * near && near > 1.5 * far, "{one} {near} {far}");
+    // packages, with more work between increments than a transfer's half (for which a CPU keeps
+    // the line it got): each increment is a transfer, a longer one across packages. Per thread,
+    // an increment then takes the work plus a transfer.
+    let per_thread = |threads: usize, pin: &[usize]| {
+        let mut s = spec(threads, "westmere-80");
+        if !pin.is_empty() {
+            s.pin_order = pin.to_vec();
+        }
+        contended(&s, 300).0.ops_per_sec() / threads as f64
+    };
+    let one = per_thread(1, &[]);
+    let near = per_thread(2, &[0, 1]);
+    let far = per_thread(2, &[0, 79]);
+    assert!(one > 1.25 * near && near > 1.3 * far, "{one} {near} {far}");
 }
 
 /// A companion that counts its rounds (a 100 µs sleep each) until stopped, beside a team of

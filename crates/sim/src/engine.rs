@@ -6,9 +6,10 @@
 //! passed the earliest event of any other thread (the *horizon*); it then queues itself at its
 //! clock and the engine resumes whichever thread is earliest. So every shared-memory operation
 //! takes effect in virtual-time order, and two runs with the
-//! same machine and the same inputs interleave identically: the simulator is deterministic. An
-//! operation takes effect when it is issued (a miss takes the line at once) and its latency is
-//! charged after it (see the cost model's "Timing").
+//! same machine and the same inputs interleave identically: the simulator is deterministic. A hit
+//! takes effect when it is issued; a miss is booked then but takes effect when the line's
+//! holder answers, and the thread waits for that moment in virtual time before the host does
+//! the access (see the cost model's "Timing").
 //!
 //! **CPUs and the OS.** Each thread is placed on one CPU of the profile. A CPU runs one thread at
 //! a time; more threads than CPUs wait in the CPU's run queue, and the running one is preempted
@@ -376,11 +377,11 @@ impl Engine {
         self.me().clock += local;
     }
 
-    /// An access: it takes effect now (a miss takes the line at once) and the thread's clock
-    /// moves on to its end (a miss's, after the transfer). For a load that missed, returns the
-    /// part of the transfer still to come when the holder answers, half-way: the caller waits
-    /// until then before it reads the value, so the load sees what the line held at that time.
-    fn access(&mut self, addr: usize, kind: Access) -> Option<u64> {
+    /// An access, charged by the cost model. A hit takes effect now. A miss takes the line in
+    /// the model's books now, but takes effect when the holder answers (see the cost model's
+    /// "Timing"): the thread's clock is moved there and the part of the transfer still to come
+    /// is returned, for [`Engine::take_effect`] once the other threads have run up to that time.
+    fn access(&mut self, addr: usize, kind: Access) -> Option<(u64, u64)> {
         let shared = self.smt_busy();
         let (place, now) = {
             let t = &self.threads[self.current];
@@ -391,18 +392,22 @@ impl Engine {
         if let Some(hot) = self.hot.as_mut().filter(|_| c.miss) {
             hot.record(c.line, c.done - now);
         }
-        self.threads[self.current].clock = if c.miss {
-            c.done
-        } else {
-            now + self.costs.private(c.done - now, shared)
-        };
-        self.applied(c.line, c.version, kind);
-        if c.miss && kind == Access::Load {
-            let rest = (c.done - now) / 2;
-            self.me().clock -= rest;
-            return Some(rest);
+        if c.miss {
+            self.me().clock = c.answer;
+            return Some((c.line, c.done - c.answer));
         }
+        self.me().clock = now + self.costs.private(c.done - now, shared);
+        let version = self.caches.effect(c.line, kind);
+        self.applied(c.line, version, kind);
         None
+    }
+
+    /// A miss taking effect at the thread's clock; the clock then moves on by `rest`, to the
+    /// transfer's end.
+    fn take_effect(&mut self, line: u64, kind: Access, rest: u64) {
+        let version = self.caches.effect(line, kind);
+        self.applied(line, version, kind);
+        self.me().clock += rest;
     }
 
     /// What follows an access's taking effect: the spin-elision bookkeeping of the thread, and
@@ -485,10 +490,10 @@ pub mod ops {
     pub fn access(addr: usize, kind: Access) {
         with(Engine::before_access);
         sync_point();
-        if let Some(rest) = with(|e| e.access(addr, kind)) {
+        if let Some((line, rest)) = with(|e| e.access(addr, kind)) {
             // The other threads first run up to the moment the holder answers.
             sync_point();
-            with(|e| e.me().clock += rest);
+            with(|e| e.take_effect(line, kind, rest));
         }
     }
 
