@@ -99,9 +99,14 @@ enum Check {
         peak_at_most: usize,
         below: f64,
     },
-    /// No point of `series` is below `at_least` times its best at fewer threads: its
-    /// throughput keeps rising, or holds, as threads are added.
-    Holds { series: String, at_least: f64 },
+    /// No point of `series` (up to `through` threads, when given) is below `at_least` times its
+    /// best at fewer threads: its throughput keeps rising, or holds, as threads are added.
+    Holds {
+        series: String,
+        at_least: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        through: Option<usize>,
+    },
 }
 
 #[cfg(test)]
@@ -334,8 +339,16 @@ fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, St
                 ),
             ))
         }
-        Check::Holds { series, at_least } => {
-            let c = find(series)?;
+        Check::Holds {
+            series,
+            at_least,
+            through,
+        } => {
+            let mut c = find(series)?;
+            c.retain(|p| through.is_none_or(|n| p.0 <= n));
+            if c.is_empty() {
+                return Err(format!("{series} has no point up to {through:?} threads"));
+            }
             // The lowest share of the best so far, and where it was.
             let (mut best, mut worst) = (c[0].1, (1.0_f64, c[0].0));
             for &(t, x) in &c[1..] {
@@ -354,9 +367,10 @@ fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, St
                     threads(at)
                 )
             };
+            let upto = through.map_or(String::new(), |n| format!(" up to {}", threads(n)));
             Ok((
                 share >= *at_least,
-                format!("{figure} (claimed \u{2265} {at_least}\u{d7})"),
+                format!("{figure} (claimed \u{2265} {at_least}\u{d7}{upto})"),
             ))
         }
     }
@@ -630,14 +644,19 @@ mod tests {
         assert!(decide(&falling("old"), of).unwrap().0);
         // The new curve's peak is at 32 too, but its end is 0.95 of it: not a fall.
         assert!(!decide(&falling("new"), of).unwrap().0);
-        let holding = |series: &str| Check::Holds {
+        let holding = |series: &str, through| Check::Holds {
             series: series.into(),
             at_least: 0.9,
+            through,
         };
-        assert!(decide(&holding("new"), of).unwrap().0);
-        let (held, figure) = decide(&holding("old"), of).unwrap();
+        assert!(decide(&holding("new", None), of).unwrap().0);
+        let (held, figure) = decide(&holding("old", None), of).unwrap();
         assert!(!held && figure.contains("0.40\u{d7}"), "{figure}");
-        assert!(decide(&holding("missing"), of).is_err());
+        // Up to 16 threads the old curve still rose.
+        let (held, figure) = decide(&holding("old", Some(16)), of).unwrap();
+        assert!(held && figure.contains("up to 16 threads"), "{figure}");
+        assert!(decide(&holding("old", Some(0)), of).is_err());
+        assert!(decide(&holding("missing", None), of).is_err());
     }
 
     #[test]

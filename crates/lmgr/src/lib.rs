@@ -28,6 +28,7 @@
 
 pub mod deadlock;
 pub mod fastpath;
+mod freelist;
 pub mod locktag;
 pub mod mode;
 pub mod proc;
@@ -160,6 +161,9 @@ pub struct LockManagerConfig {
     /// (granted, or failed by its own deadlock check), for the caller to release; 18 split
     /// `ProcSleep` and returns without it.
     pub relock_after_sleep: bool,
+    /// The free lists of the shared `LOCK` and `PROCLOCK` hash tables: one (behind one
+    /// spinlock) up to 9.5, `NUM_FREELISTS` (32) from 9.6.
+    pub hash_freelists: usize,
 }
 
 impl LockManagerConfig {
@@ -196,6 +200,7 @@ impl LockManagerConfig {
             fast_path: FastPathLayout::Slots16,
             nowait_checks_queue: false,
             relock_after_sleep: true,
+            hash_freelists: freelist::NUM_FREELISTS,
         }
     }
 }
@@ -315,6 +320,7 @@ impl<K: RawLwLock> LockManager<K> {
             table: LockTable::new(
                 config.partitions,
                 config.max_locks_per_transaction * config.max_backends,
+                config.hash_freelists,
             ),
             fast_path: FastPath::new(config.fast_path, config.max_backends),
             waits: WaitSlots::new(config.max_backends),

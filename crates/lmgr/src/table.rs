@@ -11,18 +11,18 @@
 //!
 //! Differences from PostgreSQL: each partition is a `HashMap` of lock objects, and a lock's
 //! proclocks are a small vector inside it rather than a second shared hash table (the same
-//! counting limits apply, kept in two atomic counters standing in for the shared hash tables'
-//! free lists). The limits are exact: PostgreSQL's tables (through 18) start at half of
+//! counting limits apply, kept by `FreeLists` (freelist.rs) standing in for the two shared
+//! hash tables' free lists: one list behind one spinlock up to 9.5, 32 from 9.6). The limits are exact: PostgreSQL's tables (through 18) start at half of
 //! `NLOCKENTS` and take further entries from the shared segment as they grow, so a full table
 //! there may borrow some spare memory before "out of shared memory"; here the `NLOCKENTS`-th
 //! entry is the last.
 
+use crate::freelist::FreeLists;
 use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
 use crate::{LmgrError, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
 use pglocks_proc::{Backend, ProcTable};
-use pglocks_sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::CachePadded;
 
@@ -168,10 +168,10 @@ struct Partition<K> {
 /// The shared lock table: partitions plus the `NLOCKENTS` limits.
 pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
     partitions: Box<[CachePadded<Partition<K>>]>,
-    locks_used: AtomicUsize,
-    proclocks_used: AtomicUsize,
-    max_locks: usize,
-    max_proclocks: usize,
+    /// The `LOCK` hash table's free elements.
+    lock_entries: FreeLists,
+    /// The `PROCLOCK` hash table's free elements.
+    proclock_entries: FreeLists,
 }
 
 // SAFETY: a partition's `locks` are only touched inside `with_partition`, which holds the
@@ -180,8 +180,8 @@ unsafe impl<K: RawLwLock> Sync for LockTable<K> {}
 
 impl<K: RawLwLock> LockTable<K> {
     /// A table of `partitions` partitions holding at most `max_locks` lock objects and twice as
-    /// many proclocks.
-    pub fn new(partitions: usize, max_locks: usize) -> Self {
+    /// many proclocks, each hash table's elements on `freelists` free lists.
+    pub fn new(partitions: usize, max_locks: usize, freelists: usize) -> Self {
         Self {
             partitions: (0..partitions.max(1))
                 .map(|_| {
@@ -191,10 +191,8 @@ impl<K: RawLwLock> LockTable<K> {
                     })
                 })
                 .collect(),
-            locks_used: AtomicUsize::new(0),
-            proclocks_used: AtomicUsize::new(0),
-            max_locks,
-            max_proclocks: 2 * max_locks,
+            lock_entries: FreeLists::new(freelists, max_locks),
+            proclock_entries: FreeLists::new(freelists, 2 * max_locks),
         }
     }
 
@@ -223,10 +221,8 @@ impl<K: RawLwLock> LockTable<K> {
             f(&mut PartitionLocks {
                 procs,
                 locks: unsafe { &mut *m },
-                table_locks_used: &self.locks_used,
-                table_proclocks_used: &self.proclocks_used,
-                max_locks: self.max_locks,
-                max_proclocks: self.max_proclocks,
+                lock_entries: &self.lock_entries,
+                proclock_entries: &self.proclock_entries,
             })
         });
         part.lwlock.release(b)?;
@@ -259,10 +255,8 @@ impl<K: RawLwLock> LockTable<K> {
                     // SAFETY: every partition's LWLock is held exclusively until the releases
                     // below, and each pointer is to a different partition's map.
                     locks: part.locks.with_mut(|m| unsafe { &mut *m }),
-                    table_locks_used: &self.locks_used,
-                    table_proclocks_used: &self.proclocks_used,
-                    max_locks: self.max_locks,
-                    max_proclocks: self.max_proclocks,
+                    lock_entries: &self.lock_entries,
+                    proclock_entries: &self.proclock_entries,
                 })
                 .collect(),
         };
@@ -276,10 +270,7 @@ impl<K: RawLwLock> LockTable<K> {
 
     /// Lock objects and proclocks in use (for tests and reports).
     pub fn entries_in_use(&self) -> (usize, usize) {
-        (
-            self.locks_used.load(Relaxed),
-            self.proclocks_used.load(Relaxed),
-        )
+        (self.lock_entries.in_use(), self.proclock_entries.in_use())
     }
 }
 
@@ -288,10 +279,8 @@ pub(crate) struct PartitionLocks<'a> {
     /// Every backend's `PGPROC`, for `ProcWakeup`'s semaphore post under the partition lock.
     pub procs: &'a ProcTable,
     locks: &'a mut TagMap<LockTag, Lock>,
-    table_locks_used: &'a AtomicUsize,
-    table_proclocks_used: &'a AtomicUsize,
-    max_locks: usize,
-    max_proclocks: usize,
+    lock_entries: &'a FreeLists,
+    proclock_entries: &'a FreeLists,
 }
 
 /// Every partition's lock objects, while all their LWLocks are held.
@@ -316,11 +305,10 @@ impl<'a> AllPartitions<'a> {
     }
 }
 
-/// Takes one entry from a fixed-size shared table, or reports it full.
-fn take_entry(used: &AtomicUsize, max: usize) -> Result<(), LmgrError> {
-    used.fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
-        .map(drop)
-        .map_err(|_| LmgrError::OutOfSharedMemory)
+/// lock.c's `ProcLockHashCode`: a proclock's hash code, from its lock's and its backend (the
+/// backend's number standing in for the `PGPROC` pointer PostgreSQL mixes in).
+fn proclock_hash(tag: &LockTag, procno: u32) -> u32 {
+    tag.hash_code() ^ (procno << 4)
 }
 
 impl PartitionLocks<'_> {
@@ -339,15 +327,15 @@ impl PartitionLocks<'_> {
         mode: LockMode,
     ) -> Result<&mut Lock, LmgrError> {
         if !self.locks.contains_key(&tag) {
-            take_entry(self.table_locks_used, self.max_locks)?;
+            self.lock_entries.take(tag.hash_code())?;
             self.locks.insert(tag, Lock::default());
         }
         let lock = self.locks.get_mut(&tag).expect("inserted above");
         if lock.proc_lock(procno).is_none() {
-            if let Err(e) = take_entry(self.table_proclocks_used, self.max_proclocks) {
+            if let Err(e) = self.proclock_entries.take(proclock_hash(&tag, procno)) {
                 if lock.n_requested == 0 {
                     self.locks.remove(&tag);
-                    self.table_locks_used.fetch_sub(1, Relaxed);
+                    self.lock_entries.give(tag.hash_code());
                 }
                 return Err(e);
             }
@@ -391,12 +379,12 @@ impl PartitionLocks<'_> {
         {
             // In order: the deadlock checker follows holders in the order they came.
             lock.proc_locks.remove(i);
-            self.table_proclocks_used.fetch_sub(1, Relaxed);
+            self.proclock_entries.give(proclock_hash(tag, procno));
         }
         if lock.n_requested == 0 {
             debug_assert!(lock.proc_locks.is_empty());
             self.locks.remove(tag);
-            self.table_locks_used.fetch_sub(1, Relaxed);
+            self.lock_entries.give(tag.hash_code());
         }
     }
 
@@ -439,7 +427,7 @@ mod tests {
     fn full_tables_report_out_of_shared_memory_and_take_nothing() {
         let procs = ProcTable::new(1);
         let mut b = procs.attach().unwrap();
-        let t: LockTable = LockTable::new(1, 1);
+        let t: LockTable = LockTable::new(1, 1, 1);
         t.with_partition(&mut b, 0, |p| {
             p.setup(LockTag::relation(1, 1), 0, AccessShare).unwrap();
             let e = p

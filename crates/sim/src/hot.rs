@@ -91,7 +91,7 @@ fn site() -> String {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("at "))
         .filter(|path| outside(path))
-        .take(4)
+        .take(8)
         .collect();
     if frames.is_empty() {
         "(no frame outside the simulator: build with debug info to see one)".into()

@@ -58,13 +58,15 @@ impl Buffers {
         &self.pages[idx * PAGE_WORDS + (byte_offset / 8) as usize]
     }
 
-    /// Stores `words` into buffer `idx` from `byte_offset`.
+    /// Stores `words` into buffer `idx` from `byte_offset` (on a simulated CPU, charged as a
+    /// copy of that many words: the page bytes are not the shim's atomics).
     #[inline]
     pub(crate) fn store(&self, idx: usize, byte_offset: u64, words: &[u64]) {
         let base = idx * PAGE_WORDS + (byte_offset / 8) as usize;
         for (slot, &w) in self.pages[base..base + words.len()].iter().zip(words) {
             slot.store(w, Relaxed);
         }
+        pglocks_sync::hint::data_copy(words.len());
     }
 
     /// Reads one word.

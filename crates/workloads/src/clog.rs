@@ -70,6 +70,7 @@ fn run<K: RawLwLock>(
         clog.extend(&mut b, START_XID).map_err(workload_error)?;
     }
     let window = settings.xid_window;
+    let think = settings.think;
     run_team(spec, &procs, |_| {
         let (clog, xids) = (Arc::clone(&clog), Arc::clone(&xids));
         move |b: &mut Backend| -> Result<(), pglocks_slru::SlruError> {
@@ -91,6 +92,8 @@ fn run<K: RawLwLock>(
                     };
                     xids.lock.release(b)?;
                     extended?;
+                    // The transaction's own work between its xid and its commit: `think`.
+                    std::hint::black_box(pglocks_sync::hint::busy_work(think, u64::from(xid)));
                     clog.set_tree_status(b, xid, &[], XidStatus::Committed, 0)
                 }
             }

@@ -311,7 +311,7 @@ pub const WORKLOADS: &[Workload] = &[
         )
     },
     Workload {
-        knobs: &["slru_latency", "slru_fault"],
+        knobs: &["slru_latency", "think", "slru_fault"],
         ..entry(
             "clog-set",
             "commit the next xid in the commit log (TransactionIdCommitTree; group update from 11)",
@@ -351,7 +351,7 @@ pub const WORKLOADS: &[Workload] = &[
         )
     },
     Workload {
-        knobs: &["record_size", "wal_fault"],
+        knobs: &["record_size", "think", "wal_fault"],
         flushes_wal: true,
         ..entry(
             "wal-insert",

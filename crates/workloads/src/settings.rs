@@ -277,6 +277,9 @@ settings! {
     /// lock.c: `NUM_LOCK_PARTITIONS`, the LockManager tranche (16 from 8.2; 8.1 had one
     /// LockMgrLock).
     lock_partitions: usize = |p| if p.version >= v(8, 2) { 16 } else { 1 };
+    /// dynahash.c: the free lists of the lock table's shared hash tables (one, behind one
+    /// spinlock, up to 9.5; `NUM_FREELISTS` = 32 from 9.6).
+    lock_hash_freelists: usize = |p| if p.version >= v(9, 6) { 32 } else { 1 };
     /// lock.c: the fast path for weak relation locks (none before 9.2; 16 slots in 9.2–17;
     /// groups of 16 in 18).
     fast_path: FastPathLayout = |p| p.fast_path(),
@@ -576,6 +579,7 @@ impl Settings {
             fast_path: self.fast_path,
             nowait_checks_queue: self.nowait_checks_queue,
             relock_after_sleep: self.relock_after_sleep,
+            hash_freelists: self.lock_hash_freelists,
             ..pglocks_lmgr::LockManagerConfig::new(max_backends)
         }
     }

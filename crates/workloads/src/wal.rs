@@ -177,6 +177,7 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     let wal: Arc<Wal<K, P, R>> =
         Arc::new(Wal::new(cfg, device(settings, segment_size)?).map_err(workload_error)?);
     let payload = vec![0x5a; settings.record_size as usize];
+    let think = settings.think;
     let team = |companions: Vec<Companion<'_>>| {
         run_team_with(spec, &procs, companions, |_| {
             let (wal, payload) = (Arc::clone(&wal), payload.clone());
@@ -192,7 +193,11 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
                             info: 0,
                             payload: &payload,
                         };
-                        wal.insert(b, &mut w, &rec).map(drop)
+                        let r = wal.insert(b, &mut w, &rec).map(drop);
+                        // The backend's own work between records (the next record's assembly
+                        // and CRC, the heap change it logs): `think`.
+                        std::hint::black_box(pglocks_sync::hint::busy_work(think, u64::from(xid)));
+                        r
                     }
                     Kind::Commit => wal.commit(b, &mut w, xid).map(drop),
                 }
