@@ -408,6 +408,11 @@ fn reproduce_one(
     let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
+    let path = dir.join("curves.md");
+    std::fs::write(&path, curves_markdown(&report)).map_err(|error| CliError::Io {
+        path: path.display().to_string(),
+        error,
+    })?;
     let decided: Result<Vec<(bool, String)>, String> = claim
         .checks
         .iter()
@@ -498,6 +503,66 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         out.display()
     );
     Ok(())
+}
+
+/// `x` ops/s in three significant figures, with k, M or G.
+fn rate(x: f64) -> String {
+    let (v, unit) = match x {
+        x if x >= 1e9 => (x / 1e9, "G"),
+        x if x >= 1e6 => (x / 1e6, "M"),
+        x if x >= 1e3 => (x / 1e3, "k"),
+        x => (x, ""),
+    };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}{unit}")
+}
+
+/// A claim's curves as one Markdown table, ops/s by series (rows) and threads (columns): the
+/// figures a document quotes (`curves.md` beside the report).
+fn curves_markdown(report: &Report) -> String {
+    let mut counts: Vec<usize> = report
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.threads))
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let several_impls = report
+        .series
+        .iter()
+        .any(|s| s.impl_name != report.series[0].impl_name);
+    let mut t = String::from("| ops/s | ");
+    for c in &counts {
+        let _ = write!(t, "{c} | ");
+    }
+    t.truncate(t.trim_end().len());
+    t.push_str("\n|---|");
+    t.push_str(&"---:|".repeat(counts.len()));
+    t.push('\n');
+    for s in &report.series {
+        let label = if several_impls {
+            format!("{}/{}", s.preset, s.impl_name)
+        } else {
+            s.preset.clone()
+        };
+        let _ = write!(t, "| {label} |");
+        for c in &counts {
+            match s.points.iter().find(|p| p.threads == *c) {
+                Some(p) => {
+                    let _ = write!(t, " {} |", rate(p.ops_per_sec));
+                }
+                None => t.push_str(" |"),
+            }
+        }
+        t.push('\n');
+    }
+    t
 }
 
 /// The summary table, in Markdown.
@@ -657,6 +722,15 @@ mod tests {
         assert!(held && figure.contains("up to 16 threads"), "{figure}");
         assert!(decide(&holding("old", Some(0)), of).is_err());
         assert!(decide(&holding("missing", None), of).is_err());
+    }
+
+    #[test]
+    fn rates_keep_three_significant_figures() {
+        assert_eq!(rate(27_630.4), "27.6k");
+        assert_eq!(rate(1_533_634.9), "1.53M");
+        assert_eq!(rate(354_855.4), "355k");
+        assert_eq!(rate(150.0), "150");
+        assert_eq!(rate(2.5e9), "2.50G");
     }
 
     #[test]
