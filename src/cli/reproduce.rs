@@ -345,7 +345,7 @@ fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, St
             through,
         } => {
             let mut c = find(series)?;
-            c.retain(|p| through.is_none_or(|n| p.0 <= n));
+            c.retain(|p| through.map_or(true, |n| p.0 <= n));
             if c.is_empty() {
                 return Err(format!("{series} has no point up to {through:?} threads"));
             }

@@ -24,7 +24,7 @@ pub struct HotLine {
     pub transfers: u64,
     /// Virtual time threads spent waiting for those transfers.
     pub waited: Duration,
-    /// Where the line was first missed on: up to four frames outside the simulator and the
+    /// Where the line was first missed on: up to eight frames outside the simulator and the
     /// shim, innermost first, separated by " < ".
     pub site: String,
 }
