@@ -18,6 +18,7 @@ use pglocks_proc::Backend;
 use pglocks_slru::clog::{Clog, XidStatus, CLOG_XACTS_PER_PAGE};
 use pglocks_slru::{Faults, FaultyStore, MemoryStore, PageStore};
 use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
+use pglocks_sync::CachePadded;
 use rand::RngExt;
 use std::sync::Arc;
 
@@ -36,10 +37,12 @@ pub(crate) enum Kind {
 /// The newest xid when a run starts: far enough in that every window fits below it.
 const START_XID: u32 = 64 * CLOG_XACTS_PER_PAGE;
 
-/// `XidGenLock` and `nextXid`.
+/// `XidGenLock` and `nextXid`, each on a line of its own, as in PostgreSQL (the lock in the
+/// padded `MainLWLockArray`, the counter in `ShmemVariableCache`): unpadded, whatever the
+/// allocator put beside them shared their lines, and a simulated run's result depended on it.
 struct XidGen<K> {
-    lock: K,
-    next: AtomicU32,
+    lock: CachePadded<K>,
+    next: CachePadded<AtomicU32>,
 }
 
 /// The SLRU page store of `settings`, fresh for one run: memory with `slru_latency` per page,
@@ -62,8 +65,8 @@ fn run<K: RawLwLock>(
     let cfg = settings.clog_config(spec.threads);
     let clog: Arc<Clog<K>> = Arc::new(Clog::new(&cfg, store(settings)).map_err(workload_error)?);
     let xids = Arc::new(XidGen {
-        lock: K::new("XidGen"),
-        next: AtomicU32::new(START_XID),
+        lock: CachePadded::new(K::new("XidGen")),
+        next: CachePadded::new(AtomicU32::new(START_XID)),
     });
     {
         let mut b = procs.attach().map_err(workload_error)?;
