@@ -59,3 +59,39 @@ fn an_unknown_claim_or_machine_is_a_usage_error() {
         "expected real or sim:PROFILE",
     );
 }
+
+/// docs/reproducing-the-talks.md quotes the committed runs under docs/reproduce verbatim: every
+/// row of each run's summary and each claim's curves, so the document's figures are the runs'.
+#[test]
+fn the_talks_document_quotes_the_committed_runs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/reproducing-the-talks.md")).unwrap();
+    let runs = root.join("docs/reproduce");
+    let mut quoted = 0;
+    for run in ["this-machine", "sim-westmere-80"] {
+        let dir = runs.join(run);
+        let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        for row in summary.lines().filter(|l| l.starts_with("| ")) {
+            assert!(
+                doc.contains(row),
+                "{run}'s summary row is not in the document: {row}"
+            );
+        }
+        for claim in report["claims"].as_array().unwrap() {
+            let id = claim["id"].as_str().unwrap();
+            let Ok(curves) = std::fs::read_to_string(dir.join(id).join("curves.md")) else {
+                // A claim that did not run (parallel apply, simulated) has no curves.
+                assert_eq!(claim["verdict"], "not_run", "{run}/{id} has no curves.md");
+                continue;
+            };
+            assert!(
+                doc.contains(curves.trim_end()),
+                "{run}/{id}/curves.md is not in the document"
+            );
+            quoted += 1;
+        }
+    }
+    assert!(quoted >= 20, "only {quoted} curves quoted");
+}
