@@ -12,7 +12,7 @@ use pglocks::lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks::proc::ProcTable;
 use pglocks::slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks::slru::{FileStore, SlruError, Victim, BLCKSZ};
-use pglocks::workloads::{WorkloadError, PRESETS};
+use pglocks::workloads::{Settings, WorkloadError, PRESETS};
 
 /// `--threads`: a list within the documented bounds (1 to 65536 threads, at most 4096 points)
 /// or a usage error, never a panic, a hang or a huge allocation; an accepted list reads back
@@ -49,30 +49,33 @@ pub fn duration(text: &str) -> Option<std::time::Duration> {
     }
 }
 
-/// `--set knob=value` (`Settings::apply`) over preset `which` (modulo the number of presets):
-/// a change or a typed error; after an accepted assignment, the knob's value as `knob_value`
-/// writes it, applied to the preset's settings, gives exactly the same settings.
+/// `--set knob=value[,knob=value…]` (`Settings::apply`) over preset `which` (modulo the number
+/// of presets): a change or a typed error; after an accepted assignment, each knob it names,
+/// written as `knob_value` writes it and applied in the same order to the preset's settings,
+/// gives exactly the same settings.
 pub fn knob(which: usize, assignment: &str) -> bool {
     let preset = &PRESETS[which % PRESETS.len()];
     let base = preset.settings();
     let mut changed = base.clone();
     match changed.apply(assignment) {
         Ok(()) => {
-            let knob = assignment
-                .split_once('=')
-                .expect("applied, so it has a '='")
-                .0;
-            let knob = knob.trim();
-            let value = changed
-                .knob_value(knob)
-                .unwrap_or_else(|| panic!("{assignment:?}: applied but has no value"));
             let mut again = base;
-            again
-                .apply(&format!("{knob}={value}"))
-                .unwrap_or_else(|e| panic!("{assignment:?}: {knob}={value} rejected: {e}"));
+            for part in Settings::split_assignments(assignment) {
+                let knob = part
+                    .split_once('=')
+                    .expect("applied, so each part has a '='")
+                    .0
+                    .trim();
+                let value = changed
+                    .knob_value(knob)
+                    .unwrap_or_else(|| panic!("{assignment:?}: applied but has no value"));
+                again
+                    .apply(&format!("{knob}={value}"))
+                    .unwrap_or_else(|e| panic!("{assignment:?}: {knob}={value} rejected: {e}"));
+            }
             assert_eq!(
                 again, changed,
-                "{} {assignment:?} written as {value:?}",
+                "{} {assignment:?} written back",
                 preset.name
             );
             true

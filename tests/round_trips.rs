@@ -336,3 +336,20 @@ fn the_readme_examples_of_thread_lists() {
     assert!(parse_threads("6..8020000002").is_err());
     assert!(parse_threads("1..18446744073709551615:x2").is_err());
 }
+
+#[test]
+fn several_knobs_in_one_set_read_back() {
+    // Found by cargo fuzz: `--set` takes several assignments, and each must read back.
+    for (preset, text) in [
+        (0, "    backends=4,msg_size= 14"),
+        (3, "hit_ratio=1,think=2000"),
+        (5, "backends=4,backends=9"),
+        (7, "fsync=off,flush_device=file"),
+    ] {
+        assert!(checks::knob(preset, text), "{text}");
+    }
+    assert_eq!(
+        pglocks::workloads::Settings::split_assignments("wal_fault=fsync:5,write:3,think=2"),
+        ["wal_fault=fsync:5,write:3", "think=2"]
+    );
+}

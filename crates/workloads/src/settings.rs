@@ -542,17 +542,27 @@ impl Settings {
     /// (`mode=on,txn_size=1000`). A comma starts a new override only where a knob's name and
     /// `=` follow it, so values that hold commas (fault rules) stay whole.
     pub fn apply(&mut self, assignments: &str) -> Result<(), WorkloadError> {
+        Self::split_assignments(assignments)
+            .into_iter()
+            .try_for_each(|a| self.apply_one(a))
+    }
+
+    /// The `knob=value` parts of a `--set` argument, in order: it is cut at each comma that
+    /// starts another `knob=` (a comma inside a value, as in fault rules, stays).
+    pub fn split_assignments(assignments: &str) -> Vec<&str> {
+        let mut parts = Vec::new();
         let mut start = 0;
         for (i, _) in assignments.match_indices(',') {
             let next_is_knob = assignments[i + 1..]
                 .split_once('=')
                 .is_some_and(|(name, _)| knob(name).is_some());
             if next_is_knob {
-                self.apply_one(&assignments[start..i])?;
+                parts.push(&assignments[start..i]);
                 start = i + 1;
             }
         }
-        self.apply_one(&assignments[start..])
+        parts.push(&assignments[start..]);
+        parts
     }
 
     /// Applies one `knob=value` override.
