@@ -96,7 +96,7 @@ fn run<K: RawLwLock>(
                     xids.lock.release(b)?;
                     extended?;
                     // The transaction's own work between its xid and its commit: `think`.
-                    std::hint::black_box(pglocks_sync::hint::busy_work(think, u64::from(xid)));
+                    std::hint::black_box(crate::work(think, u64::from(xid)));
                     clog.set_tree_status(b, xid, &[], XidStatus::Committed, 0)
                 }
             }

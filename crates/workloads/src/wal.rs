@@ -196,7 +196,7 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
                         let r = wal.insert(b, &mut w, &rec).map(drop);
                         // The backend's own work between records (the next record's assembly
                         // and CRC, the heap change it logs): `think`.
-                        std::hint::black_box(pglocks_sync::hint::busy_work(think, u64::from(xid)));
+                        std::hint::black_box(crate::work(think, u64::from(xid)));
                         r
                     }
                     Kind::Commit => wal.commit(b, &mut w, xid).map(drop),
