@@ -11,6 +11,7 @@
 //! the summary table; `OUT/report.json` holds the same for programs.
 
 use super::{detect, machine, plan, show, stamped_dir, CliError, RunArgs};
+use pglocks_harness::format::si3;
 use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
@@ -505,24 +506,6 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `x` ops/s in three significant figures, with k, M or G.
-fn rate(x: f64) -> String {
-    let (v, unit) = match x {
-        x if x >= 1e9 => (x / 1e9, "G"),
-        x if x >= 1e6 => (x / 1e6, "M"),
-        x if x >= 1e3 => (x / 1e3, "k"),
-        x => (x, ""),
-    };
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.digits$}{unit}")
-}
-
 /// A claim's curves as one Markdown table, ops/s by series (rows) and threads (columns): the
 /// figures a document quotes (`curves.md` beside the report).
 fn curves_markdown(report: &Report) -> String {
@@ -555,7 +538,7 @@ fn curves_markdown(report: &Report) -> String {
         for c in &counts {
             match s.points.iter().find(|p| p.threads == *c) {
                 Some(p) => {
-                    let _ = write!(t, " {} |", rate(p.ops_per_sec));
+                    let _ = write!(t, " {} |", si3(p.ops_per_sec));
                 }
                 None => t.push_str(" |"),
             }
@@ -722,15 +705,6 @@ mod tests {
         assert!(held && figure.contains("up to 16 threads"), "{figure}");
         assert!(decide(&holding("old", Some(0)), of).is_err());
         assert!(decide(&holding("missing", None), of).is_err());
-    }
-
-    #[test]
-    fn rates_keep_three_significant_figures() {
-        assert_eq!(rate(27_630.4), "27.6k");
-        assert_eq!(rate(1_533_634.9), "1.53M");
-        assert_eq!(rate(354_855.4), "355k");
-        assert_eq!(rate(150.0), "150");
-        assert_eq!(rate(2.5e9), "2.50G");
     }
 
     #[test]

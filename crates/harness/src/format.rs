@@ -8,13 +8,30 @@ use crate::report::Point;
 /// A throughput (or any count) in a short human form with three decimals: `12.346M`, `1.500k`,
 /// `999.000`.
 pub fn si(v: f64) -> String {
-    let (div, suffix) = match v.abs() {
+    let (div, suffix) = si_unit(v);
+    format!("{:.3}{suffix}", v / div)
+}
+
+/// The divisor and suffix (G, M, k or none) of `v` in SI form.
+fn si_unit(v: f64) -> (f64, &'static str) {
+    match v.abs() {
         x if x >= 1e9 => (1e9, "G"),
         x if x >= 1e6 => (1e6, "M"),
         x if x >= 1e3 => (1e3, "k"),
         _ => (1.0, ""),
+    }
+}
+
+/// A throughput in three significant figures, for a table of many: `27.6k`, `355k`, `1.53M`.
+pub fn si3(v: f64) -> String {
+    let (div, suffix) = si_unit(v);
+    let scaled = v / div;
+    let digits = match scaled.abs() {
+        x if x >= 100.0 => 0,
+        x if x >= 10.0 => 1,
+        _ => 2,
     };
-    format!("{:.3}{suffix}", v / div)
+    format!("{scaled:.digits$}{suffix}")
 }
 
 /// `number` (decimal digits, maybe a point) without trailing zeros after the point: `1.500` →
@@ -152,6 +169,11 @@ mod tests {
         assert_eq!(si(12_345_678.0), "12.346M");
         assert_eq!(si(999.0), "999.000");
         assert_eq!(si(1500.0), "1.500k");
+        assert_eq!(si3(27_630.4), "27.6k");
+        assert_eq!(si3(1_533_634.9), "1.53M");
+        assert_eq!(si3(354_855.4), "355k");
+        assert_eq!(si3(150.0), "150");
+        assert_eq!(si3(2.5e9), "2.50G");
     }
 
     #[test]
