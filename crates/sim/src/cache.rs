@@ -320,6 +320,14 @@ impl Default for Line {
 }
 
 impl Line {
+    /// An access of kind `kind` taking effect: a write counts; returns the write count after it.
+    fn take_effect(&mut self, kind: Access) -> u64 {
+        if kind != Access::Load {
+            self.version += 1;
+        }
+        self.version
+    }
+
     /// Whether `place`, accessing at `now`, still holds the line that a later request (queued,
     /// and so already the owner's in this model's books) has not reached yet: the place's
     /// transfer has arrived and the next one's holder has not answered. `exclusive` asks for
@@ -350,8 +358,16 @@ pub struct Charged {
     pub done: u64,
     /// The line (address >> line shift).
     pub line: u64,
+    /// For a hit, which took effect at once, the line's write count after it; `None` for a miss,
+    /// whose effect [`Caches::effect`] records when the holder answers.
+    pub version: Option<u64>,
+}
+
+impl Charged {
     /// Whether the access was a miss (a transfer).
-    pub miss: bool,
+    pub fn miss(&self) -> bool {
+        self.version.is_none()
+    }
 }
 
 /// `cost` times a factor in [1 − `spread`, 1 + `spread`) (`spread` in 1/1024ths), from the
@@ -427,7 +443,7 @@ impl Caches {
                 answer: now,
                 done: now + cost,
                 line: key,
-                miss: false,
+                version: Some(line.take_effect(kind)),
             };
         }
         let (cost, miss) = match kind {
@@ -497,18 +513,14 @@ impl Caches {
             answer,
             done,
             line: key,
-            miss: miss.is_some(),
+            version: miss.is_none().then(|| line.take_effect(kind)),
         }
     }
 
     /// Records that an access of kind `kind` to `line` takes effect now (see [`Charged::answer`])
     /// and returns the line's write count after it.
     pub fn effect(&mut self, line: u64, kind: Access) -> u64 {
-        let line = self.lines.entry(line).or_default();
-        if kind != Access::Load {
-            line.version += 1;
-        }
-        line.version
+        self.lines.entry(line).or_default().take_effect(kind)
     }
 
     /// Transfers so far, with their distance names.
@@ -561,19 +573,19 @@ mod tests {
         }
         // Every reader hits now.
         for &r in &readers {
-            assert!(!caches.access(&c, r, addr, Access::Load, 1 << 40).miss);
+            assert!(!caches.access(&c, r, addr, Access::Load, 1 << 40).miss());
         }
         // The write waits for the farthest copy (two packages away is hop1 on this profile's
         // table for socket 0 to 1 and 2).
         let now = 1 << 41;
         let w = caches.access(&c, 0, addr, Access::Store, now);
-        assert!(w.miss);
+        assert!(w.miss());
         let farthest = readers.iter().map(|&r| c.distance(0, r)).max().unwrap();
         assert_eq!(w.done - now, c.transfer(farthest));
         // All N copies are gone: each reader misses again.
         for &r in &readers {
             assert!(
-                caches.access(&c, r, addr, Access::Load, 1 << 42).miss,
+                caches.access(&c, r, addr, Access::Load, 1 << 42).miss(),
                 "{r}"
             );
         }
@@ -665,20 +677,20 @@ mod tests {
         // The books say CPU 2 owns the line, but CPU 1 has it until CPU 2's request is
         // answered: a retry in between is a hit, at an atomic's cost.
         let retry = caches.access(&c, 1, addr, Access::Rmw, mine.done + 1);
-        assert!(!retry.miss);
+        assert!(!retry.miss());
         assert_eq!(retry.done - retry.answer, c.atomic);
         // After the answer it has to ask again, behind CPU 2.
         let late = caches.access(&c, 1, addr, Access::Rmw, next.answer);
-        assert!(late.miss);
+        assert!(late.miss());
         assert!(late.answer > next.done);
         // A shared copy serves loads in its window, but a store needs the line exclusive.
         let addr = 0x7000;
         caches.access(&c, 0, addr, Access::Store, 0);
         let read = caches.access(&c, 1, addr, Access::Load, now);
         let write = caches.access(&c, 2, addr, Access::Store, now);
-        assert!(!caches.access(&c, 1, addr, Access::Load, read.done).miss);
+        assert!(!caches.access(&c, 1, addr, Access::Load, read.done).miss());
         let upgrade = caches.access(&c, 1, addr, Access::Store, read.done);
-        assert!(upgrade.miss);
+        assert!(upgrade.miss());
         assert!(upgrade.answer > write.done);
     }
 }

@@ -389,15 +389,14 @@ impl Engine {
         };
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
-        if let Some(hot) = self.hot.as_mut().filter(|_| c.miss) {
-            hot.record(c.line, c.done - now);
-        }
-        if c.miss {
+        let Some(version) = c.version else {
+            if let Some(hot) = self.hot.as_mut() {
+                hot.record(c.line, c.done - now);
+            }
             self.me().clock = c.answer;
             return Some((c.line, c.done - c.answer));
-        }
+        };
         self.me().clock = now + self.costs.private(c.done - now, shared);
-        let version = self.caches.effect(c.line, kind);
         self.applied(c.line, version, kind);
         None
     }
