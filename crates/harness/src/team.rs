@@ -9,7 +9,10 @@
 //!
 //! Nothing is shared on the hot path but the read-mostly phase word and one counter per thread:
 //! each thread counts into its own variables and its backend's statistics, and the main thread
-//! merges them after `join`.
+//! merges them after `join`. On a host thread both words are used as std's atomics, without the
+//! sync shim's check of whether a simulation runs, and the operation is called from one place
+//! in the measured loop (so a lock's fast path can be inlined into it): what a run measures is
+//! the operation, and `benches/instructions.rs` counts what the loop adds around it.
 //!
 //! Throughput against time (like pgbench's `-P` progress lines): each thread also publishes its
 //! running count of measured operations in a cache-padded counter of its own (one relaxed store per
@@ -217,11 +220,13 @@ where
                                 std::thread::park();
                             }
                             let mut backend = backend.map_err(|e| -> OpError { Box::new(e) })?;
-                            run_thread(op, &mut backend, phase, count, sample_every).inspect_err(
-                                |_| {
-                                    phase.store(STOP, Ordering::Relaxed);
-                                },
-                            )
+                            let words = LoopWords::<false> {
+                                phase,
+                                published: count,
+                            };
+                            run_thread(op, &mut backend, words, sample_every).inspect_err(|_| {
+                                phase.store(STOP, Ordering::Relaxed);
+                            })
                         })
                 })
                 .collect();
@@ -402,7 +407,11 @@ where
                 let r = match procs.attach() {
                     Ok(mut backend) => {
                         let op = with_cost(op, op_cost);
-                        run_thread(op, &mut backend, phase, count, sample_every)
+                        let words = LoopWords::<true> {
+                            phase,
+                            published: count,
+                        };
+                        run_thread(op, &mut backend, words, sample_every)
                     }
                     Err(e) => Err(Box::new(e) as OpError),
                 };
@@ -574,45 +583,151 @@ where
     }
 }
 
+/// The two words a thread's loop shares with the controlling thread: the phase it reads before
+/// each operation and its count, published after each.
+///
+/// On a host CPU (`SIMULATED` false) they are used as std's atomics directly, so the loop pays
+/// nothing per operation for the shim's check; on a simulated one, through the shim, whose
+/// accesses are where the simulation may switch threads (an operation that makes no shared
+/// access of its own still lets the others run). The choice is made once per run, by
+/// monomorphisation.
+struct LoopWords<'a, const SIMULATED: bool> {
+    phase: &'a AtomicU8,
+    published: &'a AtomicU64,
+}
+
+impl<const SIMULATED: bool> LoopWords<'_, SIMULATED> {
+    #[inline(always)]
+    fn phase(&self) -> u8 {
+        if SIMULATED {
+            self.phase.load(Ordering::Relaxed)
+        } else {
+            self.phase.as_std().load(Ordering::Relaxed)
+        }
+    }
+
+    #[inline(always)]
+    fn publish(&self, ops: u64) {
+        if SIMULATED {
+            self.published.store(ops, Ordering::Relaxed)
+        } else {
+            self.published.as_std().store(ops, Ordering::Relaxed)
+        }
+    }
+}
+
 /// One thread's loop: warm up, then count and sample until told to stop.
-fn run_thread<F, E>(
+///
+/// The measured loop calls the operation from one place only, so that a small operation (one
+/// lock and unlock) can be inlined into it as it would be into a caller's own loop; the warm-up
+/// and the timed operations (one in `sample_every`) call it from functions of their own.
+fn run_thread<const SIMULATED: bool, F, E>(
     mut op: F,
     backend: &mut Backend,
-    phase: &AtomicU8,
-    published: &AtomicU64,
+    words: LoopWords<'_, SIMULATED>,
     sample_every: u32,
 ) -> Result<ThreadResult, OpError>
 where
     F: FnMut(&mut Backend) -> Result<(), E>,
     E: Into<OpError>,
 {
-    while phase.load(Ordering::Relaxed) == WARMUP {
-        op(backend).map_err(Into::into)?;
-    }
+    warm_up(&mut op, backend, &words)?;
     backend.take_stats();
     let mut latency = latency_histogram();
     let mut ops = 0u64;
     // The first operation is always timed, so even a thread that completes only a few
     // operations (a FIFO lock oversubscribed) contributes a latency sample.
     let mut until_sample = 1;
-    while phase.load(Ordering::Relaxed) == MEASURE {
+    while words.phase() == MEASURE {
         if until_sample == 1 {
-            let t = Instant::now();
-            op(backend).map_err(Into::into)?;
-            latency.saturating_record(t.elapsed().as_nanos() as u64);
+            timed(&mut op, backend, &mut latency)?;
             until_sample = sample_every;
         } else {
             op(backend).map_err(Into::into)?;
             until_sample = until_sample.wrapping_sub(1);
         }
         ops += 1;
-        published.store(ops, Ordering::Relaxed);
+        words.publish(ops);
     }
     Ok(ThreadResult {
         ops,
         latency,
         stats: backend.take_stats(),
     })
+}
+
+/// A team thread's measured loop, run on the calling host thread for exactly `ops` operations
+/// of `op`, with the sampling of a real run (one operation in `sample_every` timed); returns the
+/// operations counted.
+///
+/// This is the loop [`run_team`] runs, without the timed phases that decide when it stops, so
+/// that what it executes does not depend on the machine's speed: the instruction-count guard
+/// (`benches/instructions.rs`, under callgrind) measures the harness and the locks with it. The
+/// operation count is kept by a wrapper around `op` that ends the measured phase at the last one
+/// (a decrement and a compare per operation, the same in every build it compares).
+pub fn run_loop_for<F, E>(
+    ops: u64,
+    backend: &mut Backend,
+    sample_every: u32,
+    mut op: F,
+) -> Result<u64, HarnessError>
+where
+    F: FnMut(&mut Backend) -> Result<(), E>,
+    E: Into<OpError>,
+{
+    if ops == 0 {
+        return Ok(0);
+    }
+    let phase = AtomicU8::new(MEASURE);
+    let published = AtomicU64::new(0);
+    let mut left = ops;
+    let counted = |b: &mut Backend| -> Result<(), OpError> {
+        left -= 1;
+        if left == 0 {
+            phase.as_std().store(STOP, Ordering::Relaxed);
+        }
+        op(b).map_err(Into::into)
+    };
+    let words = LoopWords::<false> {
+        phase: &phase,
+        published: &published,
+    };
+    let run = run_thread(counted, backend, words, sample_every).map_err(HarnessError::Workload)?;
+    Ok(run.ops)
+}
+
+/// One operation, timed into `latency` (two clock reads around it).
+#[inline(never)]
+fn timed<F, E>(
+    op: &mut F,
+    backend: &mut Backend,
+    latency: &mut Histogram<u64>,
+) -> Result<(), OpError>
+where
+    F: FnMut(&mut Backend) -> Result<(), E>,
+    E: Into<OpError>,
+{
+    let t = Instant::now();
+    op(backend).map_err(Into::into)?;
+    latency.saturating_record(t.elapsed().as_nanos() as u64);
+    Ok(())
+}
+
+/// The warm-up: operations run, nothing counted, until the phase moves on.
+#[inline(never)]
+fn warm_up<const SIMULATED: bool, F, E>(
+    op: &mut F,
+    backend: &mut Backend,
+    words: &LoopWords<'_, SIMULATED>,
+) -> Result<(), OpError>
+where
+    F: FnMut(&mut Backend) -> Result<(), E>,
+    E: Into<OpError>,
+{
+    while words.phase() == WARMUP {
+        op(backend).map_err(Into::into)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -735,6 +850,32 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("too many clients"), "{err}");
+    }
+
+    #[test]
+    fn the_loop_for_a_count_runs_that_many_operations() {
+        let procs = ProcTable::new(1);
+        let mut b = procs.attach().unwrap();
+        let mut calls = 0u64;
+        let ops = run_loop_for(1000, &mut b, 64, |_b: &mut Backend| {
+            calls += 1;
+            Ok::<(), std::io::Error>(())
+        })
+        .unwrap();
+        assert_eq!((ops, calls), (1000, 1000));
+        assert_eq!(
+            run_loop_for(0, &mut b, 64, |_b: &mut Backend| Ok::<(), std::io::Error>(
+                ()
+            ))
+            .unwrap(),
+            0
+        );
+        // An operation's error ends the loop with it.
+        let err = run_loop_for(10, &mut b, 1, |_b: &mut Backend| {
+            Err(std::io::Error::other("boom"))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("boom"), "{err}");
     }
 
     #[test]

@@ -160,6 +160,15 @@ mod real {
                     self.0.as_ptr()
                 }
 
+                /// std's atomic underneath, whose operations are never charged: for bookkeeping
+                /// that only host threads do (a harness's own counters), where even the shim's
+                /// check per operation is a cost the measurement should not carry. A simulated
+                /// CPU must not use it: its accesses would be invisible to the simulation.
+                #[inline(always)]
+                pub const fn as_std(&self) -> &std::sync::atomic::$name {
+                    &self.0
+                }
+
                 /// The value, read without being charged (what a kernel's futex check reads).
                 #[allow(dead_code)]
                 #[inline(always)]

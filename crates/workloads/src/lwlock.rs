@@ -194,6 +194,7 @@ fn run_mix<M: RwModel>(mix: Mix, settings: &Settings, spec: &TeamSpec) -> RunRes
     let lock = Arc::new(CachePadded::new(M::new("BenchLock")));
     run_team(spec, &procs, |_| {
         let (lock, settings) = (Arc::clone(&lock), settings.clone());
+        #[inline(always)]
         move |b: &mut Backend| {
             let shared = match mix {
                 Mix::Exclusive => false,
@@ -227,6 +228,7 @@ fn buffer_run_padded<M: RwModel, P: Padding>(settings: &Settings, spec: &TeamSpe
         .collect();
     run_team(spec, &procs, |_| {
         let (locks, settings) = (Arc::clone(&locks), settings.clone());
+        #[inline(always)]
         move |b: &mut Backend| {
             let hashcode = crate::bufmgr::page(b, &settings).hash_code();
             let lock = &locks[hashcode as usize % locks.len()];
