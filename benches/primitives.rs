@@ -5,6 +5,11 @@
 //! (one `TAS`) and `S_UNLOCK` (one release store), plus `SpinLock`'s acquisition counter. The
 //! `floor` entry is the bare exchange/store pair that every lock must pay.
 //!
+//! `shim` (ids `OP/shim`, `OP/std`): one atomic operation on the sync shim's `AtomicU64`, which
+//! every lock here is built on, next to the same operation on std's. On a real thread the shim
+//! adds only its check of whether a simulation runs (a load of a word nobody writes and a branch
+//! never taken); the two should be within criterion's noise of each other.
+//!
 //! Runs short by default (10 samples, 200 ms warm-up, 1 s measurement per function); set
 //! `PGLOCKS_BENCH_LONG=1` for criterion's defaults.
 
@@ -63,9 +68,40 @@ fn uncontended(c: &mut Criterion) {
     group.finish();
 }
 
+/// One atomic operation on the shim's `AtomicU64` and on std's, side by side.
+fn shim(c: &mut Criterion) {
+    use pglocks_sync::atomic::AtomicU64 as ShimU64;
+    use std::sync::atomic::{AtomicU64 as StdU64, Ordering::*};
+    let mut group = c.benchmark_group("shim");
+    let (shim, std) = (ShimU64::new(0), StdU64::new(0));
+    group.bench_function("load/shim", |b| b.iter(|| black_box(&shim).load(Acquire)));
+    group.bench_function("load/std", |b| b.iter(|| black_box(&std).load(Acquire)));
+    group.bench_function("fetch_add/shim", |b| {
+        b.iter(|| black_box(&shim).fetch_add(1, AcqRel))
+    });
+    group.bench_function("fetch_add/std", |b| {
+        b.iter(|| black_box(&std).fetch_add(1, AcqRel))
+    });
+    group.bench_function("swap_store/shim", |b| {
+        b.iter(|| {
+            let s = black_box(&shim);
+            s.swap(1, Acquire);
+            s.store(0, Release)
+        })
+    });
+    group.bench_function("swap_store/std", |b| {
+        b.iter(|| {
+            let s = black_box(&std);
+            s.swap(1, Acquire);
+            s.store(0, Release)
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = uncontended
+    targets = uncontended, shim
 }
 common::bench_main!(benches);
