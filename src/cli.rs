@@ -11,6 +11,7 @@ mod calibrate;
 mod compare;
 mod reproduce;
 mod show;
+pub mod simbuild;
 
 use clap::{Args, Parser, Subcommand};
 use pglocks_harness::{
@@ -193,6 +194,10 @@ pub enum CliError {
     /// exit status 130, as a shell reports a command ended by SIGINT.
     #[error("{0}")]
     Interrupted(String),
+    /// A command that needs the simulator, in a build without it: the `pglocks` binary hands
+    /// the command line to the simulator's build ([`simbuild::exec`]).
+    #[error("this build of pglocks has no simulator (build it with RUSTFLAGS=\"--cfg pglocks_sim\"; the pglocks command does so by itself)")]
+    NoSimulator,
     /// An isolation spec could not be read, parsed or run.
     #[error("{file}: {error}")]
     Isolation {
@@ -353,7 +358,13 @@ struct Plan {
 fn machine(s: &str) -> Result<Option<Arc<Profile>>, CliError> {
     match s.strip_prefix("sim:") {
         _ if s == "real" => Ok(None),
-        Some(name) => Ok(Some(Arc::new(Profile::find(name)?))),
+        Some(name) => {
+            let profile = Profile::find(name)?;
+            if !pglocks_sim::BUILT_IN {
+                return Err(CliError::NoSimulator);
+            }
+            Ok(Some(Arc::new(profile)))
+        }
         None => Err(CliError::Usage(format!(
             "invalid --machine '{s}': expected real or sim:PROFILE (profiles: {})",
             Profile::names().join(", ")

@@ -4,6 +4,10 @@ mod common;
 use common::{fails_with, pglocks};
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn a_claim_runs_on_a_simulated_machine_and_its_verdict_and_report_are_written() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("reproduce-sim");
     let _ = std::fs::remove_dir_all(&dir);

@@ -18,6 +18,10 @@ const OPTERON_RUN: &[&str] = &[
 ];
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
     let out = pglocks(OPTERON_RUN);
     assert!(
@@ -41,6 +45,10 @@ fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn an_asynchronous_commit_runs_simulated_with_its_wal_writer_flushing_in_the_background() {
     let args = [
         "run",
@@ -81,6 +89,10 @@ fn an_asynchronous_commit_runs_simulated_with_its_wal_writer_flushing_in_the_bac
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn what_cannot_run_simulated_is_a_usage_error_that_says_what_can() {
     let run = |extra: &[&str]| {
         let mut v = vec!["run", "--threads", "2", "--repeat", "1", "--machine"];
@@ -111,6 +123,10 @@ fn what_cannot_run_simulated_is_a_usage_error_that_says_what_can() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn calibrate_writes_the_profile_that_sim_this_runs_on() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("calibrated");
     let _ = std::fs::remove_dir_all(&dir);
@@ -139,6 +155,10 @@ fn calibrate_writes_the_profile_that_sim_this_runs_on() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
         .args([
@@ -167,4 +187,66 @@ fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("transfers:")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("crates/spin/src/"), "{err}");
+}
+
+/// In a build without the simulator, a command that needs it becomes the simulator's build named
+/// by `PGLOCKS_SIM_BIN`, with the same arguments; its output and exit status are the command's.
+#[test]
+#[cfg(not(pglocks_sim))]
+fn a_build_without_the_simulator_hands_the_command_to_the_simulators_build() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("sim-hand-over");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stand_in = dir.join("pglocks-sim");
+    std::fs::write(
+        &stand_in,
+        "#!/bin/sh\necho \"stand-in: $* handed=$PGLOCKS_SIM_HANDED_OVER\"\nexit 7\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+            .args(args)
+            .env("PGLOCKS_SIM_BIN", &stand_in)
+            .output()
+            .unwrap()
+    };
+    for args in [OPTERON_RUN, &["calibrate", "--quick"][..]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            said.trim(),
+            format!("stand-in: {} handed=1", args.join(" "))
+        );
+    }
+    // A real run stays here; a profile that does not exist is an error before any hand-over.
+    let real = run(&[
+        "run",
+        "spin",
+        "--threads",
+        "1",
+        "--duration",
+        "20ms",
+        "--warmup",
+        "0",
+    ]);
+    assert!(
+        real.status.success(),
+        "{}",
+        String::from_utf8_lossy(&real.stderr)
+    );
+    fails_with(
+        &["run", "spin", "--machine", "sim:no-such-machine"],
+        "no-such-machine",
+    );
+    // A program that cannot simulate either (this one) says so instead of handing over again.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+        .args(OPTERON_RUN)
+        .env("PGLOCKS_SIM_BIN", env!("CARGO_BIN_EXE_pglocks"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not a simulator's build"), "{err}");
 }

@@ -1,7 +1,8 @@
 //! The `pglocks` command; all logic is in `pglocks::cli`. Exit status: 0, 1 when `stress` found
 //! a violation or a hang or its setup failed (a model refused the settings) or `compare
 //! --fail-if-slower` found B slower, 2 for a usage or input error, 130 when Ctrl-C stopped `run`
-//! or `stress` (after printing what it measured).
+//! or `stress` (after printing what it measured). A command that needs a simulated machine in a
+//! build without the simulator becomes the simulator's build (`pglocks::cli::simbuild`).
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -14,6 +15,12 @@ fn main() -> ExitCode {
     let cli = pglocks::cli::Cli::parse();
     match pglocks::cli::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(pglocks::cli::CliError::NoSimulator) => {
+            // Returns only if the simulator's build cannot be had.
+            let e = pglocks::cli::simbuild::exec();
+            eprintln!("pglocks: error: {e}");
+            ExitCode::from(2)
+        }
         Err(e @ pglocks::cli::CliError::StressFailed(_)) => {
             eprintln!("pglocks: stress failed:\n{e}");
             ExitCode::from(1)

@@ -43,6 +43,9 @@ const FIT: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
+    if !pglocks_sim::BUILT_IN {
+        return Err(CliError::NoSimulator);
+    }
     let topology = Topology::detect().map_err(HarnessError::from)?;
     eprintln!(
         "measuring {} ({} cpus)…",

@@ -38,6 +38,10 @@ fn contended(spec: &TeamSpec, work: u32) -> (TeamRun, u64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn two_runs_of_the_same_simulation_are_identical() {
     let s = spec(8, "opteron-48");
     let (a, _) = contended(&s, 50);
@@ -50,6 +54,10 @@ fn two_runs_of_the_same_simulation_are_identical() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn a_simulated_run_measures_virtual_time() {
     let s = spec(4, "westmere-80");
     let (run, count) = contended(&s, 50);
@@ -67,6 +75,10 @@ fn a_simulated_run_measures_virtual_time() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn contention_costs_line_transfers_and_distance_costs_more() {
     // One thread: the counter stays in its cache. Two on one die, then two in different
     // packages, with more work between increments than a transfer's half (for which a CPU keeps
@@ -122,6 +134,10 @@ fn with_companion(spec: &TeamSpec) -> (u64, bool, TeamRun) {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn a_companion_runs_beside_the_team_in_virtual_time_and_stops_after_it() {
     let s = spec(4, "opteron-48");
     let (rounds, stopped, run) = with_companion(&s);

@@ -37,6 +37,7 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+#[cfg(pglocks_sim)]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -77,6 +78,11 @@ impl std::fmt::Debug for SimThread<'_> {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimError {
+    /// This build has no simulator ([`BUILT_IN`] is false).
+    #[error(
+        "this build of pglocks cannot simulate (the real build does not pay for the simulator's hooks): build it with RUSTFLAGS=\"--cfg pglocks_sim\", as the pglocks CLI does by itself for --machine sim:PROFILE"
+    )]
+    NotThisBuild,
     /// Every unfinished thread waits for something no running thread will do.
     #[error(
         "simulated deadlock at {at_us:.1} µs of virtual time: {blocked} thread(s) wait on a futex or a sleep, {spinning} spin on memory nobody writes, and none can run"
@@ -220,25 +226,43 @@ thread_local! {
     static ENGINE: Cell<*mut Engine> = const { Cell::new(std::ptr::null_mut()) };
 }
 
+/// Whether this build can simulate: it was compiled with `--cfg pglocks_sim`.
+///
+/// The real build must not pay for the simulator, and a check per shim operation is not free (on
+/// the uncontended floor spinlock it was 13 instructions an operation: the load and branch, and
+/// the registers the never-taken call holds, as `benches/instructions.rs` counts). So the hooks
+/// exist only in a second build of the same sources: in any other, [`active`] is the constant
+/// `false`, every shim operation is std's alone, and [`run`] refuses with
+/// [`SimError::NotThisBuild`]. The `pglocks` CLI builds and runs that second build itself when a
+/// command asks for a simulated machine, as loom's models are a build of their own.
+pub const BUILT_IN: bool = cfg!(pglocks_sim);
+
 /// A word alone on its cache line (two lines, as adjacent-line prefetch pairs them).
+#[cfg(pglocks_sim)]
 #[repr(align(128))]
 struct Alone(AtomicUsize);
 
 /// Host threads inside [`run`] right now: while it is 0 the shim's check is one relaxed load of
 /// a line nobody writes and a branch that is never taken.
+#[cfg(pglocks_sim)]
 static SIMULATING: Alone = Alone(AtomicUsize::new(0));
 
-/// Whether the calling code runs on a virtual thread.
+/// Whether the calling code runs on a virtual thread: in a build without the simulator
+/// ([`BUILT_IN`] false), never, and the shim's operations compile to std's.
 ///
-/// Every shim operation asks this, so on a real thread it must cost next to nothing: inlined it
-/// is a compare of [`SIMULATING`] with 0 and a branch not taken. Only while some host thread
-/// simulates does a caller reach the out-of-line half, which reads the thread-local engine.
+/// In the simulator's build every shim operation asks this: inlined it is a compare of a
+/// process-wide count with 0 and a branch, and only while some host thread simulates does a
+/// caller reach the out-of-line half, which reads the thread-local engine.
 #[inline(always)]
 pub fn active() -> bool {
-    SIMULATING.0.load(Ordering::Relaxed) != 0 && on_virtual_thread()
+    #[cfg(pglocks_sim)]
+    return SIMULATING.0.load(Ordering::Relaxed) != 0 && on_virtual_thread();
+    #[cfg(not(pglocks_sim))]
+    return false;
 }
 
 /// The second half of [`active`]: whether this host thread is running a virtual thread now.
+#[cfg(pglocks_sim)]
 #[cold]
 #[inline(never)]
 fn on_virtual_thread() -> bool {
@@ -684,6 +708,9 @@ pub fn run(
     threads: Vec<SimThread<'_>>,
     limit: Duration,
 ) -> Result<Outcome, SimError> {
+    if !BUILT_IN {
+        return Err(SimError::NotThisBuild);
+    }
     let started = Instant::now();
     let costs = Costs::new(profile);
     let ncpus = profile.cpu_count();
@@ -761,11 +788,13 @@ pub fn run(
             },
         )));
     }
+    #[cfg(pglocks_sim)]
     SIMULATING.0.fetch_add(1, Ordering::Relaxed);
     let result = schedule(engine, &mut coroutines);
     // Unwind unfinished threads with the hooks off (their destructors run as plain code).
     ENGINE.with(|e| e.set(std::ptr::null_mut()));
     drop(coroutines);
+    #[cfg(pglocks_sim)]
     SIMULATING.0.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: made by Box::into_raw above; no virtual thread is left to use it.
     let mut engine = unsafe { Box::from_raw(engine) };
@@ -866,4 +895,29 @@ fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Result<(), Si
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the simulator's build simulates; any other refuses with an error that says how to
+    /// get one, and its shim never asks the engine.
+    #[test]
+    fn only_the_simulators_build_simulates() {
+        let profile = Profile::find("opteron-48").unwrap();
+        let one = || SimThread {
+            placement: Placement::Cpu(0),
+            body: Box::new(|| assert!(active() == BUILT_IN)),
+        };
+        let run = run(&profile, vec![one()], Duration::from_millis(1));
+        if BUILT_IN {
+            run.unwrap();
+        } else {
+            let err = run.unwrap_err();
+            assert_eq!(err, SimError::NotThisBuild);
+            assert!(err.to_string().contains("--cfg pglocks_sim"), "{err}");
+        }
+        assert!(!active(), "a host thread outside a simulation");
+    }
 }

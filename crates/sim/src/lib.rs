@@ -10,8 +10,10 @@
 //! ordinary code and costs the profile's `local` charge per operation, never the host's time,
 //! so the same machine and inputs give the same result on any host.
 //!
-//! On any other host thread, and in every build that never starts a simulation, the shim's check
-//! is one relaxed load of a process-wide count that stays zero.
+//! The hooks exist only in the simulator's build (`--cfg pglocks_sim`, [`engine::BUILT_IN`]): in
+//! any other the shim's operations are std's alone, with no check, and [`run`] refuses. In the
+//! simulator's build, on any host thread that is not simulating, the check is one relaxed load
+//! of a process-wide count that stays zero.
 
 pub mod cache;
 pub mod engine;
@@ -19,7 +21,7 @@ pub mod hot;
 pub mod profile;
 
 pub use cache::{Access, Distance};
-pub use engine::{run, Outcome, Placement, SimError, SimThread};
+pub use engine::{run, Outcome, Placement, SimError, SimThread, BUILT_IN};
 pub use hot::HotLine;
 pub use profile::{Profile, ProfileError};
 

@@ -57,6 +57,10 @@ fn run<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn no_two_simulated_cpus_hold_one_spinlock() {
     for (profile, threads) in [("opteron-48", 48), ("westmere-80", 16)] {
         let n = 200;
@@ -87,6 +91,10 @@ unsafe impl RawSpinLock for NoLock {
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
 fn the_check_sees_a_lock_that_excludes_nothing() {
     assert!(run::<NoLock>("opteron-48", 8, 100) < 800);
 }
