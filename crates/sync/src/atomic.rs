@@ -1,11 +1,12 @@
 //! Atomics: std's, each operation first asking whether it runs on a simulated CPU; loom's under
 //! `--cfg loom`.
 //!
-//! Every type is `#[repr(transparent)]` over std's, so sizes, alignment and padding are std's. On
-//! a real thread the extra cost is one relaxed load of a process-wide word that only changes when
-//! a simulation starts or ends, and one predictable branch; on a simulated one
-//! ([`pglocks_sim`]) the access is charged by the cache model and ordered in virtual time before
-//! it is done.
+//! Every type is `#[repr(transparent)]` over std's, so sizes, alignment and padding are std's. In
+//! a build without the simulator (any but `--cfg pglocks_sim`, [`pglocks_sim::BUILT_IN`]) each
+//! operation is std's alone. In the simulator's build, on a real thread the extra cost is one
+//! relaxed load of a process-wide word that only changes when a simulation starts or ends, and
+//! one branch never taken; on a simulated one the access is charged by the cache model and
+//! ordered in virtual time before it is done.
 
 #[cfg(loom)]
 pub use loom::sync::atomic::{
