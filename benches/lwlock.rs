@@ -4,6 +4,10 @@
 //! Implementations, the last part of every function id:
 //! - `pg96`: `AtomicLwLock<Pg96Layout>`, the state word of 9.6–17 (wait list under its `LOCKED`
 //!   bit); `pg18`: the same algorithm with 18's layout of the word (`AtomicLwLock<Pg18Layout>`);
+//! - `read-first`: 9.6's lock whose attempt returns at once on a taken word instead of
+//!   compare-and-swapping it unchanged (a prototype, the `--impl read-first` of the LWLock
+//!   workloads); uncontended it differs from `pg96` only in computing the new word after the
+//!   branch on "free" rather than without a branch before the swap;
 //! - `pg95`: `MutexWaitListLwLock`, 9.5's state word with the wait list under a spinlock beside it;
 //! - `pg94`: `SpinlockProtectedLwLock`, up to 9.4: the whole lock is fields under a spinlock;
 //! - `handoff`: `HandoffLwLock`, the FIFO hand-off idea (same fast path, release hands over);
@@ -41,8 +45,8 @@
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use pglocks_lwlock::{
-    AtomicLwLock, HandoffLwLock, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock, Pg18Layout,
-    Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
+    AtomicLwLock, HandoffLwLock, LockedBit, LwLockMode, MutexWaitListLwLock, ParkingLotLwLock,
+    Pg18Layout, Pg96Layout, RawLwLock, ReadFirst, SpinlockProtectedLwLock,
 };
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::atomic::{AtomicU32, Ordering};
@@ -130,6 +134,7 @@ trait PerImpl {
 fn for_each_impl(f: &mut impl PerImpl) {
     f.bench::<Pg<AtomicLwLock<Pg96Layout>>>("pg96");
     f.bench::<Pg<AtomicLwLock<Pg18Layout>>>("pg18");
+    f.bench::<Pg<AtomicLwLock<Pg96Layout, LockedBit, ReadFirst>>>("read-first");
     f.bench::<Pg<MutexWaitListLwLock>>("pg95");
     f.bench::<Pg<SpinlockProtectedLwLock>>("pg94");
     f.bench::<Pg<HandoffLwLock>>("handoff");
