@@ -32,6 +32,8 @@ use crate::hot::{HotLine, HotLines};
 use crate::profile::Profile;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
+#[cfg(pglocks_sim)]
+use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -237,15 +239,10 @@ thread_local! {
 /// command asks for a simulated machine, as loom's models are a build of their own.
 pub const BUILT_IN: bool = cfg!(pglocks_sim);
 
-/// A word alone on its cache line (two lines, as adjacent-line prefetch pairs them).
+/// Host threads inside [`run`] right now, alone on its cache line: while it is 0 the shim's check
+/// is one relaxed load of a line nobody writes and a branch that is never taken.
 #[cfg(pglocks_sim)]
-#[repr(align(128))]
-struct Alone(AtomicUsize);
-
-/// Host threads inside [`run`] right now: while it is 0 the shim's check is one relaxed load of
-/// a line nobody writes and a branch that is never taken.
-#[cfg(pglocks_sim)]
-static SIMULATING: Alone = Alone(AtomicUsize::new(0));
+static SIMULATING: CachePadded<AtomicUsize> = CachePadded::new(AtomicUsize::new(0));
 
 /// Whether the calling code runs on a virtual thread: in a build without the simulator
 /// ([`BUILT_IN`] false), never, and the shim's operations compile to std's.
@@ -256,7 +253,7 @@ static SIMULATING: Alone = Alone(AtomicUsize::new(0));
 #[inline(always)]
 pub fn active() -> bool {
     #[cfg(pglocks_sim)]
-    return SIMULATING.0.load(Ordering::Relaxed) != 0 && on_virtual_thread();
+    return SIMULATING.load(Ordering::Relaxed) != 0 && on_virtual_thread();
     #[cfg(not(pglocks_sim))]
     return false;
 }
@@ -789,13 +786,13 @@ pub fn run(
         )));
     }
     #[cfg(pglocks_sim)]
-    SIMULATING.0.fetch_add(1, Ordering::Relaxed);
+    SIMULATING.fetch_add(1, Ordering::Relaxed);
     let result = schedule(engine, &mut coroutines);
     // Unwind unfinished threads with the hooks off (their destructors run as plain code).
     ENGINE.with(|e| e.set(std::ptr::null_mut()));
     drop(coroutines);
     #[cfg(pglocks_sim)]
-    SIMULATING.0.fetch_sub(1, Ordering::Relaxed);
+    SIMULATING.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: made by Box::into_raw above; no virtual thread is left to use it.
     let mut engine = unsafe { Box::from_raw(engine) };
     result?;
