@@ -98,7 +98,6 @@ pub(crate) fn run<L: Guarded>(_: Model, settings: &Settings, spec: &TeamSpec) ->
     let lock = Arc::new(CachePadded::new(L::new()));
     run_team(spec, &procs, |_| {
         let lock = Arc::clone(&lock);
-        #[inline(always)]
         move |b: &mut Backend| -> Result<(), SpinError> {
             lock.critical(b, |c| {
                 *c = c.wrapping_add(1);
