@@ -204,13 +204,14 @@ fn a_build_without_the_simulator_hands_the_command_to_the_simulators_build() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let run = |args: &[&str]| {
+    let with_sim_bin = |sim_bin: &std::path::Path, args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
             .args(args)
-            .env("PGLOCKS_SIM_BIN", &stand_in)
+            .env("PGLOCKS_SIM_BIN", sim_bin)
             .output()
             .unwrap()
     };
+    let run = |args: &[&str]| with_sim_bin(&stand_in, args);
     for args in [OPTERON_RUN, &["calibrate", "--quick"][..]] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(7), "{args:?}");
@@ -241,11 +242,7 @@ fn a_build_without_the_simulator_hands_the_command_to_the_simulators_build() {
         "no-such-machine",
     );
     // A program that cannot simulate either (this one) says so instead of handing over again.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args(OPTERON_RUN)
-        .env("PGLOCKS_SIM_BIN", env!("CARGO_BIN_EXE_pglocks"))
-        .output()
-        .unwrap();
+    let out = with_sim_bin(env!("CARGO_BIN_EXE_pglocks").as_ref(), OPTERON_RUN);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is not a simulator's build"), "{err}");
