@@ -1,6 +1,7 @@
 //! A new LWLock idea, measured where PostgreSQL takes its LWLocks, beside 9.6's, in one sweep.
 //!
-//! A lock is one struct and one `impl RawLwLock`; `pglocks::lwlock::held` keeps lwlock.c's
+//! A lock is one struct and one `unsafe impl RawLwLock` (the trait's safety contract: it must
+//! exclude as a reader-writer lock does); `pglocks::lwlock::held` keeps lwlock.c's
 //! bookkeeping (too many LWLocks held, lock not held). `series_on_lwlock` runs it as
 //! every LWLock of a workload's model — the BufferMapping partitions of `buffer-lookup`, and in
 //! pgbench's transactions the lock manager's partitions, ProcArrayLock, the WAL insertion locks,
@@ -19,7 +20,10 @@ use pglocks::workloads::{series_on_lwlock, series_with, Preset};
 /// Bit 31: a writer holds it; below, the number of readers.
 struct YieldLock(AtomicU32, &'static str);
 
-impl RawLwLock for YieldLock {
+// SAFETY: a writer takes the word only from 0 (no reader, no writer) and a reader only while
+// bit 31 is clear, each with an Acquire compare-and-swap; a release stores or subtracts with
+// Release; `acquire_or_wait` answers `true` only after `conditional_acquire` took the lock.
+unsafe impl RawLwLock for YieldLock {
     fn new(name: &'static str) -> Self {
         YieldLock(AtomicU32::new(0), name)
     }

@@ -7,7 +7,9 @@
 
 use crate::var::{LwLockVar, VarProtocol, VarWait};
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
-use crate::{sleep_until_woken, wait_for_wakeup, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS};
+use crate::{
+    sleep_until_woken, wait_for_wakeup, LockAttempt, LwLockError, LwLockMode, MAX_SIMUL_LWLOCKS,
+};
 use pglocks_proc::proclist::{ProcList, ProcListNode};
 use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
 use pglocks_proc::{Backend, ProcSlot, ProcTable};
@@ -247,8 +249,9 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         self as *const Self as usize
     }
 
-    /// Models `LWLockAttemptLock`: takes the lock in `mode` (exclusive or shared) if it is free;
-    /// returns whether the caller must wait.
+    /// Models `LWLockAttemptLock`: takes the lock in `mode` (exclusive or shared) if it is free
+    /// ([`LockAttempt::Acquired`]), else leaves it to the caller to wait
+    /// ([`LockAttempt::MustWait`]).
     ///
     /// As in PostgreSQL the word is compare-and-swapped in either case — with one more holder
     /// when the lock is free, unchanged when it is taken — and the attempt is repeated until a
@@ -257,7 +260,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     /// fits below `LW_VAL_EXCLUSIVE` because there are at most `MAX_BACKENDS` backends (a
     /// [`ProcTable`] refuses more), each holding a lock shared once.
     #[inline(always)]
-    pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
+    pub fn attempt_lock(&self, mode: LwLockMode) -> LockAttempt {
         let exclusive = mode == LwLockMode::Exclusive;
         let mut old = self.state.load(Relaxed);
         loop {
@@ -275,10 +278,11 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
             } else if A::SWAP_WHEN_TAKEN {
                 old
             } else {
-                return true;
+                return LockAttempt::MustWait;
             };
             match self.state.compare_exchange(old, desired, Acquire, Relaxed) {
-                Ok(_) => return !free,
+                Ok(_) if free => return LockAttempt::Acquired,
+                Ok(_) => return LockAttempt::MustWait,
                 Err(now) => {
                     old = now;
                     pglocks_sync::hint::model_yield();
@@ -372,7 +376,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         b.stats
             .lwlock
             .count_acquire(self.tranche, mode == LwLockMode::Exclusive);
-        if self.attempt_lock(mode) {
+        if self.attempt_lock(mode) == LockAttempt::MustWait {
             return self.acquire_slow(b, mode);
         }
         b.held_lwlocks.push(self.id(), mode);
@@ -386,7 +390,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         // `attempt_lock` failed once already.
         loop {
             self.queue_self(b, mode)?;
-            if !self.attempt_lock(mode) {
+            if self.attempt_lock(mode) == LockAttempt::Acquired {
                 self.dequeue_self(b)?;
                 break;
             }
@@ -394,7 +398,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
             // Woken: releases may wake waiters again.
             self.state.fetch_or(L::RELEASE_OK, Relaxed);
             result = false;
-            if !self.attempt_lock(mode) {
+            if self.attempt_lock(mode) == LockAttempt::Acquired {
                 break;
             }
         }
@@ -411,10 +415,10 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
-        let mut must_wait = self.attempt_lock(mode);
+        let mut must_wait = self.attempt_lock(mode) == LockAttempt::MustWait;
         if must_wait {
             self.queue_self(b, LwLockMode::WaitUntilFree)?;
-            must_wait = self.attempt_lock(mode);
+            must_wait = self.attempt_lock(mode) == LockAttempt::MustWait;
             if must_wait {
                 let extra = sleep_until_woken(b, self.tranche, LwLockMode::WaitUntilFree);
                 crate::repost_absorbed_wakeups(b, extra);
@@ -438,7 +442,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     ) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
-        if self.attempt_lock(mode) {
+        if self.attempt_lock(mode) == LockAttempt::MustWait {
             return Ok(false);
         }
         b.held_lwlocks.push(self.id(), mode);
@@ -847,7 +851,10 @@ mod tests {
         );
         assert_eq!(at & !L::LOCK_MASK, L::RELEASE_OK, "flags untouched");
         // At: an exclusive request must wait, and changes nothing.
-        assert!(lock.attempt_lock(LwLockMode::Exclusive));
+        assert_eq!(
+            lock.attempt_lock(LwLockMode::Exclusive),
+            LockAttempt::MustWait
+        );
         assert!(!lock
             .conditional_acquire(&mut x, LwLockMode::Exclusive)
             .unwrap());

@@ -62,8 +62,8 @@
 
 use crate::wait_state::{NOT_WAITING, PENDING_WAKEUP, WAITING};
 use crate::{
-    sleep_until_woken, LockedBit, LwLockError, LwLockMode, Pg96Layout, RawLwLock, StateLayout,
-    WaitListLock, MAX_SIMUL_LWLOCKS,
+    sleep_until_woken, LockAttempt, LockedBit, LwLockError, LwLockMode, Pg96Layout, RawLwLock,
+    StateLayout, WaitListLock, MAX_SIMUL_LWLOCKS,
 };
 use pglocks_proc::proclist::{ProcList, ProcListNode};
 use pglocks_proc::tranche::{tranche_id, tranche_name, TrancheId};
@@ -161,19 +161,20 @@ impl HandoffLwLock {
     }
 
     /// The fast path (`LWLockAttemptLock`, without barging): takes the lock in `mode` if the mode
-    /// allows it and nobody is queued. Returns whether the caller must wait, as PostgreSQL's does.
+    /// allows it and nobody is queued ([`LockAttempt::Acquired`]); otherwise the caller must
+    /// queue ([`LockAttempt::MustWait`]).
     #[inline(always)]
-    pub fn attempt_lock(&self, mode: LwLockMode) -> bool {
+    pub fn attempt_lock(&self, mode: LwLockMode) -> LockAttempt {
         let mut old = self.state.load(Relaxed);
         loop {
             if old & HAS_WAITERS != 0 || !mode_allows(old, mode) {
-                return true;
+                return LockAttempt::MustWait;
             }
             match self
                 .state
                 .compare_exchange_weak(old, old + value(mode), Acquire, Relaxed)
             {
-                Ok(_) => return false,
+                Ok(_) => return LockAttempt::Acquired,
                 Err(now) => old = now,
             }
         }
@@ -249,7 +250,7 @@ impl HandoffLwLock {
     pub fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
-        if self.attempt_lock(mode) {
+        if self.attempt_lock(mode) == LockAttempt::MustWait {
             return self.acquire_slow(b, mode);
         }
         b.held_lwlocks.push(self.id(), mode);
@@ -280,7 +281,7 @@ impl HandoffLwLock {
     ) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
-        if self.attempt_lock(mode) {
+        if self.attempt_lock(mode) == LockAttempt::MustWait {
             return Ok(false);
         }
         b.held_lwlocks.push(self.id(), mode);
@@ -294,10 +295,9 @@ impl HandoffLwLock {
     pub fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         debug_assert_ne!(mode, LwLockMode::WaitUntilFree);
         crate::check_room(b, MAX_SIMUL_LWLOCKS)?;
-        let attempt = if self.attempt_lock(mode) {
-            self.take_or_queue(b, mode, LwLockMode::WaitUntilFree)?
-        } else {
-            Attempt::Took
+        let attempt = match self.attempt_lock(mode) {
+            LockAttempt::Acquired => Attempt::Took,
+            LockAttempt::MustWait => self.take_or_queue(b, mode, LwLockMode::WaitUntilFree)?,
         };
         match attempt {
             Attempt::Took => {
@@ -389,7 +389,10 @@ impl HandoffLwLock {
     }
 }
 
-impl RawLwLock for HandoffLwLock {
+// SAFETY: the state word admits an exclusive holder only when no share is counted, and shared
+// holders only while the exclusive bit is clear; a hand-over adds the woken waiters' shares to
+// the word before waking them (see the module doc; loom checks it in tests/loom_lwlock.rs).
+unsafe impl RawLwLock for HandoffLwLock {
     fn new(name: &'static str) -> Self {
         HandoffLwLock::new(name)
     }
@@ -514,7 +517,11 @@ mod tests {
         );
         // Held shared, but an exclusive waiter is queued: a shared newcomer may not join in
         // (PostgreSQL's lets it, and the writer waits for the newcomer too).
-        assert!(lock.attempt_lock(S), "the fast path refuses");
+        assert_eq!(
+            lock.attempt_lock(S),
+            LockAttempt::MustWait,
+            "the fast path refuses"
+        );
         assert!(!lock.conditional_acquire(&mut newcomer, S).unwrap());
         // The release hands the lock to the writer, not to whoever comes next.
         lock.release(&mut reader).unwrap();

@@ -86,12 +86,101 @@ pub use spinlock_protected::{SpinlockProtectedLwLock, MAX_SIMUL_LWLOCKS_94};
 pub use tranche::{MainLwLockArray, NoPadding, Pad128, Pad32, Pad64, Padding, PartitionedTranche};
 pub use var::{AtomicVar, LockedVar, LwLockVar, VarProtocol, VarWait};
 
+/// What one attempt to take an LWLock found: the result of `LWLockAttemptLock` in lwlock.c,
+/// which PostgreSQL returns as a `bool` meaning "must wait".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum LockAttempt {
+    /// The lock is now held in the mode asked for.
+    Acquired,
+    /// The lock is taken in a conflicting mode (or, for a fair lock, someone is queued): the
+    /// caller must queue and wait, or give up.
+    MustWait,
+}
+
 /// lwlock.h's `MAX_SIMUL_LWLOCKS` from 9.5 (100 before).
 pub const MAX_SIMUL_LWLOCKS: usize = pglocks_proc::HELD_LWLOCKS_CAPACITY;
 
 /// An LWLock implementation: PostgreSQL's of each release, or a new idea, measured through the
 /// same workloads. Every method takes the calling backend, as PostgreSQL's take `MyProc`.
-pub trait RawLwLock: Send + Sync + 'static {
+///
+/// The structures built on LWLocks (the lock manager's partitions, the fast-path areas, the
+/// sinval ring, the SLRU buffers, …) keep their data in `UnsafeCell`s and are `Sync` only because
+/// the lock excludes: a lock that lets two exclusive holders in would let safe code race.
+/// Implementing the trait is therefore `unsafe`, as lock_api's `RawRwLock` is.
+///
+/// # Safety
+/// An implementation must be a reader-writer lock:
+/// - while one backend holds it [`Exclusive`](LwLockMode::Exclusive) (from an `acquire` that
+///   returned `Ok`, a `conditional_acquire` or `acquire_or_wait` that returned `Ok(true)`, until
+///   its `release`), no other backend holds it in any mode; backends that hold it
+///   [`Shared`](LwLockMode::Shared) hold it only with other shared holders;
+/// - a release happens-before the next acquisition that takes the lock (the releaser's writes
+///   are visible to the next holder: `Release` / `Acquire` ordering or stronger);
+/// - `acquire_or_wait` returning `Ok(false)` does not hold the lock, and `Err` never does;
+/// - `update_var` and `release_clear_var` are called only by the exclusive holder, and a
+///   `wait_for_var` that returns [`VarWait::Free`] does not hold the lock.
+///
+/// # Examples
+/// A lock of one's own: a word with a writer bit and a count of readers, whose waiters yield
+/// and retry. [`held`] keeps lwlock.c's bookkeeping (too many LWLocks held, lock not held).
+/// ```
+/// use pglocks_lwlock::{held, LwLockError, LwLockMode, RawLwLock};
+/// use pglocks_proc::{Backend, ProcTable};
+/// use std::sync::atomic::{AtomicU32, Ordering::*};
+///
+/// /// Bit 31: a writer holds it; below, the number of readers.
+/// struct YieldLock(AtomicU32, &'static str);
+///
+/// // SAFETY: a writer takes the word only from 0 (no reader, no writer), a reader only while bit
+/// // 31 is clear, each by a compare-and-swap with Acquire; release stores or subtracts with
+/// // Release. `acquire_or_wait` returns true only after taking it.
+/// unsafe impl RawLwLock for YieldLock {
+///     fn new(name: &'static str) -> Self {
+///         YieldLock(AtomicU32::new(0), name)
+///     }
+///     fn acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+///         let first_try = self.conditional_acquire(b, mode)?;
+///         while !first_try && !self.conditional_acquire(b, mode)? {
+///             std::thread::yield_now();
+///         }
+///         Ok(first_try)
+///     }
+///     fn conditional_acquire(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+///         held::check_room(b)?;
+///         let w = self.0.load(Relaxed);
+///         let (free, new) = match mode {
+///             LwLockMode::Exclusive => (w == 0, 1 << 31),
+///             _ => (w >> 31 == 0, w + 1),
+///         };
+///         let taken = free && self.0.compare_exchange(w, new, Acquire, Relaxed).is_ok();
+///         if taken {
+///             held::record(b, self, mode);
+///         }
+///         Ok(taken)
+///     }
+///     fn acquire_or_wait(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
+///         self.conditional_acquire(b, mode) // never waits: allowed, a caller must retry
+///     }
+///     fn release(&self, b: &mut Backend) -> Result<(), LwLockError> {
+///         match held::forget(b, self, self.1)? {
+///             LwLockMode::Exclusive => self.0.store(0, Release),
+///             _ => drop(self.0.fetch_sub(1, Release)),
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let procs = ProcTable::new(1);
+/// let mut b = procs.attach()?;
+/// let lock = YieldLock::new("mine");
+/// assert!(lock.acquire(&mut b, LwLockMode::Shared)?);
+/// assert!(!lock.conditional_acquire(&mut b, LwLockMode::Exclusive)?, "a reader is in");
+/// lock.release(&mut b)?;
+/// assert!(matches!(lock.release(&mut b), Err(LwLockError::NotHeld { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub unsafe trait RawLwLock: Send + Sync + 'static {
     /// A free lock of tranche `name` (`LWLockInitialize`).
     fn new(name: &'static str) -> Self;
     /// `LWLockAcquire` (exclusive or shared): `true` if had without sleeping.
@@ -157,7 +246,9 @@ pub trait RawLwLock: Send + Sync + 'static {
 
 macro_rules! impl_raw_lwlock {
     ($ty:ty, $($bound:tt)*) => {
-        impl<$($bound)*> RawLwLock for $ty {
+        // SAFETY: each lock's own methods, which these forward to, keep the contract (the
+        // state-word protocol in the crate doc; loom checks it in tests/loom_lwlock.rs).
+        unsafe impl<$($bound)*> RawLwLock for $ty {
             fn new(name: &'static str) -> Self {
                 <$ty>::new(name)
             }

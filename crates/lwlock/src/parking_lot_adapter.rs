@@ -68,7 +68,9 @@ impl ParkingLotLwLock {
     }
 }
 
-impl RawLwLock for ParkingLotLwLock {
+// SAFETY: every acquisition and release is parking_lot's `RawRwLock`'s (a reader-writer lock
+// with acquire/release ordering); the held-lock bookkeeping only adds the backend's record.
+unsafe impl RawLwLock for ParkingLotLwLock {
     fn new(name: &'static str) -> Self {
         Self {
             raw: parking_lot::RawRwLock::INIT,

@@ -365,21 +365,24 @@ fn attempt_after_a_seen_release<K: RawLwLock + AttemptProbe>() -> impl Fn() -> b
             l2.release(&mut holder).unwrap();
             r2.store(true, Ordering::Relaxed);
         });
-        let must_wait = raised.load(Ordering::Relaxed) && lock.attempt(LwLockMode::Exclusive);
+        let must_wait = raised.load(Ordering::Relaxed)
+            && lock.attempt(LwLockMode::Exclusive) == LockAttempt::MustWait;
         t.join().unwrap();
         must_wait
     }
 }
 
 /// `LWLockAttemptLock` without locking: the bare attempt.
+use pglocks_lwlock::LockAttempt;
+
 trait AttemptProbe {
-    fn attempt(&self, mode: LwLockMode) -> bool;
+    fn attempt(&self, mode: LwLockMode) -> LockAttempt;
 }
 
 impl<L: StateLayout, W: pglocks_lwlock::WaitListLock, A: pglocks_lwlock::AttemptRule> AttemptProbe
     for AtomicLwLock<L, W, A>
 {
-    fn attempt(&self, mode: LwLockMode) -> bool {
+    fn attempt(&self, mode: LwLockMode) -> LockAttempt {
         self.attempt_lock(mode)
     }
 }

@@ -506,7 +506,8 @@ static COUNTED_SPINLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 /// 9.6's LWLock, counting its acquisitions: a caller's lock that shows where it was used.
 struct Counted(pglocks_lwlock::AtomicLwLock);
 
-impl pglocks_lwlock::RawLwLock for Counted {
+// SAFETY: every acquisition and release is the inner 9.6 LWLock's; counting changes nothing.
+unsafe impl pglocks_lwlock::RawLwLock for Counted {
     fn new(name: &'static str) -> Self {
         Counted(pglocks_lwlock::AtomicLwLock::new(name))
     }
