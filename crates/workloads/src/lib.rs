@@ -18,6 +18,7 @@ mod knob;
 mod lmgr;
 mod lwlock;
 mod pgbench;
+pub mod plan;
 pub mod preset;
 mod procarray;
 mod settings;
@@ -107,10 +108,6 @@ pub struct Workload {
     pub knobs: &'static [&'static str],
     /// The lock types its model takes.
     pub locks: Locks,
-    /// It writes WAL and flushes it (so `--flush-latency` and the flush device matter).
-    pub flushes_wal: bool,
-    /// It runs a backend's executor work between its locks (`executor_work`).
-    pub executor_work: bool,
     model: Model,
 }
 
@@ -129,6 +126,21 @@ impl Workload {
 }
 
 impl Workload {
+    /// It writes WAL and flushes it (so `--flush-latency` and the flush device matter): the WAL
+    /// models, and pgbench's transactions that write.
+    pub fn flushes_wal(&self) -> bool {
+        match self.model {
+            Model::Wal(_) => true,
+            Model::Pgbench(kind) => kind != pgbench::Kind::SelectOnly,
+            _ => false,
+        }
+    }
+
+    /// It runs a backend's executor work between its locks: it reads the `executor_work` knob.
+    pub fn executor_work(&self) -> bool {
+        self.knobs.contains(&"executor_work")
+    }
+
     /// Why this workload cannot run on a simulated machine, if it cannot: the simulator runs the
     /// team's threads and the companions a model hands the team (the WAL writer), not yet
     /// threads a model starts and joins itself (parallel apply's).
@@ -198,7 +210,7 @@ const BOTH_LOCKS: Locks = Locks {
     spinlock: true,
 };
 
-/// A workload entry with no knobs of its own, no WAL flush and no executor work.
+/// A workload entry with no knobs of its own.
 const fn entry(
     name: &'static str,
     summary: &'static str,
@@ -212,8 +224,6 @@ const fn entry(
         impls,
         knobs: &[],
         locks,
-        flushes_wal: false,
-        executor_work: false,
         model,
     }
 }
@@ -352,7 +362,6 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         knobs: &["record_size", "think", "wal_fault"],
-        flushes_wal: true,
         ..entry(
             "wal-insert",
             "insert one WAL record of `record_size` bytes (XLogInsertRecord)",
@@ -363,7 +372,6 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         knobs: &["wal_fault"],
-        flushes_wal: true,
         ..entry(
             "wal-commit",
             "a commit: insert a commit record and XLogFlush it, or with synchronous_commit = off leave it to the WAL writer (group commit; ideal = threads / flush_latency)",
@@ -405,7 +413,6 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         knobs: &["scale", "backends", "executor_work"],
-        executor_work: true,
         ..entry(
             "select-only",
             "pgbench -S's transaction: vxid lock, AccessShareLock on the table and its index, sinval checks, a snapshot, the index descent and heap page, commit",
@@ -416,8 +423,6 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         knobs: &["scale", "backends", "executor_work", "wal_fault"],
-        flushes_wal: true,
-        executor_work: true,
         ..entry(
             "tpcb-like",
             "pgbench's default transaction: three UPDATEs (waiting for a row's updater: tuple lock, XactLockTableWait), a SELECT and an INSERT, a snapshot each, xid, WAL records, commit flush, CLOG, ProcArray end",
@@ -428,8 +433,6 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         knobs: &["scale", "backends", "executor_work", "wal_fault"],
-        flushes_wal: true,
-        executor_work: true,
         ..entry(
             "insert-commit",
             "one INSERT per transaction: xid and its lock, heap and index pages, WAL records, commit flush (group commit), CLOG, ProcArray end",
@@ -738,21 +741,24 @@ mod tests {
                     w.name
                 );
             }
-            // A workload that flushes WAL reads the flush latency; one that does executor work
-            // is one of pgbench's transactions.
-            assert_eq!(
-                w.flushes_wal,
-                matches!(w.model, Model::Wal(_) | Model::Pgbench(_)) && w.name != "select-only",
-                "{}",
-                w.name
-            );
-            assert_eq!(
-                w.executor_work,
-                w.knobs.contains(&"executor_work"),
+            // Executor work is done between the locks of pgbench's transactions only.
+            assert!(
+                !w.executor_work() || matches!(w.model, Model::Pgbench(_)),
                 "{}",
                 w.name
             );
         }
+        // The WAL models and pgbench's writing transactions flush WAL; nothing else does.
+        let mut flushing: Vec<&str> = WORKLOADS
+            .iter()
+            .filter(|w| w.flushes_wal())
+            .map(|w| w.name)
+            .collect();
+        flushing.sort_unstable();
+        assert_eq!(
+            flushing,
+            ["insert-commit", "tpcb-like", "wal-commit", "wal-insert"]
+        );
         let e = workload("spinn").unwrap_err().to_string();
         assert!(
             e.contains("unknown workload 'spinn'") && e.contains("tpcb-like"),
