@@ -10,11 +10,13 @@
 //! the machine asked for (a model the simulator does not run yet). `OUT/index.html` opens with
 //! the summary table; `OUT/report.json` holds the same for programs.
 
-use super::{detect, machine, plan, show, stamped_dir, CliError, RunArgs};
+use super::parse::{detect, parse_duration, parse_threads};
+use super::{stamped_dir, CliError};
 use pglocks_harness::format::si3;
 use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
+use pglocks_workloads::plan::{Machine, PlanError, RunRequest};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -192,73 +194,72 @@ fn pick(all: Vec<Claim>, names: &[String]) -> Result<Vec<Claim>, CliError> {
         .collect())
 }
 
-/// The `run` arguments of `claim` for this reproduction.
-fn run_args(claim: &Claim, a: &ReproduceArgs, cpus: usize) -> Result<RunArgs, CliError> {
+/// The run of `claim` for this reproduction, on `machine` (of `cpus` CPUs).
+fn request(
+    claim: &Claim,
+    a: &ReproduceArgs,
+    machine: &Machine,
+    cpus: usize,
+) -> Result<RunRequest, CliError> {
     let r = &claim.run;
-    let threads = if a.quick {
-        r.quick_threads.clone()
+    let mut threads = parse_threads(if a.quick {
+        &r.quick_threads
     } else {
+        &r.threads
+    })?;
+    if !a.quick {
         let most = (4 * cpus).max(8);
-        let kept: Vec<String> = super::parse_threads(&r.threads)?
-            .into_iter()
-            .filter(|&t| t <= most)
-            .map(|t| t.to_string())
-            .collect();
-        kept.join(",")
-    };
-    let sim = a.machine != "real";
-    let (duration, warmup, repeat) = match (sim, a.quick) {
-        (true, _) => (None, None, None),
-        (false, true) => (Some("300ms"), Some("100ms"), Some(1)),
-        (false, false) => (Some("1s"), Some("200ms"), Some(3)),
-    };
-    let sets = match (&r.quick_sets, a.quick) {
+        threads.retain(|&t| t <= most);
+    }
+    let mut req = RunRequest::new(&r.workload);
+    req.presets = super::parse::list(&r.presets);
+    req.impls = super::parse::list(&r.impls);
+    req.sets = match (&r.quick_sets, a.quick) {
         (Some(q), true) => q.clone(),
         _ => r.sets.clone(),
     };
-    Ok(RunArgs {
-        workload: r.workload.clone(),
-        preset: r.presets.clone(),
-        impls: r.impls.clone(),
-        threads,
-        duration: duration.map(String::from),
-        warmup: warmup.map(String::from),
-        machine: a.machine.clone(),
-        repeat,
-        pin: "compact".into(),
-        format: "table".into(),
-        out: None,
-        no_progress: a.no_progress,
-        sets,
-        flush_latency: None,
-        sysfs_root: None,
-        sample_every: 1024,
-        show: show::ShowArgs::default(),
-    })
+    req.threads = threads;
+    req.machine = machine.clone();
+    // A simulated machine's runs take its defaults (virtual time, one run: they repeat).
+    let times = match (machine, a.quick) {
+        (Machine::Simulated(_), _) => None,
+        (Machine::Real, true) => Some(("300ms", "100ms", 1)),
+        (Machine::Real, false) => Some(("1s", "200ms", 3)),
+    };
+    if let Some((duration, warmup, repeat)) = times {
+        req.duration = Some(parse_duration("--duration", duration)?);
+        req.warmup = Some(parse_duration("--warmup", warmup)?);
+        req.repeat = Some(repeat);
+    }
+    req.progress = !a.no_progress;
+    Ok(req)
 }
 
-/// The command line that `args` stands for.
-fn command_line(args: &RunArgs) -> String {
+/// The `pglocks run` command line that `r` stands for.
+fn command_line(r: &RunRequest) -> String {
+    let threads: Vec<String> = r.threads.iter().map(usize::to_string).collect();
     let mut c = format!(
         "pglocks run {} --preset {} --threads {}",
-        args.workload, args.preset, args.threads
+        r.workload,
+        r.presets.join(","),
+        threads.join(",")
     );
-    if args.impls != "pg" {
-        let _ = write!(c, " --impl {}", args.impls);
+    if r.impls != ["pg"] {
+        let _ = write!(c, " --impl {}", r.impls.join(","));
     }
-    for s in &args.sets {
+    for s in &r.sets {
         let _ = write!(c, " --set {s}");
     }
-    if args.machine != "real" {
-        let _ = write!(c, " --machine {}", args.machine);
+    if let Machine::Simulated(_) = r.machine {
+        let _ = write!(c, " --machine {}", r.machine.name());
     }
-    for (flag, v) in [("duration", &args.duration), ("warmup", &args.warmup)] {
+    for (flag, v) in [("duration", r.duration), ("warmup", r.warmup)] {
         if let Some(v) = v {
-            let _ = write!(c, " --{flag} {v}");
+            let _ = write!(c, " --{flag} {}", pglocks_sync::time::format_duration(v));
         }
     }
-    if let Some(r) = args.repeat {
-        let _ = write!(c, " --repeat {r}");
+    if let Some(n) = r.repeat {
+        let _ = write!(c, " --repeat {n}");
     }
     c
 }
@@ -377,15 +378,16 @@ fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, St
     }
 }
 
-/// Runs `claim` and saves its report under `out`.
+/// Runs `claim` on `machine` and saves its report under `out`.
 fn reproduce_one(
     claim: &Claim,
     a: &ReproduceArgs,
+    machine: &Machine,
     cpus: usize,
     out: &Path,
 ) -> Result<Outcome, CliError> {
-    let args = run_args(claim, a, cpus)?;
-    let command = command_line(&args);
+    let request = request(claim, a, machine, cpus)?;
+    let command = command_line(&request);
     let outcome = |verdict, measured: String, reason, dir| Outcome {
         claim: claim.clone(),
         command: command.clone(),
@@ -396,17 +398,18 @@ fn reproduce_one(
     };
     // A model the simulated machine does not run is a verdict, not a failure; any other error
     // in the claim's run is one.
-    if let Some(profile) = a.machine.strip_prefix("sim:") {
-        if let Some(why) = pglocks_workloads::workload(&claim.run.workload)?.not_simulated() {
-            let why = format!(
-                "{} cannot run on the simulated machine {profile}: {why}",
-                claim.run.workload
-            );
-            return Ok(outcome(Verdict::NotRun, String::new(), Some(why), None));
+    let plan = match request.plan() {
+        Err(e @ PlanError::NotSimulated { .. }) => {
+            return Ok(outcome(
+                Verdict::NotRun,
+                String::new(),
+                Some(e.to_string()),
+                None,
+            ))
         }
-    }
-    let plan = plan(&args)?;
-    let report = harness::sweep(&plan.sweep, &plan.topology, plan.series)?;
+        plan => plan?,
+    };
+    let report = plan.run()?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
     let path = dir.join("curves.md");
@@ -449,9 +452,10 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let (cpus, machine_name) = match machine(&a.machine)? {
-        Some(p) => (p.cpu_count(), format!("simulated {}", p.name)),
-        None => (detect(None)?.logical_cpus(), "this machine".to_string()),
+    let machine = Machine::parse(&a.machine)?;
+    let (cpus, machine_name) = match &machine {
+        Machine::Simulated(p) => (p.cpu_count(), format!("simulated {}", p.name)),
+        Machine::Real => (detect(None)?.logical_cpus(), "this machine".to_string()),
     };
     let out = match &a.out {
         Some(d) => d.clone(),
@@ -472,7 +476,7 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
             claim.release,
             claim.title
         );
-        let o = reproduce_one(claim, a, cpus, &out)?;
+        let o = reproduce_one(claim, a, &machine, cpus, &out)?;
         eprintln!("        {}: {}", o.verdict.label(), o.measured);
         outcomes.push(o);
     }
@@ -659,8 +663,8 @@ mod tests {
                 let preset = preset.split("+executor_work=").next().unwrap();
                 assert!(presets.contains(&preset), "{}: {s} is not run", c.id);
             }
-            super::super::parse_threads(&c.run.threads).unwrap();
-            super::super::parse_threads(&c.run.quick_threads).unwrap();
+            parse_threads(&c.run.threads).unwrap();
+            parse_threads(&c.run.quick_threads).unwrap();
             assert!(!w.impls.is_empty());
         }
     }
