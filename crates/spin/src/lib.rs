@@ -79,6 +79,47 @@ pub enum SpinError {
 /// Implementations must provide mutual exclusion: from the moment `lock` returns `Ok` (or
 /// `try_lock` returns `true`) until the matching `unlock`, no other `lock` or `try_lock` may
 /// succeed, and `unlock` must make the holder's writes visible to the next holder.
+///
+/// # Examples
+/// A test-and-test-and-set lock that yields while it waits, guarding data as a [`SpinLock`]
+/// (the `pglocks` facade's workloads take it the same way: `series_on_spinlock`).
+/// ```
+/// use pglocks_spin::{RawSpinLock, SpinLock, StuckSpinlock};
+/// use pglocks_proc::{Backend, ProcTable};
+/// use std::sync::atomic::{AtomicBool, Ordering::*};
+///
+/// struct YieldingTtas(AtomicBool);
+///
+/// // SAFETY: only the swap that changes the flag from false to true takes the lock (Acquire),
+/// // and only the holder stores false (Release).
+/// unsafe impl RawSpinLock for YieldingTtas {
+///     const NAME: &'static str = "yielding-ttas";
+///     fn new() -> Self {
+///         YieldingTtas(AtomicBool::new(false))
+///     }
+///     fn lock(&self, _: &mut Backend) -> Result<(), StuckSpinlock> {
+///         while !self.try_lock() {
+///             while self.0.load(Relaxed) {
+///                 std::thread::yield_now();
+///             }
+///         }
+///         Ok(())
+///     }
+///     fn try_lock(&self) -> bool {
+///         !self.0.swap(true, Acquire)
+///     }
+///     unsafe fn unlock(&self) {
+///         self.0.store(false, Release);
+///     }
+/// }
+///
+/// let procs = ProcTable::new(1);
+/// let mut me = procs.attach()?;
+/// let counter: SpinLock<u64, YieldingTtas> = SpinLock::new("counter", 0);
+/// counter.lock(&mut me)?.with_mut(|n| *n += 1);
+/// assert_eq!(counter.lock(&mut me)?.with(|n| *n), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub unsafe trait RawSpinLock: Send + Sync {
     /// Short name used by the CLI and in reports (`pg`, `tas`, `ticket`, `mcs`, `floor`).
     const NAME: &'static str;
