@@ -46,25 +46,6 @@ pub struct Machine {
     pub simulated: Option<Simulated>,
 }
 
-impl Machine {
-    /// "8 cpus, 1 node, MODEL", and for a simulated machine what it was and what it cost:
-    /// "simulated westmere-80: 80 cpus, 8 nodes, MODEL; 0.9 s of host time, 49.3M simulated
-    /// operations per host second".
-    pub fn describe(&self) -> String {
-        let nodes = if self.nodes == 1 { "node" } else { "nodes" };
-        let base = format!("{} cpus, {} {nodes}, {}", self.cpus, self.nodes, self.model);
-        match &self.simulated {
-            None => base,
-            Some(s) => format!(
-                "simulated {}: {base}; {:.1} s of host time, {} simulated operations per host second",
-                s.profile,
-                s.host_time_ms as f64 / 1000.0,
-                crate::format::si(s.operations_per_host_sec)
-            ),
-        }
-    }
-}
-
 /// A simulated machine: the profile, and the host time the simulation took.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
