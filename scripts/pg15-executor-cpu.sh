@@ -22,17 +22,19 @@
 # 5000), REPS (measured runs per workload, default 3; the table holds their medians), SEED
 # (pgbench's --random-seed: measured run r of a workload uses SEED+r-1, its warm-up SEED+REPS;
 # default 1), SKIP (transactions at the start of a measured run left out, default 100),
-# WARMUP_TPCB (default 200000, see below), POLL_MS (the sampling period, default 10), PGBIN,
-# PGPORT (default 5499), PGOSUSER (the non-root user that owns the cluster, created if missing,
-# default pgtest), OUT (default tests/pg15-executor-cpu of this repository). Only the workloads
-# named are measured, and only their rows are written (a partial cpu.tsv).
+# WARMUP_TPCB (default 200000, see scripts/pg15-cluster.sh), POLL_MS (the sampling period,
+# default 10), PGBIN, PGPORT (default 5499), PGOSUSER (the non-root user that owns the cluster,
+# created if missing, default pgtest), OUT (default tests/pg15-executor-cpu of this repository).
+# Only the workloads named are measured, and only their rows are written (a partial cpu.tsv).
 #
 # What it does:
-#   1. a throwaway cluster owned by PGOSUSER, as scripts/pg15-lock-traffic.sh builds it: initdb,
-#      port PGPORT, socket in /tmp, no TCP, shared_buffers=128MB and every other setting at its
-#      default (synchronous_commit = on, fsync = on: each writing transaction flushes WAL at
-#      commit; autovacuum on, also during the measured runs); `pgbench -i -s 10` in a database
-#      named pgbench, and a table `insert_commit (id serial primary key, v int)`;
+#   1. a throwaway cluster owned by PGOSUSER, as scripts/pg15-lock-traffic.sh has it (both source
+#      scripts/pg15-cluster.sh, which builds it, and defines the workloads' commands and
+#      warm-ups): initdb, port PGPORT, socket in /tmp, no TCP, shared_buffers=128MB and every
+#      other setting at its default (synchronous_commit = on, fsync = on: each writing
+#      transaction flushes WAL at commit; autovacuum on, also during the measured runs);
+#      `pgbench -i -s 10` in a database named pgbench, and a table
+#      `insert_commit (id serial primary key, v int)`;
 #   2. per workload, a warm-up run, unmeasured: the same command as long as a measured run, but
 #      WARMUP_TPCB transactions with synchronous_commit = off for tpcb-like (its steady state:
 #      nearly every page of pgbench_accounts updated, as in the lock-traffic script); then REPS
@@ -65,89 +67,49 @@
 #      transaction the backend's wall time in the window, its time runnable but waiting for a
 #      CPU and the number of times it was given one (schedstat), to tell a run whose backend
 #      ran back to back from one whose backend slept (a slow WAL flush) while others ran;
-#   6. writes OUT/cpu.tsv: `#` lines (the command, versions, settings, this script's sha256, every
-#      run's figures), the column names, then one row per workload
-#      `workload<TAB>user_us_per_tx<TAB>system_us_per_tx<TAB>total_us_per_tx`, each the median of
-#      the REPS runs' values of that column (so user + system may differ from total by a little);
+#   6. writes OUT/cpu.tsv: `#` lines (the command, versions, settings, the sha256 of this script
+#      and scripts/pg15-cluster.sh, every run's figures), the column names, then one row per
+#      workload `workload<TAB>user_us_per_tx<TAB>system_us_per_tx<TAB>total_us_per_tx`, each
+#      the median of the REPS runs' values of that column (so user + system may differ from total
+#      by a little);
 #   7. on exit (also on error or ^C): stops the cluster (pg_ctl stop -m immediate) and removes its
 #      directory. The user PGOSUSER is left in place.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGPORT=${PGPORT:-5499}
-PGOSUSER=${PGOSUSER:-pgtest}
+# shellcheck source=pg15-cluster.sh
+. "$here/pg15-cluster.sh"
 N_SELECT=${N_SELECT:-20000}
 N_TPCB=${N_TPCB:-3000}
 N_INSERT=${N_INSERT:-5000}
-# tpcb-like is measured in its steady state, as in scripts/pg15-lock-traffic.sh: 200 000 warm-up
-# transactions update each of pgbench_accounts' 16 394 pages about 12 times; they run with
-# synchronous_commit = off, to be quick.
-WARMUP_TPCB=${WARMUP_TPCB:-200000}
 REPS=${REPS:-3}
 SEED=${SEED:-1}
 SKIP=${SKIP:-100}
 POLL_MS=${POLL_MS:-10}
 OUT=${OUT:-$repo/tests/pg15-executor-cpu}
-workloads=("$@")
-[ ${#workloads[@]} -gt 0 ] || workloads=(select-only tpcb-like insert-commit)
 
-die() { echo "pg15-executor-cpu: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (runuser, useradd)"
-command -v runuser >/dev/null || die "runuser not found"
 [ -n "${EPOCHREALTIME:-}" ] || die "needs bash 5 (EPOCHREALTIME)"
 [ -r /proc/self/schedstat ] || die "no /proc/<pid>/schedstat (CONFIG_SCHED_INFO)"
 [ -r "/proc/$$/task/$$/children" ] || die "no /proc/<pid>/task/<pid>/children (CONFIG_PROC_CHILDREN)"
-postgres=$PGBIN/postgres
-[ -x "$postgres" ] || die "no $postgres (set PGBIN)"
-pgversion=$("$postgres" --version)
-case $pgversion in *" 15."*) ;; *) die "wants PostgreSQL 15, found: $pgversion" ;; esac
-for w in "${workloads[@]}"; do
-  case $w in select-only|tpcb-like|insert-commit) ;; *) die "unknown workload $w" ;; esac
-done
+pg15_check_server
+pg15_workloads "$@"
 [[ $REPS =~ ^[1-9][0-9]*$ && $POLL_MS =~ ^[1-9][0-9]*$ && $SKIP =~ ^[0-9]+$ ]] || die "REPS, POLL_MS, SKIP: numbers"
 mkdir -p "$OUT"
-script_sha=$(sha256sum "$here/$(basename "$0")" | cut -c1-12)
+script_sha=$(pg15_sha)
 hz=$(getconf CLK_TCK)
 poll_s=$(printf '%d.%03d' $((POLL_MS / 1000)) $((POLL_MS % 1000)))
 
-# --- the cluster's owner and directory ---------------------------------------------------------
-if ! id -u "$PGOSUSER" >/dev/null 2>&1; then
-  useradd --system --create-home --shell /bin/sh "$PGOSUSER"
-fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/pg15-executor-cpu.XXXXXX")
-chown "$PGOSUSER": "$work"
-chmod 755 "$work"
-data=$work/data
-as_pg() { runuser -u "$PGOSUSER" -- "$@"; }
-
+# --- the cluster -------------------------------------------------------------------------------
 cleanup() {
   set +e
   if [ -n "${sampler:-}" ]; then kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; fi
-  if [ -f "$data/postmaster.pid" ]; then as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1; fi
-  rm -rf "$work"
+  pg15_cluster_stop
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-echo "== cluster in $work (port $PGPORT, socket /tmp)"
-as_pg "$PGBIN/initdb" -D "$data" -A trust -U "$PGOSUSER" >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log"; die "initdb failed"; }
-cat >>"$data/postgresql.conf" <<EOF
-# pg15-executor-cpu.sh: everything else at its default (synchronous_commit = on, fsync = on)
-port = $PGPORT
-listen_addresses = ''
-unix_socket_directories = '/tmp'
-shared_buffers = 128MB
-EOF
-as_pg "$PGBIN/pg_ctl" -D "$data" -l "$work/server.log" -w start >/dev/null
-psql() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h /tmp -p "$PGPORT" "$@"; }
-pgbench() { as_pg "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "$@"; }
-psql -d postgres -c 'CREATE DATABASE pgbench'
-pgbench -i -s 10 -q pgbench >"$work/pgbench-init.log" 2>&1 || { cat "$work/pgbench-init.log"; die "pgbench -i failed"; }
-psql -d pgbench -c 'CREATE TABLE insert_commit (id serial primary key, v int)'
-echo 'INSERT INTO insert_commit (v) VALUES (1);' >"$work/insert_commit.sql"
-chmod 644 "$work/insert_commit.sql"
+pg15_cluster_start
 pm=$(head -1 "$data/postmaster.pid")
 [ -r "/proc/$pm/task/$pm/children" ] || die "postmaster $pm not found"
 
@@ -225,18 +187,10 @@ runs=$work/runs.tsv
 : >"$runs"
 
 measure() { # workload
-  local w=$1 n
-  local -a args
-  case $w in
-    select-only)   n=$N_SELECT; args=(-S -M prepared -c 1) ;;
-    tpcb-like)     n=$N_TPCB;   args=(-M prepared -c 1) ;;
-    insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
-  esac
-  local warm=$n warm_env=()
-  if [ "$w" = tpcb-like ]; then warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off"); fi
-  echo "== $w: warm-up, ${warm_env[*]} pgbench ${args[*]} -t $warm --random-seed=$((SEED + REPS))"
-  as_pg env "${warm_env[@]}" "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" -t "$warm" --random-seed=$((SEED + REPS)) pgbench \
-    >"$work/$w-warmup.log" 2>&1 || { cat "$work/$w-warmup.log"; die "warm-up of $w failed"; }
+  local w=$1 n warm
+  local -a args warm_env
+  pg15_workload "$w"
+  pg15_warm_up "$w" $((SEED + REPS))
   local r seed log runner busy0 busy1
   for ((r = 1; r <= REPS; r++)); do
     seed=$((SEED + r - 1))

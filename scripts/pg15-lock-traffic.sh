@@ -30,7 +30,8 @@
 #      shared_buffers=128MB and every other setting at its default (so synchronous_commit = on
 #      and fsync = on: each writing transaction flushes WAL at commit; autovacuum on);
 #      `pgbench -i -s 10` in a database named pgbench, and a table
-#      `insert_commit (id serial primary key, v int)`;
+#      `insert_commit (id serial primary key, v int)` (scripts/pg15-cluster.sh, which this script
+#      sources, builds it, and defines the workloads' commands and warm-ups);
 #   2. uprobes on the postgres binary (event group probe_postgres):
 #        LWLockAcquire, LWLockConditionalAcquire, LWLockAcquireOrWait with
 #          tranche=+0(%di):u16 (the first field of PG 15's struct LWLock is `uint16 tranche`)
@@ -43,7 +44,7 @@
 #          binary; it calls GetNewTransactionId once per new xid), ProcArrayEndTransaction;
 #   3. per workload: a warm-up run of it, unrecorded (caches, hint bits, the tables' state): as
 #      long as the measured one, but WARMUP_TPCB transactions with synchronous_commit = off for
-#      tpcb-like (its steady state, see WARMUP_TPCB above), then
+#      tpcb-like (its steady state, see WARMUP_TPCB in scripts/pg15-cluster.sh), then
 #      `perf record -a -e 'probe_postgres:*'` around exactly one pgbench run:
 #        select-only    pgbench -S -M prepared -c 1 -t N_SELECT --random-seed=SEED
 #        tpcb-like      pgbench -M prepared -c 1 -t N_TPCB --random-seed=SEED   (builtin TPC-B-like)
@@ -63,8 +64,9 @@
 #        custom plans) and exit — divided by the number of ProcArrayEndTransaction hits in
 #        that window (one per transaction: the workloads have one transaction per pgbench
 #        transaction); the header line says how many;
-#   5. writes OUT/<workload>.tsv: `#` lines (the command, versions, settings, the window, this
-#      script's sha256; for insert-commit the pgbench script; the column names), then
+#   5. writes OUT/<workload>.tsv: `#` lines (the command, versions, settings, the window, the
+#      sha256 of this script and scripts/pg15-cluster.sh; for insert-commit the pgbench script;
+#      the column names), then
 #      `kind<TAB>name<TAB>mode<TAB>per_tx` rows sorted by kind, name, mode, per_tx with 2 decimals
 #      (a row of 0.00 was seen, less than once in 200 transactions);
 #   6. on exit (also on error or ^C): deletes the probes it added, stops the cluster
@@ -80,75 +82,33 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGPORT=${PGPORT:-5499}
-PGOSUSER=${PGOSUSER:-pgtest}
+# shellcheck source=pg15-cluster.sh
+. "$here/pg15-cluster.sh"
 N_SELECT=${N_SELECT:-20000}
 N_TPCB=${N_TPCB:-5000}
-# tpcb-like is measured in its steady state: after enough updates that nearly every page of
-# pgbench_accounts has been updated once (a page full since `pgbench -i` takes its first update
-# elsewhere, non-HOT; later ones are HOT after pruning). 200 000 warm-up transactions update
-# each of the 16 394 pages about 12 times; they run with synchronous_commit = off, to be quick.
-WARMUP_TPCB=${WARMUP_TPCB:-200000}
 N_INSERT=${N_INSERT:-5000}
 SEED=${SEED:-1}
 SKIP=${SKIP:-100}
 KEEP_TRACES=${KEEP_TRACES:-}
 OUT=${OUT:-$repo/tests/pg15-lock-traffic}
-workloads=("$@")
-[ ${#workloads[@]} -gt 0 ] || workloads=(select-only tpcb-like insert-commit)
 
-die() { echo "pg15-lock-traffic: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (perf probe, perf record -a)"
 command -v perf >/dev/null || die "perf not found"
-command -v runuser >/dev/null || die "runuser not found"
-postgres=$PGBIN/postgres
-[ -x "$postgres" ] || die "no $postgres (set PGBIN)"
-pgversion=$("$postgres" --version)
-case $pgversion in *" 15."*) ;; *) die "wants PostgreSQL 15, found: $pgversion" ;; esac
-for w in "${workloads[@]}"; do
-  case $w in select-only|tpcb-like|insert-commit) ;; *) die "unknown workload $w" ;; esac
-done
+pg15_check_server
+pg15_workloads "$@"
 mkdir -p "$OUT"
-script_sha=$(sha256sum "$here/$(basename "$0")" | cut -c1-12)
+script_sha=$(pg15_sha)
 
-# --- the cluster's owner and directory ---------------------------------------------------------
-if ! id -u "$PGOSUSER" >/dev/null 2>&1; then
-  useradd --system --create-home --shell /bin/sh "$PGOSUSER"
-fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/pg15-lock-traffic.XXXXXX")
-chown "$PGOSUSER": "$work"
-chmod 755 "$work"
-data=$work/data
-as_pg() { runuser -u "$PGOSUSER" -- "$@"; }
-
+# --- the cluster -------------------------------------------------------------------------------
 probes_added=()
 cleanup() {
   set +e
   for p in "${probes_added[@]}"; do perf probe -q -d "probe_postgres:$p" >/dev/null 2>&1; done
-  if [ -f "$data/postmaster.pid" ]; then as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1; fi
-  rm -rf "$work"
+  pg15_cluster_stop
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-echo "== cluster in $work (port $PGPORT, socket /tmp)"
-as_pg "$PGBIN/initdb" -D "$data" -A trust -U "$PGOSUSER" >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log"; die "initdb failed"; }
-cat >>"$data/postgresql.conf" <<EOF
-# pg15-lock-traffic.sh: everything else at its default (synchronous_commit = on, fsync = on)
-port = $PGPORT
-listen_addresses = ''
-unix_socket_directories = '/tmp'
-shared_buffers = 128MB
-EOF
-as_pg "$PGBIN/pg_ctl" -D "$data" -l "$work/server.log" -w start >/dev/null
-psql() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h /tmp -p "$PGPORT" "$@"; }
-pgbench() { as_pg "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "$@"; }
-psql -d postgres -c 'CREATE DATABASE pgbench'
-pgbench -i -s 10 -q pgbench >"$work/pgbench-init.log" 2>&1 || { cat "$work/pgbench-init.log"; die "pgbench -i failed"; }
-psql -d pgbench -c 'CREATE TABLE insert_commit (id serial primary key, v int)'
-echo 'INSERT INTO insert_commit (v) VALUES (1);' >"$work/insert_commit.sql"
-chmod 644 "$work/insert_commit.sql"
+pg15_cluster_start
 
 # --- the probes --------------------------------------------------------------------------------
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
@@ -234,18 +194,10 @@ END {
 }'
 
 measure() { # workload
-  local w=$1 n
-  local -a args
-  case $w in
-    select-only)   n=$N_SELECT; args=(-S -M prepared -c 1) ;;
-    tpcb-like)     n=$N_TPCB;   args=(-M prepared -c 1) ;;
-    insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
-  esac
-  local warm=$n warm_env=()
-  if [ "$w" = tpcb-like ]; then warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off"); fi
-  echo "== $w: warm-up, ${warm_env[*]} pgbench ${args[*]} -t $warm --random-seed=$((SEED + 1))"
-  as_pg env "${warm_env[@]}" "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" -t "$warm" --random-seed=$((SEED + 1)) pgbench \
-    >"$work/$w-warmup.log" 2>&1 || { cat "$work/$w-warmup.log"; die "warm-up of $w failed"; }
+  local w=$1 n warm
+  local -a args warm_env
+  pg15_workload "$w"
+  pg15_warm_up "$w" $((SEED + 1))
   args+=(-t "$n" --random-seed="$SEED")
   echo "== $w: pgbench ${args[*]} (recorded)"
   perf record -q -a -m 4096 -e 'probe_postgres:*' -o "$work/$w.data" -- \

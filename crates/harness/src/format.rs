@@ -1,9 +1,12 @@
 //! How the report's numbers are written: throughputs (`12.346M` ops/s), latencies and wait times
-//! (ns, µs, ms), efficiencies and fractions, metric values, and the cells of a point's row as the
-//! terminal, Markdown and HTML tables show it. One place, so that every output writes a number
-//! the same way.
+//! (ns, µs, ms), efficiencies and fractions, metric values, and, from them, the line that
+//! describes the machine and the cells of a point's row as the terminal, Markdown and HTML
+//! tables show them. One place, so that every output writes a number the same way.
+//!
+//! This module reads the report's types and the report never calls back into it: the document
+//! is data, and how it is written lives here.
 
-use crate::report::Point;
+use crate::report::{Machine, Point};
 
 /// A throughput (or any count) in a short human form with three decimals: `12.346M`, `1.500k`,
 /// `999.000`.
@@ -117,6 +120,23 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// The machine in one line: "8 cpus, 1 node, MODEL", and for a simulated machine what it was
+/// and what it cost: "simulated westmere-80: 80 cpus, 8 nodes, MODEL; 0.9 s of host time,
+/// 49.300M simulated operations per host second".
+pub fn machine(m: &Machine) -> String {
+    let nodes = if m.nodes == 1 { "node" } else { "nodes" };
+    let base = format!("{} cpus, {} {nodes}, {}", m.cpus, m.nodes, m.model);
+    match &m.simulated {
+        None => base,
+        Some(s) => format!(
+            "simulated {}: {base}; {:.1} s of host time, {} simulated operations per host second",
+            s.profile,
+            s.host_time_ms as f64 / 1000.0,
+            si(s.operations_per_host_sec)
+        ),
+    }
+}
+
 /// A point's efficiency with two decimals, `-` without one.
 fn efficiency(p: &Point) -> String {
     p.efficiency
@@ -194,6 +214,29 @@ mod tests {
         assert_eq!(times(2.0199), "2.02\u{d7}");
         assert_eq!(change(1.1234), "+12.3%");
         assert_eq!(change(0.5), "-50.0%");
+    }
+
+    #[test]
+    fn machine_line_says_what_was_simulated() {
+        let mut m = Machine {
+            cpus: 8,
+            nodes: 1,
+            model: "Test CPU".into(),
+            simulated: None,
+        };
+        assert_eq!(machine(&m), "8 cpus, 1 node, Test CPU");
+        m.nodes = 2;
+        m.simulated = Some(crate::report::Simulated {
+            profile: "westmere-80".into(),
+            host_time_ms: 900,
+            operations: 44_370_000,
+            operations_per_host_sec: 49_300_000.0,
+        });
+        assert_eq!(
+            machine(&m),
+            "simulated westmere-80: 8 cpus, 2 nodes, Test CPU; 0.9 s of host time, \
+             49.300M simulated operations per host second"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! it. Like every file of the report it is a function of the [`Report`] alone (no clock, no
 //! path), so `pglocks report DIR` re-renders it byte for byte.
 
-use crate::format::{metric_value, percent, point_cells, wait_ms};
+use crate::format::{machine, metric_value, percent, point_cells, wait_ms};
 use crate::plot::ChartKind;
 use crate::query::{
     any_ideal, largest_point, metric_names, named_workloads, series_of, sorted_waits,
@@ -92,7 +92,7 @@ pub fn index_html(report: &Report) -> String {
         &[],
         &[
             vec!["pglocks".into(), report.pglocks_version.clone()],
-            vec!["machine".into(), m.describe()],
+            vec!["machine".into(), machine(m)],
             vec![
                 match named_workloads(report).len() {
                     1 => "workload".into(),

@@ -5,7 +5,7 @@
 //! the wait events and the metrics, which run to hundreds of rows for a sweep of the macro
 //! workloads; [`brief`] is the narrow first look the default run prints.
 
-use crate::format::{metric_value, percent, point_cells, si, wait_ms, wrap};
+use crate::format::{machine, metric_value, percent, point_cells, si, wait_ms, wrap};
 use crate::query::{any_ideal, named_workloads, thread_counts, workload_list};
 use crate::report::{median_of, Report, Series};
 use crate::HarnessError;
@@ -207,7 +207,7 @@ fn title(report: &Report) -> String {
         c.duration_ms,
         c.repeat,
         c.pin,
-        m.describe()
+        machine(m)
     )
 }
 
@@ -281,7 +281,7 @@ pub fn brief(report: &Report) -> String {
         workload_list(report),
         c.repeat,
         c.duration_ms,
-        m.describe()
+        machine(m)
     );
     let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
     if !left_out.is_empty() {

@@ -13,6 +13,60 @@ use pglocks_proc::stats::EventStats;
 use serde::{Deserialize, Serialize};
 
 /// The whole document `pglocks run --format json` prints and `report.json` holds.
+///
+/// # Examples
+///
+/// A [`sweep`](crate::sweep()) returns one; it is read series by series and point by point, and
+/// every output is rendered from it alone, the JSON document included, which reads back as the
+/// same report.
+///
+/// ```
+/// use pglocks_harness::{render, render_with, run_team, sweep, Format, PinPolicy, Report};
+/// use pglocks_harness::{SeriesSpec, Show, SweepConfig, TeamSpec, Topology};
+/// use pglocks_proc::{Backend, ProcTable};
+/// use std::convert::Infallible;
+/// use std::time::Duration;
+///
+/// // One series, one point: an empty operation on one thread.
+/// let series = SeriesSpec {
+///     workload: "noop".into(),
+///     preset: "mine".into(),
+///     impl_name: "empty".into(),
+///     run: Box::new(|spec: &TeamSpec| {
+///         let procs = ProcTable::new(spec.threads);
+///         run_team(spec, &procs, |_thread| |_: &mut Backend| Ok::<(), Infallible>(()))
+///     }),
+/// };
+/// let cfg = SweepConfig {
+///     threads: vec![1],
+///     duration: Duration::from_millis(5),
+///     warmup: Duration::from_millis(1),
+///     pin: PinPolicy::None,
+///     ..SweepConfig::quick("noop")
+/// };
+/// let report: Report = sweep(&cfg, &Topology::detect()?, vec![series])?;
+///
+/// assert_eq!(report.config.workload, "noop");
+/// for s in &report.series {
+///     assert_eq!(s.label(), "mine/empty");
+///     for p in &s.points {
+///         assert_eq!(p.per_thread_ops.len(), p.threads);
+///         println!(
+///             "{} at {} threads: {:.0} ops/s, {:.1} ns/op per thread, p99 {} ns",
+///             s.label(),
+///             p.threads,
+///             p.ops_per_sec,
+///             p.ns_per_op(),
+///             p.latency_ns.p99
+///         );
+///     }
+/// }
+/// let table = render_with(&report, Format::Table, Show::MAIN)?;
+/// assert!(table.contains("mine/empty"));
+/// let json = render(&report, Format::Json)?;
+/// assert_eq!(serde_json::from_str::<Report>(&json)?, report);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
@@ -44,25 +98,6 @@ pub struct Machine {
     /// Present when the machine was simulated: which profile, and what it cost the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulated: Option<Simulated>,
-}
-
-impl Machine {
-    /// "8 cpus, 1 node, MODEL", and for a simulated machine what it was and what it cost:
-    /// "simulated westmere-80: 80 cpus, 8 nodes, MODEL; 0.9 s of host time, 49.3M simulated
-    /// operations per host second".
-    pub fn describe(&self) -> String {
-        let nodes = if self.nodes == 1 { "node" } else { "nodes" };
-        let base = format!("{} cpus, {} {nodes}, {}", self.cpus, self.nodes, self.model);
-        match &self.simulated {
-            None => base,
-            Some(s) => format!(
-                "simulated {}: {base}; {:.1} s of host time, {} simulated operations per host second",
-                s.profile,
-                s.host_time_ms as f64 / 1000.0,
-                crate::format::si(s.operations_per_host_sec)
-            ),
-        }
-    }
 }
 
 /// A simulated machine: the profile, and the host time the simulation took.

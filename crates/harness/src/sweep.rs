@@ -60,6 +60,67 @@ pub struct SweepConfig {
 }
 
 /// Runs every series at every thread count and assembles the report.
+///
+/// # Examples
+///
+/// Two ways of counting compared at 1 and 2 threads. A series is a closure that performs one
+/// timed run for the [`TeamSpec`] the sweep hands it, here [`run_team`](crate::run_team) on a
+/// fresh [`ProcTable`](pglocks_proc::ProcTable) and a fresh counter each time; the report holds
+/// one point per thread count of every series, with its efficiency against the series' own
+/// 1-thread point.
+///
+/// ```
+/// use pglocks_harness::{run_team, sweep, PinPolicy, SeriesSpec, SweepConfig, TeamSpec, Topology};
+/// use pglocks_proc::{Backend, ProcTable};
+/// use std::convert::Infallible;
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+/// use std::time::Duration;
+///
+/// // A series that runs `bump` on one shared counter.
+/// fn counting(impl_name: &str, bump: fn(&AtomicU64)) -> SeriesSpec<'static> {
+///     SeriesSpec {
+///         workload: "counter".into(),
+///         preset: "mine".into(),
+///         impl_name: impl_name.into(),
+///         run: Box::new(move |spec: &TeamSpec| {
+///             let procs = ProcTable::new(spec.threads);
+///             let counter = &AtomicU64::new(0);
+///             run_team(spec, &procs, |_thread| {
+///                 move |_: &mut Backend| {
+///                     bump(counter);
+///                     Ok::<(), Infallible>(())
+///                 }
+///             })
+///         }),
+///     }
+/// }
+///
+/// let cfg = SweepConfig {
+///     threads: vec![1, 2],
+///     duration: Duration::from_millis(10),
+///     warmup: Duration::from_millis(2),
+///     pin: PinPolicy::None,
+///     ..SweepConfig::quick("counter")
+/// };
+/// let series = vec![
+///     counting("fetch-add", |c| {
+///         c.fetch_add(1, Relaxed);
+///     }),
+///     counting("cas-loop", |c| {
+///         let _ = c.fetch_update(Relaxed, Relaxed, |v| Some(v + 1));
+///     }),
+/// ];
+/// let report = sweep(&cfg, &Topology::detect()?, series)?;
+///
+/// assert_eq!(report.series.len(), 2);
+/// for s in &report.series {
+///     let threads: Vec<usize> = s.points.iter().map(|p| p.threads).collect();
+///     assert_eq!(threads, [1, 2]);
+///     assert!(s.points.iter().all(|p| p.ops_per_sec > 0.0));
+///     assert_eq!(s.points[0].efficiency, Some(1.0));
+/// }
+/// # Ok::<(), pglocks_harness::HarnessError>(())
+/// ```
 pub fn sweep(
     cfg: &SweepConfig,
     topology: &Topology,

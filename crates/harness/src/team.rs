@@ -158,6 +158,52 @@ impl std::fmt::Debug for Companion<'_> {
 ///
 /// The operation gets the thread's [`Backend`]; an error from it stops the whole team and is
 /// returned (a workload's typed error, such as a stuck spinlock).
+///
+/// # Examples
+///
+/// Measuring an operation of your own, here two backends taking a `std::sync::Mutex` in turn to
+/// bump one counter. `make_op` is called once per thread and returns that thread's operation;
+/// the run says how many operations each thread completed while measured, and holds the
+/// latencies of the ones it timed.
+///
+/// ```
+/// use pglocks_harness::{run_team, TeamSpec};
+/// use pglocks_proc::{Backend, ProcTable};
+/// use std::convert::Infallible;
+/// use std::sync::Mutex;
+/// use std::time::Duration;
+///
+/// let spec = TeamSpec {
+///     threads: 2,
+///     duration: Duration::from_millis(10),
+///     warmup: Duration::from_millis(2),
+///     pin_order: vec![], // no pinning
+///     sample_every: 1,   // time every operation
+///     sim: None,         // this machine, not a simulated one
+///     sim_op_cost: None,
+/// };
+/// let procs = ProcTable::new(spec.threads); // one slot per backend
+/// let counter = &Mutex::new(0u64);
+/// let run = run_team(&spec, &procs, |_thread| {
+///     move |_backend: &mut Backend| {
+///         *counter.lock().unwrap() += 1;
+///         Ok::<(), Infallible>(())
+///     }
+/// })?;
+///
+/// assert_eq!(run.per_thread_ops.len(), 2);
+/// assert!(run.total_ops() > 0);
+/// // The warm-up's operations bumped the counter too, but only the measured ones count.
+/// assert!(*counter.lock().unwrap() >= run.total_ops());
+/// // With `sample_every: 1`, every measured operation was timed.
+/// assert_eq!(run.latency.len(), run.total_ops());
+/// println!(
+///     "{:.0} ops/s, p99 {} ns",
+///     run.ops_per_sec(),
+///     run.latency.value_at_quantile(0.99)
+/// );
+/// # Ok::<(), pglocks_harness::HarnessError>(())
+/// ```
 pub fn run_team<F, E, M>(
     spec: &TeamSpec,
     procs: &ProcTable,

@@ -8,7 +8,8 @@
 //! which holds what other backends touch: the semaphore they unlock to wake it, its latch, and its
 //! LWLock wait state — `lwWaiting`, `lwWaitMode` and the `lwWaitLink` node by which
 //! pglocks-lwlock's LWLocks (PostgreSQL's of every release, and the hand-off lock) queue the
-//! backend on a lock's wait list (a [`ProcList`](crate::proclist::ProcList), also of this crate).
+//! backend on a lock's wait list (a [`ProcList`](crate::proclist_types::ProcList), also of this
+//! crate).
 //!
 //! Subsystems above this crate keep their other `PGPROC` fields (the lock manager's fast-path
 //! slots and lock-wait state, for example) in arrays of their own indexed by
@@ -20,7 +21,7 @@
 //! since attaching is never on a measured path.
 
 use crate::latch::Latch;
-use crate::proclist::ProcListNode;
+use crate::proclist_types::ProcListNode;
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -41,7 +42,8 @@ pub struct ProcSlot {
     pub lw_waiting: AtomicU8,
     /// `lwWaitMode`: the mode it waits for.
     pub lw_wait_mode: AtomicLwLockMode,
-    /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a [`ProcList`](crate::proclist::ProcList)).
+    /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a
+    /// [`ProcList`](crate::proclist_types::ProcList)).
     pub lw_wait_link: ProcListNode,
     in_use: AtomicBool,
 }
@@ -173,7 +175,7 @@ impl ProcTable {
     ///
     /// # Panics
     /// If `procno` is out of range: a proc number only comes from [`Backend::procno`] (or a
-    /// [`ProcList`](crate::proclist::ProcList) built from them).
+    /// [`ProcList`](crate::proclist_types::ProcList) built from them).
     pub fn slot(&self, procno: usize) -> &ProcSlot {
         &self.inner.slots[procno]
     }

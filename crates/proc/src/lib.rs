@@ -10,8 +10,9 @@
 //!   what is private to the backend ([`backend`]; `InitProcess` and `ProcKill` of proc.c);
 //! - [`HeldLwLocks`] and [`LwLockMode`]: lwlock.c's per-backend `held_lwlocks[]` and lwlock.h's
 //!   `LWLockMode`, with which a backend records the LWLocks it holds and waits for;
-//! - [`proclist`]: the lists of backends linked through `PGPROC` fields (storage/proclist.h,
-//!   proclist_types.h), on which LWLocks queue their waiters;
+//! - [`proclist`]: the lists of backends linked through `PGPROC` fields (storage/proclist.h),
+//!   on which LWLocks queue their waiters, and [`proclist_types`], the list's node and head types
+//!   (storage/proclist_types.h), which `PGPROC` embeds without depending on the list code;
 //! - [`latch`]: a backend's process latch (storage/ipc/latch.c, the wait of waiteventset.c);
 //! - [`stats`]: per-backend wait events (what pg_stat_activity's `wait_event` shows, as totals),
 //!   lwlock.c's `LWLOCK_STATS` counters, s_lock counters and a subsystem's own events;
@@ -28,6 +29,7 @@
 pub mod backend;
 pub mod latch;
 pub mod proclist;
+pub mod proclist_types;
 pub mod spin_delay;
 pub mod stats;
 pub mod tranche;

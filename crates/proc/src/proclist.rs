@@ -1,7 +1,9 @@
-//! Models `proclist_head`, `proclist_node` and their operations (storage/proclist.h,
-//! proclist_types.h): a doubly-linked list of backends, threaded through link fields that live in
-//! each backend's `PGPROC` rather than in the list, and naming backends by proc number rather than
-//! by pointer (so the same list works in every process's address space).
+//! Models the operations on `proclist_head` and `proclist_node` (storage/proclist.h): a
+//! doubly-linked list of backends, threaded through link fields that live in each backend's
+//! `PGPROC` rather than in the list, and naming backends by proc number rather than by pointer (so
+//! the same list works in every process's address space). The two types themselves are defined in
+//! [`proclist_types`](crate::proclist_types), as PostgreSQL defines them in proclist_types.h, and
+//! re-exported here.
 //!
 //! PostgreSQL queues LWLock waiters on such a list (`lwWaitLink`), and condition variables theirs.
 //! A list head is two proc numbers, `head` and `tail`; a node is `next` and `prev`, holding
@@ -18,17 +20,8 @@
 //! body removing the current element (what `proclist_foreach_modify` allows).
 
 use crate::backend::{ProcSlot, ProcTable};
-use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-/// `INVALID_PROC_NUMBER`: no backend (the end of a list).
-pub const INVALID_PROCNO: u32 = u32::MAX;
-
-/// Models `proclist_node`: one backend's links on one kind of list.
-#[derive(Debug, Default)]
-pub struct ProcListNode {
-    next: AtomicU32,
-    prev: AtomicU32,
-}
+pub use crate::proclist_types::{ProcList, ProcListNode, INVALID_PROCNO};
+use pglocks_sync::atomic::Ordering::Relaxed;
 
 impl ProcListNode {
     fn get(&self) -> (u32, u32) {
@@ -43,13 +36,6 @@ impl ProcListNode {
 
 /// Which node of a [`ProcSlot`] a list is threaded through (`lwWaitLink`, …).
 pub type Link = fn(&ProcSlot) -> &ProcListNode;
-
-/// Models `proclist_head`: the two ends of a list of backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcList {
-    head: u32,
-    tail: u32,
-}
 
 impl Default for ProcList {
     fn default() -> Self {
