@@ -84,9 +84,10 @@ pub enum HarnessError {
     /// Drawing the chart.
     #[error("drawing the chart: {0}")]
     Plot(String),
-    /// A stop was asked for (Ctrl-C) during the run; the run is discarded.
+    /// The simulated machine failed the run (every thread blocked, its time limit, …).
     #[error(transparent)]
     Sim(#[from] pglocks_sim::SimError),
+    /// A stop was asked for (Ctrl-C) during the run; the run is discarded.
     #[error("interrupted")]
     Interrupted,
     /// Reading or writing report files.
