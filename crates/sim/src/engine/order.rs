@@ -1,0 +1,227 @@
+//! The ordering core: which virtual thread runs next, and when each of its shared-memory
+//! operations takes effect.
+//!
+//! **Conservative order.** The engine keeps an event queue ordered by (virtual time, sequence
+//! number). Each virtual thread runs until, at the start of a shim operation
+//! ([`sync_point`]), its clock has passed the earliest event of any other thread (the
+//! *horizon*); it then queues itself at its clock and the scheduler ([`schedule`]) resumes
+//! whichever thread is earliest. So every shared-memory operation takes effect in virtual-time
+//! order, and two runs with the same machine and the same inputs interleave identically: the
+//! simulator is deterministic. Nothing runs in parallel on the host: one virtual thread at a
+//! time, on the host thread that called [`run`](fn@super::run).
+//!
+//! **Accesses.** Before an access, the code the thread ran since its last shim operation is
+//! charged the profile's `local`; the access is then ordered, and charged what the cost model
+//! ([`crate::cache`]) says it costs from where the line is. A hit takes effect when it is issued;
+//! a miss is booked then but takes effect when the line's holder answers, and the thread waits
+//! for that moment in virtual time (a second sync point) before the host does the access (see
+//! the cost model's "Timing"). Private work (a hit, a pause, a fence, `busy_work`) is slower
+//! while the CPU's SMT sibling runs a thread.
+//!
+//! **Limits.** A thread that reaches a sync point with its clock past the run's limit of virtual
+//! time, or an event later than the limit, ends the run with [`SimError::TimeLimit`]; an event
+//! queue that runs dry while threads are unfinished is a deadlock ([`SimError::Deadlock`]); a
+//! panic in a virtual thread ends the run with [`SimError::Panicked`].
+//!
+//! Not modelled: out-of-order execution and store buffers (every operation takes effect at one
+//! instant, in one sequentially consistent order), and the host's own time, which never shows in
+//! a clock.
+
+use super::os::State;
+use super::{with, Engine, SimError, ENGINE};
+use crate::cache::{Access, PS_PER_NS};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use std::cmp::Reverse;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What an event in the queue is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Kind {
+    /// The thread runs (it is on its CPU, and its clock is the event's time).
+    Run,
+    /// A timer of the thread's, valid while the thread's token is this one: a timed wait's or a
+    /// sleep's end, or the end of a parked spinner's time slice.
+    Timer(u64),
+}
+
+/// An event: (virtual time, sequence number, thread, kind), earliest first.
+pub(super) type Event = Reverse<(u64, u64, usize, Kind)>;
+
+/// A virtual thread, as the scheduler resumes it.
+pub(super) type Co = Coroutine<(), (), (), DefaultStack>;
+
+/// Waits, at the start of a shim operation, until this thread's clock is the earliest.
+#[inline]
+pub(crate) fn sync_point() {
+    while let Some(y) = with(Engine::before_op) {
+        super::suspend(y);
+    }
+}
+
+impl Engine {
+    pub(super) fn push(&mut self, at: u64, tid: usize, kind: Kind) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, tid, kind)));
+        self.horizon = self.horizon.min(at);
+    }
+
+    pub(super) fn me(&mut self) -> &mut super::Thread {
+        &mut self.threads[self.current]
+    }
+
+    /// Whether the current thread shares its core's pipeline right now: another hardware
+    /// thread of its core runs (or spins on) a thread.
+    fn smt_busy(&self) -> bool {
+        let cpu = self.threads[self.current].cpu;
+        self.costs.siblings(cpu).iter().any(|&s| {
+            self.cpus[s]
+                .running
+                .is_some_and(|r| matches!(self.threads[r].state, State::OnCpu | State::Spinning))
+        })
+    }
+
+    /// Charges `ps` of private work to the current thread (slower while its SMT sibling runs).
+    pub(super) fn charge_private(&mut self, ps: u64) {
+        let ps = self.costs.private(ps, self.smt_busy());
+        self.me().clock += ps;
+    }
+
+    /// Decides whether the current thread may go on; if not, arranges its resumption and
+    /// returns its yielder.
+    fn before_op(&mut self) -> Option<*const Yielder<(), ()>> {
+        let tid = self.current;
+        let (clock, y) = {
+            let t = &self.threads[tid];
+            (t.clock, t.yielder)
+        };
+        if self.failed.is_some() {
+            return Some(y);
+        }
+        if clock > self.limit {
+            self.failed = Some(SimError::TimeLimit {
+                limit_ms: self.limit / PS_PER_NS / 1_000_000,
+            });
+            return Some(y);
+        }
+        if self.preempt_at_slice_end(tid) {
+            return Some(y);
+        }
+        if clock > self.horizon {
+            self.push(clock, tid, Kind::Run);
+            return Some(y);
+        }
+        None
+    }
+
+    /// Charges the code run since the thread's last operation (the profile's `local`), before
+    /// the access it leads to is ordered against the other threads.
+    pub(super) fn before_access(&mut self) {
+        let local = self.costs.private(self.costs.local, self.smt_busy());
+        self.me().clock += local;
+    }
+
+    /// An access, charged by the cost model. A hit takes effect now. A miss takes the line in
+    /// the model's books now, but takes effect when the holder answers (see the cost model's
+    /// "Timing"): the thread's clock is moved there and the part of the transfer still to come
+    /// is returned, for [`Engine::take_effect`] once the other threads have run up to that time.
+    pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<(u64, u64)> {
+        let shared = self.smt_busy();
+        let (place, now) = {
+            let t = &self.threads[self.current];
+            (t.place, t.clock)
+        };
+        let c = self.caches.access(&self.costs, place, addr, kind, now);
+        self.ops += 1;
+        let Some(version) = c.version else {
+            if let Some(hot) = self.hot.as_mut() {
+                hot.record(c.line, c.done - now);
+            }
+            self.me().clock = c.answer;
+            return Some((c.line, c.done - c.answer));
+        };
+        self.me().clock = now + self.costs.private(c.done - now, shared);
+        self.applied(c.line, version, kind);
+        None
+    }
+
+    /// A miss taking effect at the thread's clock; the clock then moves on by `rest`, to the
+    /// transfer's end.
+    pub(super) fn take_effect(&mut self, line: u64, kind: Access, rest: u64) {
+        let version = self.caches.effect(line, kind);
+        self.applied(line, version, kind);
+        self.me().clock += rest;
+    }
+}
+
+/// Runs the virtual threads in virtual-time order until none is left to run: pops the earliest
+/// event and resumes its thread, which runs until it suspends at its next sync point.
+pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Result<(), SimError> {
+    // SAFETY (every dereference below): no virtual thread runs while the scheduler holds these
+    // short-lived references; each ends before the next resume.
+    let e = || unsafe { &mut *engine };
+    while let Some(Reverse((at, _, tid, kind))) = e().events.pop() {
+        if let Kind::Timer(token) = kind {
+            e().timer_fires(tid, token, at);
+            continue;
+        }
+        if at > e().limit {
+            return Err(SimError::TimeLimit {
+                limit_ms: e().limit / PS_PER_NS / 1_000_000,
+            });
+        }
+        {
+            let en = e();
+            en.current = tid;
+            en.horizon = en.events.peek().map_or(u64::MAX, |Reverse(ev)| ev.0);
+            let t = &mut en.threads[tid];
+            t.clock = t.clock.max(at);
+        }
+        let Some(co) = coroutines[tid].as_mut() else {
+            continue;
+        };
+        ENGINE.with(|c| c.set(engine));
+        let r = catch_unwind(AssertUnwindSafe(|| co.resume(())));
+        ENGINE.with(|c| c.set(std::ptr::null_mut()));
+        match r {
+            Ok(CoroutineResult::Yield(())) => {}
+            Ok(CoroutineResult::Return(())) => {
+                coroutines[tid] = None;
+                let en = e();
+                en.threads[tid].state = State::Done;
+                let clock = en.threads[tid].clock;
+                en.leave_cpu(tid, clock);
+            }
+            Err(p) => {
+                coroutines[tid] = None;
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "(no message)".into());
+                return Err(SimError::Panicked(msg));
+            }
+        }
+        if let Some(err) = e().failed.take() {
+            return Err(err);
+        }
+    }
+    let en = e();
+    let unfinished = en.threads.iter().filter(|t| t.state != State::Done);
+    let (mut blocked, mut spinning) = (0, 0);
+    for t in unfinished {
+        match t.state {
+            State::Spinning => spinning += 1,
+            _ => blocked += 1,
+        }
+    }
+    if blocked + spinning > 0 {
+        let at = en.threads.iter().map(|t| t.clock).max().unwrap_or(0);
+        return Err(SimError::Deadlock {
+            at_us: at as f64 / 1e6,
+            blocked,
+            spinning,
+        });
+    }
+    Ok(())
+}

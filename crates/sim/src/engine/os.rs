@@ -1,0 +1,308 @@
+//! The OS model: the kernel's part of a virtual thread's life, the CPU it runs on, the run
+//! queue it waits in, and what a futex wait, a sleep or a yield does to it.
+//!
+//! **CPUs and run queues.** Each thread is placed on one CPU of the profile, and stays there (no
+//! migration, no load balancing: a thread is pinned, as the harness pins its teams). A CPU runs
+//! one thread at a time; more threads than CPUs wait in the CPU's FIFO run queue, and the
+//! running one is preempted when its time slice (`os.quantum_us`) is over and another waits,
+//! which is how a lock holder gets preempted and its waiters spin on. The slice is checked at
+//! the thread's next sync point, so a thread is preempted between two shim operations, never
+//! inside one. Handing a CPU to the next thread costs `os.context_switch_ns`. Housekeeping
+//! threads (the harness's own, not a backend) each get a CPU of their own, placed on CPU 0's
+//! die for the cost model.
+//!
+//! **Blocking.** A futex wait or a sleep gives the CPU up, and so does a yield when another
+//! thread waits for the CPU; every such call costs `os.syscall_ns`. A futex wake makes each
+//! woken thread runnable `os.wake_ns` after the waker's clock, in the order the waiters queued
+//! on the address; a timed wait or a sleep is a timer event in virtual time, and a sleep of `d`
+//! ends `d` plus the timer slack (`os.timer_slack_ns`) plus a second system call's cost after
+//! the call. A woken thread runs at once if its CPU is free, else it joins the CPU's run queue.
+//! Each thread carries a *token*, bumped whenever it blocks, parks or becomes runnable again, so
+//! a wake-up or a timer meant for an earlier wait is recognised as stale and ignored. Not
+//! modelled: signals, priorities, and the scheduler's own cost beyond the context switch.
+//!
+//! **Spin elision.** A thread that re-reads a line nobody has written since its last read, with
+//! only a [`spin_wait`](crate::hook::spin_wait) pause between, cannot see anything new until
+//! another thread writes the line. At the pause after its second unchanged re-read the engine
+//! parks it on the line, and resumes it at the time of that write (or at its time slice's end,
+//! if others wait for its CPU). The rounds it skipped are not executed, and it keeps its CPU
+//! meanwhile, as a spinning thread does. Loops that count their rounds (PostgreSQL's
+//! `perform_spin_delay`) use the plain pause, which is never elided; a load of another line, a
+//! write, a plain pause, a fence, a futex wait or a sleep between the re-reads starts the count
+//! again.
+
+use super::order::Kind;
+use super::{ps, Engine, NO_LINE};
+use crate::cache::Access;
+use corosensei::Yielder;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Where a thread is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// On its CPU: running, or queued in the event heap to run.
+    OnCpu,
+    /// Waiting in its CPU's run queue.
+    Queued,
+    /// In a futex wait or a sleep (off its CPU).
+    Blocked,
+    /// Parked on a line by spin elision (still on its CPU).
+    Spinning,
+    /// Finished.
+    Done,
+}
+
+/// Why a blocked thread last woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wake {
+    Woken,
+    TimedOut,
+}
+
+/// One CPU: the thread on it, the threads waiting for it, and when the running one's time slice
+/// ends.
+#[derive(Debug, Default)]
+pub(super) struct Cpu {
+    pub(super) running: Option<usize>,
+    pub(super) queue: VecDeque<usize>,
+    pub(super) slice_end: u64,
+}
+
+impl Engine {
+    /// Preemption: if `tid`'s time slice is over and another thread waits for its CPU, moves
+    /// `tid` to the back of the run queue and hands the CPU on. Returns whether it did.
+    pub(super) fn preempt_at_slice_end(&mut self, tid: usize) -> bool {
+        let (clock, cpu) = (self.threads[tid].clock, self.threads[tid].cpu);
+        let c = &self.cpus[cpu];
+        if clock >= c.slice_end && !c.queue.is_empty() {
+            self.cpus[cpu].queue.push_back(tid);
+            self.threads[tid].state = State::Queued;
+            self.leave_cpu(tid, clock);
+            return true;
+        }
+        false
+    }
+
+    /// Takes `tid` off its CPU at `now` and starts the next queued thread there, if any.
+    pub(super) fn leave_cpu(&mut self, tid: usize, now: u64) {
+        let cpu = self.threads[tid].cpu;
+        self.cpus[cpu].running = None;
+        if let Some(next) = self.cpus[cpu].queue.pop_front() {
+            self.start_on_cpu(next, now + self.switch);
+        }
+    }
+
+    fn start_on_cpu(&mut self, tid: usize, at: u64) {
+        let t = &mut self.threads[tid];
+        t.clock = t.clock.max(at);
+        t.state = State::OnCpu;
+        let (cpu, clock) = (t.cpu, t.clock);
+        self.cpus[cpu].running = Some(tid);
+        self.cpus[cpu].slice_end = clock + self.quantum;
+        self.push(clock, tid, Kind::Run);
+    }
+
+    /// Makes a blocked (or new) thread runnable at `at`: on its CPU if that is free, else in
+    /// the CPU's queue.
+    pub(super) fn make_runnable(&mut self, tid: usize, at: u64) {
+        let t = &mut self.threads[tid];
+        t.clock = t.clock.max(at);
+        t.token += 1;
+        if self.cpus[t.cpu].running.is_none() {
+            let clock = t.clock;
+            self.start_on_cpu(tid, clock);
+        } else {
+            t.state = State::Queued;
+            let cpu = t.cpu;
+            self.cpus[cpu].queue.push_back(tid);
+            // A thread parked spinning on that CPU must now give it up at its slice's end.
+            if let Some(r) = self.cpus[cpu].running {
+                let s = &self.threads[r];
+                if s.state == State::Spinning {
+                    let (at, token) = (s.clock.max(self.cpus[cpu].slice_end), s.token);
+                    self.push(at, r, Kind::Timer(token));
+                }
+            }
+        }
+    }
+
+    /// A timer of `tid`'s fires at `at`: a timed wait or a sleep ends, or a parked spinner's
+    /// time slice does. A timer whose token is stale (the thread has moved on) does nothing.
+    pub(super) fn timer_fires(&mut self, tid: usize, token: u64, at: u64) {
+        let t = &mut self.threads[tid];
+        if t.token == token {
+            match t.state {
+                State::Blocked => {
+                    t.wake = Wake::TimedOut;
+                    self.make_runnable(tid, at);
+                }
+                State::Spinning => self.end_spin(tid, at),
+                _ => {}
+            }
+        }
+    }
+
+    /// Resumes a thread parked by spin elision (it kept its CPU) at `at`.
+    fn end_spin(&mut self, tid: usize, at: u64) {
+        let t = &mut self.threads[tid];
+        t.clock = t.clock.max(at);
+        t.token += 1;
+        t.state = State::OnCpu;
+        t.spin_line = NO_LINE;
+        let clock = t.clock;
+        self.push(clock, tid, Kind::Run);
+    }
+
+    /// What follows an access's taking effect: the spin-elision bookkeeping of the thread, and
+    /// the wake-up of threads parked on a line it wrote.
+    pub(super) fn applied(&mut self, line: u64, version: u64, kind: Access) {
+        let now = self.threads[self.current].clock;
+        let t = &mut self.threads[self.current];
+        if kind == Access::Load {
+            if t.spin_line == line && t.spin_version == version && t.spin_paused {
+                t.spin_rounds += 1;
+            } else {
+                (t.spin_line, t.spin_version, t.spin_rounds) = (line, version, 0);
+            }
+            t.spin_paused = false;
+            return;
+        }
+        t.spin_line = NO_LINE;
+        if self.watchers.is_empty() {
+            return;
+        }
+        if let Some(ws) = self.watchers.remove(&line) {
+            for (w, token) in ws {
+                if self.threads[w].token == token && self.threads[w].state == State::Spinning {
+                    self.end_spin(w, now);
+                }
+            }
+        }
+    }
+
+    /// A pause; with `elidable`, parks the thread on the line it keeps re-reading.
+    pub(super) fn pause(&mut self, elidable: bool) -> Option<*const Yielder<(), ()>> {
+        self.ops += 1;
+        self.charge_private(self.costs.pause);
+        let tid = self.current;
+        let t = &mut self.threads[tid];
+        if !elidable || t.spin_line == NO_LINE {
+            t.spin_line = NO_LINE;
+            return None;
+        }
+        t.spin_paused = true;
+        if t.spin_rounds < 2 {
+            return None;
+        }
+        // Nothing this thread can read changes before someone writes the line.
+        t.state = State::Spinning;
+        t.token += 1;
+        let (line, token, cpu, clock, y) = (t.spin_line, t.token, t.cpu, t.clock, t.yielder);
+        self.elided += 1;
+        self.watchers.entry(line).or_default().push((tid, token));
+        if !self.cpus[cpu].queue.is_empty() {
+            let at = clock.max(self.cpus[cpu].slice_end);
+            self.push(at, tid, Kind::Timer(token));
+        }
+        Some(y)
+    }
+
+    /// Takes the current thread off its CPU until it is woken or, with `timeout`, until then.
+    fn block(&mut self, timeout: Option<u64>) -> *const Yielder<(), ()> {
+        let tid = self.current;
+        let t = &mut self.threads[tid];
+        t.state = State::Blocked;
+        t.token += 1;
+        t.spin_line = NO_LINE;
+        let (token, clock, y) = (t.token, t.clock, t.yielder);
+        if let Some(at) = timeout {
+            self.push(at.max(clock), tid, Kind::Timer(token));
+        }
+        self.leave_cpu(tid, clock);
+        y
+    }
+
+    /// `nanosleep` for `d` picoseconds: the system call, then off the CPU until `d` plus the
+    /// timer slack after it.
+    pub(super) fn sleep(&mut self, d: u64) -> *const Yielder<(), ()> {
+        self.ops += 1;
+        let sys = self.syscall + self.slack;
+        self.me().clock += self.syscall;
+        let at = self.me().clock + sys + d;
+        self.block(Some(at))
+    }
+
+    /// `sched_yield`: the system call, then the CPU to the next thread waiting for it, if any.
+    /// Returns the yielder if the thread gave its CPU up.
+    pub(super) fn yield_cpu(&mut self) -> Option<*const Yielder<(), ()>> {
+        self.ops += 1;
+        let sys = self.syscall;
+        let tid = self.current;
+        self.me().clock += sys;
+        let cpu = self.me().cpu;
+        if self.cpus[cpu].queue.is_empty() {
+            return None;
+        }
+        let clock = self.me().clock;
+        self.cpus[cpu].queue.push_back(tid);
+        self.threads[tid].state = State::Queued;
+        self.leave_cpu(tid, clock);
+        Some(self.threads[tid].yielder)
+    }
+
+    /// The entry of a futex system call (a wait's, before it checks the word).
+    pub(super) fn futex_enter(&mut self) {
+        self.ops += 1;
+        let sys = self.syscall;
+        self.me().clock += sys;
+    }
+
+    /// A futex wait that found the word unchanged: queues the current thread on `addr` and
+    /// blocks it until a wake, or until `deadline` if given.
+    pub(super) fn futex_block(
+        &mut self,
+        addr: usize,
+        deadline: Option<Instant>,
+    ) -> *const Yielder<(), ()> {
+        let timeout = deadline.map(|d| ps(d.saturating_duration_since(self.epoch)));
+        let tid = self.current;
+        let token = self.threads[tid].token + 1;
+        self.futexes
+            .entry(addr)
+            .or_default()
+            .push_back((tid, token));
+        self.block(timeout)
+    }
+
+    /// Whether the current thread's last block ended by a wake (not a timeout).
+    pub(super) fn was_woken(&mut self) -> bool {
+        self.me().wake == Wake::Woken
+    }
+
+    /// `futex(FUTEX_WAKE)` of up to `n` waiters on `addr`, in the order they queued; returns
+    /// how many it woke. A queued waiter that has since timed out is skipped.
+    pub(super) fn futex_wake(&mut self, addr: usize, n: usize) -> usize {
+        self.ops += 1;
+        let sys = self.syscall;
+        self.me().clock += sys;
+        let at = self.me().clock + self.wake;
+        let mut woke = 0;
+        while woke < n {
+            let Some(q) = self.futexes.get_mut(&addr) else {
+                break;
+            };
+            let Some((w, token)) = q.pop_front() else {
+                self.futexes.remove(&addr);
+                break;
+            };
+            let t = &mut self.threads[w];
+            if t.token == token && t.state == State::Blocked {
+                t.wake = Wake::Woken;
+                self.make_runnable(w, at);
+                woke += 1;
+            }
+        }
+        woke
+    }
+}
