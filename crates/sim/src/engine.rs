@@ -21,8 +21,9 @@
 //! makes at every operation ([`active`]), which in a build without the simulator is the constant
 //! `false` ([`BUILT_IN`]).
 
-use crate::cache::{Caches, Costs, PS_PER_NS};
+use crate::cache::{Caches, Costs};
 use crate::hot::{HotLine, HotLines};
+use crate::picos::Picos;
 use corosensei::Yielder;
 #[cfg(pglocks_sim)]
 use crossbeam_utils::CachePadded;
@@ -39,11 +40,6 @@ mod os;
 mod run;
 
 pub use run::run;
-
-/// `d` in picoseconds, the engine's clock unit (saturating far beyond any simulated run).
-fn ps(d: Duration) -> u64 {
-    d.as_nanos().min(u128::from(u64::MAX) / 2000) as u64 * PS_PER_NS
-}
 
 use order::Event;
 use os::{Cpu, State, Wake};
@@ -142,7 +138,7 @@ impl Outcome {
 
 #[derive(Debug)]
 struct Thread {
-    clock: u64,
+    clock: Picos,
     cpu: usize,
     place: usize,
     state: State,
@@ -168,8 +164,8 @@ pub(crate) struct Engine {
     events: BinaryHeap<Event>,
     seq: u64,
     current: usize,
-    horizon: u64,
-    limit: u64,
+    horizon: Picos,
+    limit: Picos,
     futexes: FxHashMap<usize, VecDeque<(usize, u64)>>,
     watchers: FxHashMap<u64, Vec<(usize, u64)>>,
     failed: Option<SimError>,
@@ -177,11 +173,11 @@ pub(crate) struct Engine {
     elided: u64,
     seeds: u64,
     epoch: Instant,
-    syscall: u64,
-    wake: u64,
-    switch: u64,
-    quantum: u64,
-    slack: u64,
+    syscall: Picos,
+    wake: Picos,
+    switch: Picos,
+    quantum: Picos,
+    slack: Picos,
     hot: Option<HotLines>,
 }
 

@@ -14,8 +14,9 @@
 //! [`active`](super::active) check.
 
 use super::order::sync_point;
-use super::{ps, suspend, with, Engine, NO_LINE};
-use crate::cache::{Access, PS_PER_NS};
+use super::{suspend, with, Engine, NO_LINE};
+use crate::cache::Access;
+use crate::picos::{Picos, PS_PER_NS};
 use std::time::{Duration, Instant};
 
 /// A load, store or read-modify-write of the byte at `addr`.
@@ -77,15 +78,16 @@ pub fn fresh_seed() -> u64 {
 #[cold]
 #[inline(never)]
 pub fn charge_ns(ns: f64) {
-    let ps = (ns * PS_PER_NS as f64).round().clamp(0.0, 1e18) as u64;
-    with(|e| e.charge_private(ps));
+    let work = Picos((ns * PS_PER_NS as f64).round().clamp(0.0, 1e18) as u64);
+    with(|e| e.charge_private(work));
 }
 
 /// `steps` steps of private CPU work.
 #[cold]
 #[inline(never)]
 pub fn work(steps: u64) {
-    with(|e| e.charge_private(steps.saturating_mul(e.costs.busy_step_fs) / 1000));
+    // Femtoseconds to picoseconds.
+    with(|e| e.charge_private(Picos(steps.saturating_mul(e.costs.busy_step_fs) / 1000)));
 }
 
 /// The calling thread's virtual clock as a host `Instant` (the simulation's start plus the
@@ -93,7 +95,7 @@ pub fn work(steps: u64) {
 #[cold]
 #[inline(never)]
 pub fn now() -> Instant {
-    with(|e| e.epoch + Duration::from_nanos(e.threads[e.current].clock / PS_PER_NS))
+    with(|e| e.epoch + e.threads[e.current].clock.to_duration())
 }
 
 /// Sleeps for `d` of virtual time (plus the profile's timer slack), off the CPU.
@@ -101,7 +103,7 @@ pub fn now() -> Instant {
 #[inline(never)]
 pub fn sleep(d: Duration) {
     sync_point();
-    let y = with(|e| e.sleep(ps(d)));
+    let y = with(|e| e.sleep(Picos::from_duration(d)));
     suspend(y);
 }
 

@@ -29,7 +29,8 @@
 
 use super::os::State;
 use super::{with, Engine, SimError, ENGINE};
-use crate::cache::{Access, PS_PER_NS};
+use crate::cache::Access;
+use crate::picos::Picos;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cmp::Reverse;
@@ -46,7 +47,7 @@ pub(super) enum Kind {
 }
 
 /// An event: (virtual time, sequence number, thread, kind), earliest first.
-pub(super) type Event = Reverse<(u64, u64, usize, Kind)>;
+pub(super) type Event = Reverse<(Picos, u64, usize, Kind)>;
 
 /// A virtual thread, as the scheduler resumes it.
 pub(super) type Co = Coroutine<(), (), (), DefaultStack>;
@@ -60,7 +61,7 @@ pub(crate) fn sync_point() {
 }
 
 impl Engine {
-    pub(super) fn push(&mut self, at: u64, tid: usize, kind: Kind) {
+    pub(super) fn push(&mut self, at: Picos, tid: usize, kind: Kind) {
         self.seq += 1;
         self.events.push(Reverse((at, self.seq, tid, kind)));
         self.horizon = self.horizon.min(at);
@@ -81,10 +82,11 @@ impl Engine {
         })
     }
 
-    /// Charges `ps` of private work to the current thread (slower while its SMT sibling runs).
-    pub(super) fn charge_private(&mut self, ps: u64) {
-        let ps = self.costs.private(ps, self.smt_busy());
-        self.me().clock += ps;
+    /// Charges `work` of private work to the current thread (slower while its SMT sibling
+    /// runs).
+    pub(super) fn charge_private(&mut self, work: Picos) {
+        let took = self.costs.private(work, self.smt_busy());
+        self.me().clock += took;
     }
 
     /// Decides whether the current thread may go on; if not, arranges its resumption and
@@ -100,7 +102,7 @@ impl Engine {
         }
         if clock > self.limit {
             self.failed = Some(SimError::TimeLimit {
-                limit_ms: self.limit / PS_PER_NS / 1_000_000,
+                limit_ms: self.limit.whole_millis(),
             });
             return Some(y);
         }
@@ -125,7 +127,7 @@ impl Engine {
     /// the model's books now, but takes effect when the holder answers (see the cost model's
     /// "Timing"): the thread's clock is moved there and the part of the transfer still to come
     /// is returned, for [`Engine::take_effect`] once the other threads have run up to that time.
-    pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<(u64, u64)> {
+    pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<(u64, Picos)> {
         let shared = self.smt_busy();
         let (place, now) = {
             let t = &self.threads[self.current];
@@ -147,7 +149,7 @@ impl Engine {
 
     /// A miss taking effect at the thread's clock; the clock then moves on by `rest`, to the
     /// transfer's end.
-    pub(super) fn take_effect(&mut self, line: u64, kind: Access, rest: u64) {
+    pub(super) fn take_effect(&mut self, line: u64, kind: Access, rest: Picos) {
         let version = self.caches.effect(line, kind);
         self.applied(line, version, kind);
         self.me().clock += rest;
@@ -167,13 +169,13 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
         }
         if at > e().limit {
             return Err(SimError::TimeLimit {
-                limit_ms: e().limit / PS_PER_NS / 1_000_000,
+                limit_ms: e().limit.whole_millis(),
             });
         }
         {
             let en = e();
             en.current = tid;
-            en.horizon = en.events.peek().map_or(u64::MAX, |Reverse(ev)| ev.0);
+            en.horizon = en.events.peek().map_or(Picos::MAX, |Reverse(ev)| ev.0);
             let t = &mut en.threads[tid];
             t.clock = t.clock.max(at);
         }
@@ -216,9 +218,14 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
         }
     }
     if blocked + spinning > 0 {
-        let at = en.threads.iter().map(|t| t.clock).max().unwrap_or(0);
+        let at = en
+            .threads
+            .iter()
+            .map(|t| t.clock)
+            .max()
+            .unwrap_or(Picos::ZERO);
         return Err(SimError::Deadlock {
-            at_us: at as f64 / 1e6,
+            at_us: at.as_micros_f64(),
             blocked,
             spinning,
         });

@@ -32,8 +32,9 @@
 //! again.
 
 use super::order::Kind;
-use super::{ps, Engine, NO_LINE};
+use super::{Engine, NO_LINE};
 use crate::cache::Access;
+use crate::picos::Picos;
 use corosensei::Yielder;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -66,7 +67,7 @@ pub(super) enum Wake {
 pub(super) struct Cpu {
     pub(super) running: Option<usize>,
     pub(super) queue: VecDeque<usize>,
-    pub(super) slice_end: u64,
+    pub(super) slice_end: Picos,
 }
 
 impl Engine {
@@ -85,7 +86,7 @@ impl Engine {
     }
 
     /// Takes `tid` off its CPU at `now` and starts the next queued thread there, if any.
-    pub(super) fn leave_cpu(&mut self, tid: usize, now: u64) {
+    pub(super) fn leave_cpu(&mut self, tid: usize, now: Picos) {
         let cpu = self.threads[tid].cpu;
         self.cpus[cpu].running = None;
         if let Some(next) = self.cpus[cpu].queue.pop_front() {
@@ -93,7 +94,7 @@ impl Engine {
         }
     }
 
-    fn start_on_cpu(&mut self, tid: usize, at: u64) {
+    fn start_on_cpu(&mut self, tid: usize, at: Picos) {
         let t = &mut self.threads[tid];
         t.clock = t.clock.max(at);
         t.state = State::OnCpu;
@@ -105,7 +106,7 @@ impl Engine {
 
     /// Makes a blocked (or new) thread runnable at `at`: on its CPU if that is free, else in
     /// the CPU's queue.
-    pub(super) fn make_runnable(&mut self, tid: usize, at: u64) {
+    pub(super) fn make_runnable(&mut self, tid: usize, at: Picos) {
         let t = &mut self.threads[tid];
         t.clock = t.clock.max(at);
         t.token += 1;
@@ -129,7 +130,7 @@ impl Engine {
 
     /// A timer of `tid`'s fires at `at`: a timed wait or a sleep ends, or a parked spinner's
     /// time slice does. A timer whose token is stale (the thread has moved on) does nothing.
-    pub(super) fn timer_fires(&mut self, tid: usize, token: u64, at: u64) {
+    pub(super) fn timer_fires(&mut self, tid: usize, token: u64, at: Picos) {
         let t = &mut self.threads[tid];
         if t.token == token {
             match t.state {
@@ -144,7 +145,7 @@ impl Engine {
     }
 
     /// Resumes a thread parked by spin elision (it kept its CPU) at `at`.
-    fn end_spin(&mut self, tid: usize, at: u64) {
+    fn end_spin(&mut self, tid: usize, at: Picos) {
         let t = &mut self.threads[tid];
         t.clock = t.clock.max(at);
         t.token += 1;
@@ -209,7 +210,7 @@ impl Engine {
     }
 
     /// Takes the current thread off its CPU until it is woken or, with `timeout`, until then.
-    fn block(&mut self, timeout: Option<u64>) -> *const Yielder<(), ()> {
+    fn block(&mut self, timeout: Option<Picos>) -> *const Yielder<(), ()> {
         let tid = self.current;
         let t = &mut self.threads[tid];
         t.state = State::Blocked;
@@ -223,13 +224,13 @@ impl Engine {
         y
     }
 
-    /// `nanosleep` for `d` picoseconds: the system call, then off the CPU until `d` plus the
-    /// timer slack after it.
-    pub(super) fn sleep(&mut self, d: u64) -> *const Yielder<(), ()> {
+    /// `nanosleep` for `d`: the system call, then off the CPU until `d` plus the timer slack
+    /// and the return's system call after it.
+    pub(super) fn sleep(&mut self, d: Picos) -> *const Yielder<(), ()> {
         self.ops += 1;
-        let sys = self.syscall + self.slack;
-        self.me().clock += self.syscall;
-        let at = self.me().clock + sys + d;
+        let (entry, slack_and_exit) = (self.syscall, self.slack + self.syscall);
+        self.me().clock += entry;
+        let at = self.me().clock + slack_and_exit + d;
         self.block(Some(at))
     }
 
@@ -265,7 +266,8 @@ impl Engine {
         addr: usize,
         deadline: Option<Instant>,
     ) -> *const Yielder<(), ()> {
-        let timeout = deadline.map(|d| ps(d.saturating_duration_since(self.epoch)));
+        let timeout =
+            deadline.map(|d| Picos::from_duration(d.saturating_duration_since(self.epoch)));
         let tid = self.current;
         let token = self.threads[tid].token + 1;
         self.futexes

@@ -12,11 +12,10 @@ use super::order::{schedule, Co};
 use super::os::{Cpu, State, Wake};
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
-use super::{
-    ps, Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE, NO_LINE,
-};
-use crate::cache::{Caches, Costs, PS_PER_NS};
+use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE, NO_LINE};
+use crate::cache::{Caches, Costs};
 use crate::hot::HotLines;
+use crate::picos::Picos;
 use crate::profile::Profile;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
@@ -42,7 +41,7 @@ pub fn run(
     let started = Instant::now();
     let costs = Costs::new(profile);
     let ncpus = profile.cpu_count();
-    let ns = |x: f64| (x * PS_PER_NS as f64).round() as u64;
+    let ns = Picos::from_ns_f64;
     let mut engine = Engine {
         caches: Caches::new(),
         threads: Vec::with_capacity(threads.len()),
@@ -50,8 +49,8 @@ pub fn run(
         events: BinaryHeap::new(),
         seq: 0,
         current: 0,
-        horizon: u64::MAX,
-        limit: ps(limit),
+        horizon: Picos::MAX,
+        limit: Picos::from_duration(limit),
         futexes: FxHashMap::default(),
         watchers: FxHashMap::default(),
         failed: None,
@@ -62,7 +61,7 @@ pub fn run(
         syscall: ns(profile.os.syscall_ns),
         wake: ns(profile.os.wake_ns),
         switch: ns(profile.os.context_switch_ns),
-        quantum: ns(profile.os.quantum_us * 1000.0).max(1),
+        quantum: ns(profile.os.quantum_us * 1000.0).max(Picos(1)),
         slack: ns(profile.os.timer_slack_ns),
         hot: HotLines::from_env(),
         costs,
@@ -83,7 +82,7 @@ pub fn run(
             }
         };
         engine.threads.push(Thread {
-            clock: 0,
+            clock: Picos::ZERO,
             cpu,
             place,
             state: State::Queued,
@@ -98,7 +97,7 @@ pub fn run(
         bodies.push((tid, th.body));
     }
     for tid in 0..engine.threads.len() {
-        engine.make_runnable(tid, 0);
+        engine.make_runnable(tid, Picos::ZERO);
     }
     let engine: *mut Engine = Box::into_raw(Box::new(engine));
     let mut coroutines: Vec<Option<Co>> = Vec::with_capacity(bodies.len());
@@ -127,10 +126,15 @@ pub fn run(
     // SAFETY: made by Box::into_raw above; no virtual thread is left to use it.
     let mut engine = unsafe { Box::from_raw(engine) };
     result?;
-    let end = engine.threads.iter().map(|t| t.clock).max().unwrap_or(0);
+    let end = engine
+        .threads
+        .iter()
+        .map(|t| t.clock)
+        .max()
+        .unwrap_or(Picos::ZERO);
     let hot_lines = engine.hot.take().map(HotLines::top).unwrap_or_default();
     Ok(Outcome {
-        virtual_time: Duration::from_nanos(end / PS_PER_NS),
+        virtual_time: end.to_duration(),
         ops: engine.ops,
         transfers: engine
             .caches
