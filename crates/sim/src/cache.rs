@@ -356,15 +356,27 @@ pub struct Charged {
     pub done: Picos,
     /// The line (address >> line shift).
     pub line: u64,
-    /// For a hit, which took effect at once, the line's write count after it; `None` for a miss,
-    /// whose effect [`Caches::effect`] records when the holder answers.
-    pub version: Option<u64>,
+    /// A hit or a miss, and so whether the access has taken effect yet.
+    pub served: Served,
+}
+
+/// How an access was served, which decides when it takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// From a copy the place holds: the access took effect at once.
+    Hit {
+        /// The line's write count after the access (for spin elision).
+        version: u64,
+    },
+    /// By a transfer: the access takes effect when the line's holder answers
+    /// ([`Charged::answer`]), and [`Caches::effect`] records it then.
+    Miss,
 }
 
 impl Charged {
     /// Whether the access was a miss (a transfer).
     pub fn miss(&self) -> bool {
-        self.version.is_none()
+        self.served == Served::Miss
     }
 }
 
@@ -441,7 +453,9 @@ impl Caches {
                 answer: now,
                 done: now + cost,
                 line: key,
-                version: Some(line.take_effect(kind)),
+                served: Served::Hit {
+                    version: line.take_effect(kind),
+                },
             };
         }
         let (cost, miss) = match kind {
@@ -511,7 +525,12 @@ impl Caches {
             answer,
             done,
             line: key,
-            version: miss.is_none().then(|| line.take_effect(kind)),
+            served: match miss {
+                None => Served::Hit {
+                    version: line.take_effect(kind),
+                },
+                Some(_) => Served::Miss,
+            },
         }
     }
 

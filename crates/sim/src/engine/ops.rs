@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 pub fn access(addr: usize, kind: Access) {
     with(Engine::before_access);
     sync_point();
-    if let Some((line, rest)) = with(|e| e.access(addr, kind)) {
+    if let Some(miss) = with(|e| e.access(addr, kind)) {
         // The other threads first run up to the moment the holder answers.
         sync_point();
-        with(|e| e.take_effect(line, kind, rest));
+        with(|e| e.take_effect(miss, kind));
     }
 }
 

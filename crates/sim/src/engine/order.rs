@@ -29,7 +29,7 @@
 
 use super::os::State;
 use super::{with, Engine, SimError, ENGINE};
-use crate::cache::Access;
+use crate::cache::{Access, Served};
 use crate::picos::Picos;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -48,6 +48,17 @@ pub(super) enum Kind {
 
 /// An event: (virtual time, sequence number, thread, kind), earliest first.
 pub(super) type Event = Reverse<(Picos, u64, usize, Kind)>;
+
+/// A miss that is booked but has not taken effect: the thread's clock is at the moment the
+/// line's holder answers, and the access takes effect once every other thread has run up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(super) struct PendingMiss {
+    /// The line.
+    line: u64,
+    /// What is left of the transfer after the answer, charged once the access has taken effect.
+    rest: Picos,
+}
 
 /// A virtual thread, as the scheduler resumes it.
 pub(super) type Co = Coroutine<(), (), (), DefaultStack>;
@@ -125,9 +136,9 @@ impl Engine {
 
     /// An access, charged by the cost model. A hit takes effect now. A miss takes the line in
     /// the model's books now, but takes effect when the holder answers (see the cost model's
-    /// "Timing"): the thread's clock is moved there and the part of the transfer still to come
-    /// is returned, for [`Engine::take_effect`] once the other threads have run up to that time.
-    pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<(u64, Picos)> {
+    /// "Timing"): the thread's clock is moved there and the miss is returned, for
+    /// [`Engine::take_effect`] once the other threads have run up to that time.
+    pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<PendingMiss> {
         let shared = self.smt_busy();
         let (place, now) = {
             let t = &self.threads[self.current];
@@ -135,24 +146,27 @@ impl Engine {
         };
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
-        let Some(version) = c.version else {
+        let Served::Hit { version } = c.served else {
             if let Some(hot) = self.hot.as_mut() {
                 hot.record(c.line, c.done - now);
             }
             self.me().clock = c.answer;
-            return Some((c.line, c.done - c.answer));
+            return Some(PendingMiss {
+                line: c.line,
+                rest: c.done - c.answer,
+            });
         };
         self.me().clock = now + self.costs.private(c.done - now, shared);
         self.applied(c.line, version, kind);
         None
     }
 
-    /// A miss taking effect at the thread's clock; the clock then moves on by `rest`, to the
-    /// transfer's end.
-    pub(super) fn take_effect(&mut self, line: u64, kind: Access, rest: Picos) {
-        let version = self.caches.effect(line, kind);
-        self.applied(line, version, kind);
-        self.me().clock += rest;
+    /// A miss of kind `kind` taking effect at the thread's clock; the clock then moves on to
+    /// the transfer's end.
+    pub(super) fn take_effect(&mut self, miss: PendingMiss, kind: Access) {
+        let version = self.caches.effect(miss.line, kind);
+        self.applied(miss.line, version, kind);
+        self.me().clock += miss.rest;
     }
 }
 
