@@ -29,6 +29,7 @@ use corosensei::Yielder;
 use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 #[cfg(pglocks_sim)]
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +43,7 @@ mod run;
 pub use run::run;
 
 use order::Event;
-use os::{Cpu, State, Wake};
+use os::{Cpu, KernelCosts, State, Wake};
 
 /// Where a virtual thread runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,27 +158,42 @@ const NO_LINE: u64 = u64::MAX;
 
 /// The simulated machine's state while it runs.
 pub(crate) struct Engine {
+    /// The profile's cache costs and distances.
     costs: Costs,
+    /// Every line's coherence state.
     caches: Caches,
+    /// The virtual threads, by id.
     threads: Vec<Thread>,
+    /// The profile's CPUs, then one per housekeeping thread.
     cpus: Vec<Cpu>,
-    events: BinaryHeap<Event>,
+    /// The event queue, earliest first.
+    events: BinaryHeap<Reverse<Event>>,
+    /// The last event's sequence number.
     seq: u64,
+    /// The thread running now.
     current: usize,
+    /// The earliest event queued when the current thread was resumed, or since: the clock up to
+    /// which it may run without yielding.
     horizon: Picos,
+    /// The run's limit of virtual time.
     limit: Picos,
+    /// The kernel's costs.
+    os: KernelCosts,
+    /// Futex waiters by address, in the order they queued, with the token of their wait.
     futexes: FxHashMap<usize, VecDeque<(usize, u64)>>,
+    /// Threads parked by spin elision, by the line they wait on, with the token of their park.
     watchers: FxHashMap<u64, Vec<(usize, u64)>>,
+    /// Why the run must end, once the current thread has suspended.
     failed: Option<SimError>,
+    /// Shim operations so far.
     ops: u64,
+    /// Spin-waits elided so far.
     elided: u64,
+    /// Seeds handed out so far.
     seeds: u64,
+    /// The host time that stands for virtual time 0.
     epoch: Instant,
-    syscall: Picos,
-    wake: Picos,
-    switch: Picos,
-    quantum: Picos,
-    slack: Picos,
+    /// The hot-lines tally, if asked for.
     hot: Option<HotLines>,
 }
 

@@ -46,8 +46,19 @@ pub(super) enum Kind {
     Timer(u64),
 }
 
-/// An event: (virtual time, sequence number, thread, kind), earliest first.
-pub(super) type Event = Reverse<(Picos, u64, usize, Kind)>;
+/// An entry of the event queue. Events are ordered by time, then by sequence number (the order
+/// they were queued in), so two at the same time come out in a fixed order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Event {
+    /// When.
+    at: Picos,
+    /// Queued as the `seq`-th event of the run.
+    seq: u64,
+    /// The thread.
+    tid: usize,
+    /// What for.
+    kind: Kind,
+}
 
 /// A miss that is booked but has not taken effect: the thread's clock is at the moment the
 /// line's holder answers, and the access takes effect once every other thread has run up to it.
@@ -74,7 +85,12 @@ pub(crate) fn sync_point() {
 impl Engine {
     pub(super) fn push(&mut self, at: Picos, tid: usize, kind: Kind) {
         self.seq += 1;
-        self.events.push(Reverse((at, self.seq, tid, kind)));
+        self.events.push(Reverse(Event {
+            at,
+            seq: self.seq,
+            tid,
+            kind,
+        }));
         self.horizon = self.horizon.min(at);
     }
 
@@ -176,7 +192,7 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
     // SAFETY (every dereference below): no virtual thread runs while the scheduler holds these
     // short-lived references; each ends before the next resume.
     let e = || unsafe { &mut *engine };
-    while let Some(Reverse((at, _, tid, kind))) = e().events.pop() {
+    while let Some(Reverse(Event { at, tid, kind, .. })) = e().events.pop() {
         if let Kind::Timer(token) = kind {
             e().timer_fires(tid, token, at);
             continue;
@@ -189,7 +205,7 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
         {
             let en = e();
             en.current = tid;
-            en.horizon = en.events.peek().map_or(Picos::MAX, |Reverse(ev)| ev.0);
+            en.horizon = en.events.peek().map_or(Picos::MAX, |Reverse(ev)| ev.at);
             let t = &mut en.threads[tid];
             t.clock = t.clock.max(at);
         }

@@ -35,6 +35,7 @@ use super::order::Kind;
 use super::{Engine, NO_LINE};
 use crate::cache::Access;
 use crate::picos::Picos;
+use crate::profile::Os;
 use corosensei::Yielder;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -59,6 +60,34 @@ pub(super) enum State {
 pub(super) enum Wake {
     Woken,
     TimedOut,
+}
+
+/// The kernel's costs, in virtual time (the profile's `os` section).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KernelCosts {
+    /// Entering and leaving the kernel.
+    syscall: Picos,
+    /// From a futex wake to the woken thread's running.
+    wake: Picos,
+    /// Handing a CPU from one thread to the next.
+    context_switch: Picos,
+    /// A thread's time slice (never 0).
+    quantum: Picos,
+    /// What a sleep oversleeps by.
+    timer_slack: Picos,
+}
+
+impl KernelCosts {
+    pub(super) fn new(os: &Os) -> KernelCosts {
+        let ns = Picos::from_ns_f64;
+        KernelCosts {
+            syscall: ns(os.syscall_ns),
+            wake: ns(os.wake_ns),
+            context_switch: ns(os.context_switch_ns),
+            quantum: ns(os.quantum_us * 1000.0).max(Picos(1)),
+            timer_slack: ns(os.timer_slack_ns),
+        }
+    }
 }
 
 /// One CPU: the thread on it, the threads waiting for it, and when the running one's time slice
@@ -90,7 +119,7 @@ impl Engine {
         let cpu = self.threads[tid].cpu;
         self.cpus[cpu].running = None;
         if let Some(next) = self.cpus[cpu].queue.pop_front() {
-            self.start_on_cpu(next, now + self.switch);
+            self.start_on_cpu(next, now + self.os.context_switch);
         }
     }
 
@@ -100,7 +129,7 @@ impl Engine {
         t.state = State::OnCpu;
         let (cpu, clock) = (t.cpu, t.clock);
         self.cpus[cpu].running = Some(tid);
-        self.cpus[cpu].slice_end = clock + self.quantum;
+        self.cpus[cpu].slice_end = clock + self.os.quantum;
         self.push(clock, tid, Kind::Run);
     }
 
@@ -228,7 +257,7 @@ impl Engine {
     /// and the return's system call after it.
     pub(super) fn sleep(&mut self, d: Picos) -> *const Yielder<(), ()> {
         self.ops += 1;
-        let (entry, slack_and_exit) = (self.syscall, self.slack + self.syscall);
+        let (entry, slack_and_exit) = (self.os.syscall, self.os.timer_slack + self.os.syscall);
         self.me().clock += entry;
         let at = self.me().clock + slack_and_exit + d;
         self.block(Some(at))
@@ -238,7 +267,7 @@ impl Engine {
     /// Returns the yielder if the thread gave its CPU up.
     pub(super) fn yield_cpu(&mut self) -> Option<*const Yielder<(), ()>> {
         self.ops += 1;
-        let sys = self.syscall;
+        let sys = self.os.syscall;
         let tid = self.current;
         self.me().clock += sys;
         let cpu = self.me().cpu;
@@ -255,7 +284,7 @@ impl Engine {
     /// The entry of a futex system call (a wait's, before it checks the word).
     pub(super) fn futex_enter(&mut self) {
         self.ops += 1;
-        let sys = self.syscall;
+        let sys = self.os.syscall;
         self.me().clock += sys;
     }
 
@@ -286,9 +315,9 @@ impl Engine {
     /// how many it woke. A queued waiter that has since timed out is skipped.
     pub(super) fn futex_wake(&mut self, addr: usize, n: usize) -> usize {
         self.ops += 1;
-        let sys = self.syscall;
+        let sys = self.os.syscall;
         self.me().clock += sys;
-        let at = self.me().clock + self.wake;
+        let at = self.me().clock + self.os.wake;
         let mut woke = 0;
         while woke < n {
             let Some(q) = self.futexes.get_mut(&addr) else {

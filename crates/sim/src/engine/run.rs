@@ -9,7 +9,7 @@
 //! unwinds the unfinished threads with the hooks off: their destructors run as plain code.
 
 use super::order::{schedule, Co};
-use super::os::{Cpu, State, Wake};
+use super::os::{Cpu, KernelCosts, State, Wake};
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
 use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE, NO_LINE};
@@ -41,7 +41,6 @@ pub fn run(
     let started = Instant::now();
     let costs = Costs::new(profile);
     let ncpus = profile.cpu_count();
-    let ns = Picos::from_ns_f64;
     let mut engine = Engine {
         caches: Caches::new(),
         threads: Vec::with_capacity(threads.len()),
@@ -51,6 +50,7 @@ pub fn run(
         current: 0,
         horizon: Picos::MAX,
         limit: Picos::from_duration(limit),
+        os: KernelCosts::new(&profile.os),
         futexes: FxHashMap::default(),
         watchers: FxHashMap::default(),
         failed: None,
@@ -58,11 +58,6 @@ pub fn run(
         elided: 0,
         seeds: 0,
         epoch: started,
-        syscall: ns(profile.os.syscall_ns),
-        wake: ns(profile.os.wake_ns),
-        switch: ns(profile.os.context_switch_ns),
-        quantum: ns(profile.os.quantum_us * 1000.0).max(Picos(1)),
-        slack: ns(profile.os.timer_slack_ns),
         hot: HotLines::from_env(),
         costs,
     };
