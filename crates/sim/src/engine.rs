@@ -43,7 +43,7 @@ mod run;
 pub use run::run;
 
 use order::Event;
-use os::{Cpu, KernelCosts, State, Wake};
+use os::{Cpu, KernelCosts, SpinWatch, State, Wake};
 
 /// Where a virtual thread runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,24 +137,27 @@ impl Outcome {
     }
 }
 
+/// One virtual thread's state.
 #[derive(Debug)]
 struct Thread {
+    /// Its virtual clock: how far it has run.
     clock: Picos,
+    /// The CPU it runs on (a profile's, or a housekeeping one after them).
     cpu: usize,
+    /// Where it is for the cost model: its CPU, or the housekeeping place.
     place: usize,
+    /// Running, queued, blocked, parked or done.
     state: State,
+    /// Bumped whenever it blocks, parks or becomes runnable: a wake-up or a timer carrying an
+    /// older token is stale.
     token: u64,
+    /// How its last block ended.
     wake: Wake,
+    /// Its coroutine's yielder, on its own stack (null until it first runs).
     yielder: *const Yielder<(), ()>,
-    /// Spin elision: the line and version of the last load, whether a spin-wait pause followed
-    /// it, and how many unchanged re-reads in a row.
-    spin_line: u64,
-    spin_version: u64,
-    spin_paused: bool,
-    spin_rounds: u32,
+    /// What spin elision knows of its last loads.
+    spin: SpinWatch,
 }
-
-const NO_LINE: u64 = u64::MAX;
 
 /// The simulated machine's state while it runs.
 pub(crate) struct Engine {

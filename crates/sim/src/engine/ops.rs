@@ -14,7 +14,7 @@
 //! [`active`](super::active) check.
 
 use super::order::sync_point;
-use super::{suspend, with, Engine, NO_LINE};
+use super::{suspend, with, Engine};
 use crate::cache::Access;
 use crate::picos::{Picos, PS_PER_NS};
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub fn access(addr: usize, kind: Access) {
 pub fn fence() {
     with(|e| {
         e.charge_private(e.costs.fence);
-        e.me().spin_line = NO_LINE;
+        e.me().spin.forget();
     });
 }
 

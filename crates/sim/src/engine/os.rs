@@ -32,7 +32,7 @@
 //! again.
 
 use super::order::Kind;
-use super::{Engine, NO_LINE};
+use super::Engine;
 use crate::cache::Access;
 use crate::picos::Picos;
 use crate::profile::Os;
@@ -60,6 +60,28 @@ pub(super) enum State {
 pub(super) enum Wake {
     Woken,
     TimedOut,
+}
+
+/// Spin elision's view of a thread's loads: the line and version of its last load, whether a
+/// spin-wait pause followed it, and how many unchanged re-reads in a row.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SpinWatch {
+    /// The line of the last load, or none since something other than a spin-wait pause came
+    /// after it.
+    line: Option<u64>,
+    /// The line's write count when it was loaded.
+    version: u64,
+    /// Whether a spin-wait pause followed the load.
+    paused: bool,
+    /// Re-reads of the same version in a row, each after a spin-wait pause.
+    rounds: u32,
+}
+
+impl SpinWatch {
+    /// Forgets the last load: whatever the thread did since may change what it reads next.
+    pub(super) fn forget(&mut self) {
+        self.line = None;
+    }
 }
 
 /// The kernel's costs, in virtual time (the profile's `os` section).
@@ -179,7 +201,7 @@ impl Engine {
         t.clock = t.clock.max(at);
         t.token += 1;
         t.state = State::OnCpu;
-        t.spin_line = NO_LINE;
+        t.spin.forget();
         let clock = t.clock;
         self.push(clock, tid, Kind::Run);
     }
@@ -190,15 +212,16 @@ impl Engine {
         let now = self.threads[self.current].clock;
         let t = &mut self.threads[self.current];
         if kind == Access::Load {
-            if t.spin_line == line && t.spin_version == version && t.spin_paused {
-                t.spin_rounds += 1;
+            let s = &mut t.spin;
+            if s.line == Some(line) && s.version == version && s.paused {
+                s.rounds += 1;
             } else {
-                (t.spin_line, t.spin_version, t.spin_rounds) = (line, version, 0);
+                (s.line, s.version, s.rounds) = (Some(line), version, 0);
             }
-            t.spin_paused = false;
+            s.paused = false;
             return;
         }
-        t.spin_line = NO_LINE;
+        t.spin.forget();
         if self.watchers.is_empty() {
             return;
         }
@@ -217,18 +240,21 @@ impl Engine {
         self.charge_private(self.costs.pause);
         let tid = self.current;
         let t = &mut self.threads[tid];
-        if !elidable || t.spin_line == NO_LINE {
-            t.spin_line = NO_LINE;
-            return None;
-        }
-        t.spin_paused = true;
-        if t.spin_rounds < 2 {
+        let line = match t.spin.line {
+            Some(line) if elidable => line,
+            _ => {
+                t.spin.forget();
+                return None;
+            }
+        };
+        t.spin.paused = true;
+        if t.spin.rounds < 2 {
             return None;
         }
         // Nothing this thread can read changes before someone writes the line.
         t.state = State::Spinning;
         t.token += 1;
-        let (line, token, cpu, clock, y) = (t.spin_line, t.token, t.cpu, t.clock, t.yielder);
+        let (token, cpu, clock, y) = (t.token, t.cpu, t.clock, t.yielder);
         self.elided += 1;
         self.watchers.entry(line).or_default().push((tid, token));
         if !self.cpus[cpu].queue.is_empty() {
@@ -244,7 +270,7 @@ impl Engine {
         let t = &mut self.threads[tid];
         t.state = State::Blocked;
         t.token += 1;
-        t.spin_line = NO_LINE;
+        t.spin.forget();
         let (token, clock, y) = (t.token, t.clock, t.yielder);
         if let Some(at) = timeout {
             self.push(at.max(clock), tid, Kind::Timer(token));

@@ -9,10 +9,10 @@
 //! unwinds the unfinished threads with the hooks off: their destructors run as plain code.
 
 use super::order::{schedule, Co};
-use super::os::{Cpu, KernelCosts, State, Wake};
+use super::os::{Cpu, KernelCosts, SpinWatch, State, Wake};
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
-use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE, NO_LINE};
+use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE};
 use crate::cache::{Caches, Costs};
 use crate::hot::HotLines;
 use crate::picos::Picos;
@@ -84,10 +84,7 @@ pub fn run(
             token: 0,
             wake: Wake::Woken,
             yielder: std::ptr::null(),
-            spin_line: NO_LINE,
-            spin_version: 0,
-            spin_paused: false,
-            spin_rounds: 0,
+            spin: SpinWatch::default(),
         });
         bodies.push((tid, th.body));
     }
