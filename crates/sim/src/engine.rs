@@ -262,3 +262,41 @@ fn suspend(y: *const Yielder<(), ()>) {
     // and this is that thread (the engine hands out only the current thread's yielder).
     unsafe { (*y).suspend(()) }
 }
+
+/// What the engine's unit tests share: a machine, a thread on a CPU, and the clock of the
+/// virtual thread that asks.
+#[cfg(test)]
+mod testing {
+    use super::{with, Placement, SimThread};
+    use crate::cache::Costs;
+    use crate::picos::Picos;
+    use crate::profile::Profile;
+
+    /// The 48-core Opteron (no SMT, so no sibling ever slows a thread down), with time slices
+    /// of `quantum_us`.
+    pub(super) fn opteron(quantum_us: f64) -> Profile {
+        let mut p = Profile::find("opteron-48").unwrap();
+        p.os.quantum_us = quantum_us;
+        p
+    }
+
+    /// What `steps` of [`super::ops::work`] and then an access cost before the access is
+    /// ordered, on a CPU whose sibling is idle.
+    pub(super) fn work_then_local(profile: &Profile, steps: u64) -> Picos {
+        let c = Costs::new(profile);
+        Picos(steps * c.busy_step_fs / 1000) + c.local
+    }
+
+    /// A virtual thread on `cpu` of the profile.
+    pub(super) fn on<'a>(cpu: usize, body: impl FnOnce() + 'a) -> SimThread<'a> {
+        SimThread {
+            placement: Placement::Cpu(cpu),
+            body: Box::new(body),
+        }
+    }
+
+    /// The calling virtual thread's clock.
+    pub(super) fn clock() -> Picos {
+        with(|e| e.threads[e.current].clock)
+    }
+}

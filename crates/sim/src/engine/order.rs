@@ -262,3 +262,160 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{clock, on, opteron, work_then_local};
+    use super::super::{ops, run};
+    use super::*;
+    use crate::cache::Costs;
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    /// An address for the cost model alone (the tests keep their values in `Cell`s).
+    const FLAG: usize = 0x1000;
+    const WORD: usize = 0x2000;
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn threads_all_blocked_with_none_left_to_wake_them_are_a_deadlock() {
+        let profile = opteron(3000.0);
+        let woke = Cell::new(false);
+        let waiter = |addr| {
+            let woke = &woke;
+            move || {
+                ops::futex_wait(addr, || true, None);
+                woke.set(true);
+            }
+        };
+        let err = run(
+            &profile,
+            vec![on(0, waiter(FLAG)), on(1, waiter(WORD))],
+            Duration::from_millis(1),
+        )
+        .unwrap_err();
+        // Both went to sleep once their system call was over, and that is the last virtual
+        // time anything happened.
+        let syscall = Picos::from_ns_f64(profile.os.syscall_ns);
+        assert_eq!(
+            err,
+            SimError::Deadlock {
+                at_us: syscall.as_micros_f64(),
+                blocked: 2,
+                spinning: 0,
+            }
+        );
+        assert!(!woke.get(), "a waiter returned from a wait nobody woke");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_spinner_on_a_line_nobody_writes_beside_a_blocked_thread_is_a_deadlock() {
+        let profile = opteron(3000.0);
+        let pause = Costs::new(&profile).pause;
+        let last_pause = Cell::new(Picos::ZERO);
+        let spinner = on(0, || loop {
+            ops::access(FLAG, Access::Load);
+            last_pause.set(clock());
+            ops::spin_wait();
+        });
+        let waiter = on(1, || {
+            ops::futex_wait(WORD, || true, None);
+        });
+        let err = run(&profile, vec![spinner, waiter], Duration::from_millis(1)).unwrap_err();
+        // The spinner was parked at its last pause's end; the waiter slept after its system
+        // call. The deadlock is at the later of the two.
+        let parked = last_pause.get() + pause;
+        let slept = Picos::from_ns_f64(profile.os.syscall_ns);
+        assert_eq!(
+            err,
+            SimError::Deadlock {
+                at_us: parked.max(slept).as_micros_f64(),
+                blocked: 1,
+                spinning: 1,
+            }
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_thread_whose_clock_passes_the_limit_ends_the_run_at_its_next_sync_point() {
+        let profile = opteron(3000.0);
+        let limit = Duration::from_millis(1);
+        let hit = Costs::new(&profile).hit;
+        let round = work_then_local(&profile, 1000);
+        let (rounds, last) = (Cell::new(0u64), Cell::new(Picos::ZERO));
+        let busy = on(0, || loop {
+            ops::work(1000);
+            ops::access(WORD, Access::Load);
+            rounds.set(rounds.get() + 1);
+            last.set(clock());
+        });
+        let err = run(&profile, vec![busy], limit).unwrap_err();
+        assert_eq!(err, SimError::TimeLimit { limit_ms: 1 });
+        // It ran until the access whose sync point found its clock past the limit, and not
+        // one access further.
+        let limit = Picos::from_duration(limit);
+        assert!(last.get() + round > limit, "{:?}", last.get());
+        assert!(last.get() <= limit + hit, "{:?}", last.get());
+        assert!(rounds.get() > 3000, "{}", rounds.get());
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_wake_up_later_than_the_limit_ends_the_run_when_it_comes_due() {
+        let profile = opteron(3000.0);
+        let woke = Cell::new(false);
+        let sleeper = on(0, || {
+            ops::sleep(Duration::from_millis(5));
+            woke.set(true);
+        });
+        let err = run(&profile, vec![sleeper], Duration::from_millis(1)).unwrap_err();
+        assert_eq!(err, SimError::TimeLimit { limit_ms: 1 });
+        assert!(!woke.get(), "the sleeper ran past the limit");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_panic_in_a_virtual_thread_ends_the_run_with_its_message() {
+        let profile = opteron(3000.0);
+        // A formatted message (a String), a literal one (a &str), and a payload of neither.
+        let panics: [(fn(), &str); 3] = [
+            (
+                || panic!("lock word {:#x} corrupted", 7),
+                "lock word 0x7 corrupted",
+            ),
+            (|| panic!("boom"), "boom"),
+            (|| std::panic::panic_any(42u32), "(no message)"),
+        ];
+        for (panic, message) in panics {
+            let later_ran = Cell::new(false);
+            let team = vec![
+                on(0, panic),
+                on(1, || {
+                    ops::work(10);
+                    later_ran.set(true);
+                }),
+            ];
+            let err = run(&profile, team, Duration::from_millis(1)).unwrap_err();
+            assert_eq!(err, SimError::Panicked(message.into()));
+            // The first thread panicked at virtual time 0, before the second's turn came.
+            assert!(!later_ran.get(), "{message}");
+        }
+    }
+}

@@ -141,6 +141,7 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::on;
     use super::*;
     use crate::engine::active;
 
@@ -162,5 +163,30 @@ mod tests {
             assert!(err.to_string().contains("--cfg pglocks_sim"), "{err}");
         }
         assert!(!active(), "a host thread outside a simulation");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_thread_on_a_cpu_the_profile_lacks_is_refused_before_any_thread_runs() {
+        let profile = Profile::find("opteron-48").unwrap();
+        let ran = std::cell::Cell::new(false);
+        let team = |cpu| {
+            vec![
+                on(0, || ran.set(true)),
+                SimThread {
+                    placement: Placement::Cpu(cpu),
+                    body: Box::new(|| {}),
+                },
+            ]
+        };
+        let err = run(&profile, team(48), Duration::from_millis(1)).unwrap_err();
+        assert_eq!(err, SimError::NoSuchCpu { cpu: 48, cpus: 48 });
+        assert!(!ran.get());
+        // The last CPU of the profile is one.
+        run(&profile, team(47), Duration::from_millis(1)).unwrap();
+        assert!(ran.get());
     }
 }
