@@ -363,3 +363,330 @@ impl Engine {
         woke
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{clock, on, opteron, work_then_local};
+    use super::super::{ops, run};
+    use super::*;
+    use crate::cache::Costs;
+    use std::cell::{Cell, RefCell};
+    use std::time::Duration;
+
+    /// Addresses for the cost model alone (the tests keep their values in `Cell`s).
+    const FLAG: usize = 0x1000;
+    const WORD: usize = 0x2000;
+
+    /// A thread that re-reads `FLAG` until it is set, with `pause` between its reads; counts
+    /// the reads that found it unset and notes its clock after each pause.
+    fn spinner<'a>(
+        flag: &'a Cell<u64>,
+        rounds: &'a Cell<u32>,
+        after_pause: &'a Cell<Picos>,
+        pause: fn(),
+    ) -> impl FnOnce() + 'a {
+        move || loop {
+            ops::access(FLAG, Access::Load);
+            if flag.get() != 0 {
+                break;
+            }
+            rounds.set(rounds.get() + 1);
+            pause();
+            after_pause.set(clock());
+        }
+    }
+
+    /// A thread that does `steps` of work, then sets `FLAG`; notes its clock before and after
+    /// the store.
+    fn writer<'a>(
+        flag: &'a Cell<u64>,
+        steps: u64,
+        wrote: &'a Cell<(Picos, Picos)>,
+    ) -> impl FnOnce() + 'a {
+        move || {
+            ops::work(steps);
+            let before = clock();
+            ops::access(FLAG, Access::Store);
+            flag.set(1);
+            wrote.set((before, clock()));
+        }
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_spinner_is_parked_on_the_line_it_rereads_until_another_thread_writes_it() {
+        let profile = opteron(3000.0);
+        let (flag, rounds) = (Cell::new(0), Cell::new(0));
+        let (resumed, wrote) = (Cell::new(Picos::ZERO), Cell::new(Default::default()));
+        let team = vec![
+            on(0, spinner(&flag, &rounds, &resumed, ops::spin_wait)),
+            // About 10 µs of work first: some 1,600 rounds of a spinner that is not parked.
+            on(1, writer(&flag, 35_000, &wrote)),
+        ];
+        let out = run(&profile, team, Duration::from_millis(1)).unwrap();
+        // Three reads of the unset flag: the first, and two unchanged re-reads, after which the
+        // spin-wait parked the thread until the write.
+        assert_eq!(rounds.get(), 3);
+        assert_eq!(out.elided_spins, 1);
+        // Four loads and three pauses of the spinner, one store of the writer.
+        assert_eq!(out.ops, 8);
+        // It was resumed at the moment the store took effect: after the writer issued it, and
+        // before its transfer was over.
+        let (before, after) = wrote.get();
+        assert!(
+            before < resumed.get() && resumed.get() < after,
+            "{resumed:?} {wrote:?}"
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_plain_pause_is_never_elided() {
+        let profile = opteron(3000.0);
+        let (flag, rounds) = (Cell::new(0), Cell::new(0));
+        let (resumed, wrote) = (Cell::new(Picos::ZERO), Cell::new(Default::default()));
+        let team = vec![
+            on(0, spinner(&flag, &rounds, &resumed, ops::pause)),
+            on(1, writer(&flag, 35_000, &wrote)),
+        ];
+        let out = run(&profile, team, Duration::from_millis(1)).unwrap();
+        assert_eq!(out.elided_spins, 0);
+        // Every round ran: a load and a pause each, then the load that saw the flag, and the
+        // store.
+        let rounds = u64::from(rounds.get());
+        assert!(rounds > 1000, "{rounds}");
+        assert_eq!(out.ops, 2 * rounds + 2);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_parked_spinner_still_gives_its_cpu_up_at_the_end_of_its_slice() {
+        // The writer waits for the spinner's CPU: without the slice's end, the spinner would be
+        // parked for ever and the run a deadlock.
+        let profile = opteron(20.0);
+        let os = KernelCosts::new(&profile.os);
+        let (flag, rounds) = (Cell::new(0), Cell::new(0));
+        let (resumed, wrote) = (Cell::new(Picos::ZERO), Cell::new(Default::default()));
+        let team = vec![
+            on(0, spinner(&flag, &rounds, &resumed, ops::spin_wait)),
+            on(0, writer(&flag, 0, &wrote)),
+        ];
+        let out = run(&profile, team, Duration::from_millis(1)).unwrap();
+        assert_eq!((rounds.get(), out.elided_spins), (3, 1));
+        // Parked until its slice was over, then preempted at its next read, and the writer got
+        // the CPU after a context switch.
+        assert_eq!(resumed.get(), os.quantum);
+        assert_eq!(wrote.get().0, os.quantum + os.context_switch);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_thread_is_preempted_at_the_end_of_its_slice_when_another_waits_for_its_cpu() {
+        let profile = opteron(20.0);
+        let (os, hit) = (KernelCosts::new(&profile.os), Costs::new(&profile).hit);
+        // Each round: some work, then a load of the thread's own line (a hit after the first).
+        let round = work_then_local(&profile, 100);
+        let rounds = 2000; // about 60 µs of virtual time per thread, three slices
+        let starts = RefCell::new(Vec::new());
+        let thread = |name: char, line: usize| {
+            let starts = &starts;
+            move || {
+                for _ in 0..rounds {
+                    starts.borrow_mut().push((name, clock()));
+                    ops::work(100);
+                    ops::access(line, Access::Load);
+                }
+            }
+        };
+        let team = vec![
+            on(0, thread('a', 0x1000)),
+            on(0, thread('b', 0x2000)),
+            on(1, thread('c', 0x3000)),
+        ];
+        run(&profile, team, Duration::from_millis(1)).unwrap();
+        let starts = starts.into_inner();
+        let on_cpu_0: Vec<_> = starts.iter().filter(|(t, _)| *t != 'c').collect();
+        // Up to the last round of the first thread to get to its last round, neither has
+        // finished, so every handover is a preemption.
+        let last = |name| on_cpu_0.iter().rposition(|(t, _)| *t == name).unwrap();
+        let both_running = last('a').min(last('b'));
+        // Thread a has CPU 0 from 0, and b waits for it. A thread is preempted at the first
+        // read at or after its slice's end, and the other runs a context switch later (after it
+        // finishes the read it was preempted at, if it was).
+        let (mut slice_from, mut switches, mut seen_b) = (Picos::ZERO, 0, false);
+        for k in 1..=both_running {
+            let (&(prev, r), &(next, s)) = (on_cpu_0[k - 1], on_cpu_0[k]);
+            let read_at = r + round;
+            if prev == next {
+                assert!(read_at < slice_from + os.quantum, "{k}: preempted too late");
+                continue;
+            }
+            assert!(
+                read_at >= slice_from + os.quantum,
+                "{k}: preempted too early"
+            );
+            switches += 1;
+            let got_cpu = read_at + os.context_switch;
+            let resumed = if next == 'b' && !seen_b {
+                got_cpu
+            } else {
+                got_cpu + hit
+            };
+            seen_b |= next == 'b';
+            assert_eq!(s, resumed, "{k}: {prev} to {next}");
+            slice_from = got_cpu;
+        }
+        assert!(switches >= 3, "{switches}");
+        // Thread c has CPU 1 to itself: past its slice's end, it runs on, round after round.
+        let on_cpu_1: Vec<Picos> = starts
+            .iter()
+            .filter(|(t, _)| *t == 'c')
+            .map(|p| p.1)
+            .collect();
+        assert!(*on_cpu_1.last().unwrap() > os.quantum * 2);
+        for w in on_cpu_1[1..].windows(2) {
+            assert_eq!(w[1] - w[0], round + hit);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_yield_hands_the_cpu_to_a_waiting_thread_and_alone_costs_a_system_call() {
+        let profile = opteron(3000.0);
+        let os = KernelCosts::new(&profile.os);
+        let (a_back, b_ran, c_back) = (
+            Cell::new(Picos::ZERO),
+            Cell::new((Picos::ZERO, Picos::ZERO)),
+            Cell::new(Picos::ZERO),
+        );
+        let team = vec![
+            on(0, || {
+                ops::yield_now();
+                a_back.set(clock());
+            }),
+            on(0, || {
+                let from = clock();
+                ops::work(1000);
+                b_ran.set((from, clock()));
+            }),
+            on(1, || {
+                ops::yield_now();
+                c_back.set(clock());
+            }),
+        ];
+        let out = run(&profile, team, Duration::from_millis(1)).unwrap();
+        let (b_from, b_to) = b_ran.get();
+        assert_eq!(b_from, os.syscall + os.context_switch);
+        assert_eq!(a_back.get(), b_to + os.context_switch);
+        assert_eq!(c_back.get(), os.syscall);
+        assert_eq!(out.ops, 2);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_sleep_gives_the_cpu_up_and_ends_after_its_time_the_slack_and_the_system_calls() {
+        let profile = opteron(3000.0);
+        let os = KernelCosts::new(&profile.os);
+        let (woke, other_from) = (Cell::new(Picos::ZERO), Cell::new(Picos::ZERO));
+        let team = vec![
+            on(0, || {
+                ops::sleep(Duration::from_micros(10));
+                woke.set(clock());
+            }),
+            on(0, || other_from.set(clock())),
+        ];
+        run(&profile, team, Duration::from_millis(1)).unwrap();
+        let d = Picos::from_duration(Duration::from_micros(10));
+        assert_eq!(woke.get(), os.syscall + os.timer_slack + os.syscall + d);
+        assert_eq!(other_from.get(), os.syscall + os.context_switch);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_futex_wake_wakes_waiters_in_the_order_they_queued_after_the_wake_latency() {
+        let profile = opteron(3000.0);
+        let os = KernelCosts::new(&profile.os);
+        let woken = RefCell::new(Vec::new());
+        let wakes = Cell::new([(0, Picos::ZERO); 3]);
+        // y goes to sleep a little after x.
+        let waiter = |name: char, first: u64| {
+            let woken = &woken;
+            move || {
+                ops::work(first);
+                let by_wake = ops::futex_wait(WORD, || true, None);
+                woken.borrow_mut().push((name, by_wake, clock()));
+            }
+        };
+        let waker = || {
+            let mut w = [(0, Picos::ZERO); 3];
+            for (i, n) in [1, 5, 1].into_iter().enumerate() {
+                ops::work(3500);
+                w[i] = (ops::futex_wake(WORD, n), clock());
+            }
+            wakes.set(w);
+        };
+        let team = vec![on(0, waker), on(1, waiter('x', 0)), on(2, waiter('y', 100))];
+        run(&profile, team, Duration::from_millis(1)).unwrap();
+        let [(n1, t1), (n2, t2), (n3, _)] = wakes.get();
+        // One woken by the first wake, the one left by the second (which asked for five), and
+        // none by the third.
+        assert_eq!((n1, n2, n3), (1, 1, 0));
+        assert_eq!(
+            woken.into_inner(),
+            vec![('x', true, t1 + os.wake), ('y', true, t2 + os.wake)]
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_timed_futex_wait_ends_at_its_deadline_and_a_later_wake_finds_no_one() {
+        let profile = opteron(3000.0);
+        let os = KernelCosts::new(&profile.os);
+        let (unchanged, timed_out, woke) = (
+            Cell::new((false, Picos::ZERO)),
+            Cell::new((true, Picos::ZERO)),
+            Cell::new(usize::MAX),
+        );
+        let team = vec![
+            on(1, || {
+                // A word that already changed: only the system call, no sleep.
+                unchanged.set((ops::futex_wait(FLAG, || false, None), clock()));
+                let deadline = ops::now() + Duration::from_micros(10);
+                timed_out.set((ops::futex_wait(WORD, || true, Some(deadline)), clock()));
+            }),
+            on(0, || {
+                ops::work(70_000); // about 20 µs
+                woke.set(ops::futex_wake(WORD, 1));
+            }),
+        ];
+        run(&profile, team, Duration::from_millis(1)).unwrap();
+        assert_eq!(unchanged.get(), (true, os.syscall));
+        let deadline = os.syscall + Picos::from_duration(Duration::from_micros(10));
+        assert_eq!(timed_out.get(), (false, deadline));
+        assert_eq!(woke.get(), 0);
+    }
+}
