@@ -12,9 +12,9 @@
 //!   until the line it re-reads is written).
 //! - the **shim's entry points** ([`ops`]): one function per operation of the sync shim, which
 //!   orders the operation against the other threads, charges it and suspends the calling
-//!   virtual thread when the model says so; and [`run`](fn@run), which builds a machine from a profile,
-//!   runs the threads to the end and reports what it measured ([`Outcome`]) or why it could not
-//!   ([`SimError`]).
+//!   virtual thread when the model says so; and [`run`](fn@run), which builds a machine from a
+//!   profile, runs the threads to the end and reports what it measured ([`Outcome`]) or why it
+//!   could not ([`SimError`]).
 //!
 //! This module holds what they share: the types a caller hands in and gets back, the engine's
 //! state (one `Engine` per simulation, one `Thread` per virtual thread), and the check the shim
@@ -211,8 +211,8 @@ pub(crate) struct Engine {
 /// command asks for a simulated machine, as loom's models are a build of their own.
 pub const BUILT_IN: bool = cfg!(pglocks_sim);
 
-/// Host threads inside [`run`](fn@run) right now, alone on its cache line: while it is 0 the shim's check
-/// is one relaxed load of a line nobody writes and a branch that is never taken.
+/// Host threads inside [`run`](fn@run) right now, alone on its cache line: while it is 0 the
+/// shim's check is one relaxed load of a line nobody writes and a branch that is never taken.
 #[cfg(pglocks_sim)]
 static SIMULATING: CachePadded<AtomicUsize> = CachePadded::new(AtomicUsize::new(0));
 

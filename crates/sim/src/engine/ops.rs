@@ -6,9 +6,10 @@
 //! thread's clock is the earliest (`sync_point`, the ordering core), it lets the engine charge
 //! and apply the operation (the cost model for an access, the OS model for a wait, a wake, a
 //! sleep or a yield), and it suspends the thread if the engine has taken it off its CPU or parked
-//! it. The host does the operation itself (the load, the store, the compare-and-swap) after the
-//! entry point returns, so it happens in virtual-time order. Operations that touch no shared
-//! state (private work, the clock, a seed) need no sync point.
+//! it. For an access, the host does the operation itself (the load, the store, the
+//! compare-and-swap) after the entry point returns, so it happens in virtual-time order.
+//! Operations that touch no shared memory (private work, a pause, a fence, the clock, a seed)
+//! need no sync point, though a spin-wait pause may park the thread.
 //!
 //! Every entry point is `#[cold]` and out of line: the shim's inlined fast path is only the
 //! [`active`](super::active) check.

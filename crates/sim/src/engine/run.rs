@@ -2,11 +2,13 @@
 //! thread, the scheduler run until every thread has returned, and what it measured.
 //!
 //! Each virtual thread is a stackful coroutine (`corosensei`) with a stack of its own, on the
-//! host thread that called [`run`](fn@run); its body may borrow from the caller, as a scoped thread's
-//! may, because every coroutine has returned or been unwound before `run` does. Every thread
-//! starts runnable at virtual time 0, in the order given, so the first placed on a CPU runs
-//! first and the others queue behind it. A run that fails (a deadlock, the time limit, a panic)
-//! unwinds the unfinished threads with the hooks off: their destructors run as plain code.
+//! host thread that called [`run`](fn@run); its body may borrow from the caller, as a scoped
+//! thread's may, because every coroutine has returned or been unwound before `run` does. Every
+//! thread starts runnable at virtual time 0, in the order given, so the first placed on a CPU
+//! runs first and the others queue behind it; creating a thread costs nothing (not modelled:
+//! `clone`, the first touch of its stack). A run that fails (a deadlock, the time limit, a
+//! panic) unwinds the unfinished threads with the hooks off: their destructors run as plain
+//! code.
 
 use super::order::{schedule, Co};
 use super::os::{Cpu, KernelCosts, SpinWatch, State, Wake};
