@@ -54,6 +54,7 @@
 //! order); a transfer's latency does not depend on the load of the interconnect, only on the
 //! line's own queue.
 
+use crate::picos::Picos;
 use crate::profile::Profile;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -61,7 +62,7 @@ use std::collections::VecDeque;
 /// How far a transfer's latency strays either side of the profile's figure, as a fraction.
 pub const JITTER: f64 = 0.5;
 
-/// `JITTER` in 1/1024ths, for integer arithmetic on picoseconds.
+/// `JITTER` in 1/1024ths, for integer arithmetic on [`Picos`].
 const JITTER_1024: u64 = (JITTER * 1024.0) as u64;
 
 /// How far apart two CPUs are, for the line transfers between them.
@@ -108,10 +109,7 @@ pub enum Access {
     Rmw,
 }
 
-/// Picoseconds per unit of virtual time: the simulator's clock counts picoseconds.
-pub const PS_PER_NS: u64 = 1000;
-
-/// A profile's costs, as picoseconds, and the distance between every pair of CPUs.
+/// A profile's costs, in virtual time, and the distance between every pair of CPUs.
 #[derive(Debug, Clone)]
 pub struct Costs {
     /// CPUs, plus one place for housekeeping threads (last).
@@ -119,19 +117,19 @@ pub struct Costs {
     /// `distance[a * places + b]`.
     distance: Vec<Distance>,
     /// Transfer latency by distance.
-    transfer: [u64; 8],
+    transfer: [Picos; 8],
     /// A hit.
-    pub hit: u64,
+    pub hit: Picos,
     /// An atomic on an owned line.
-    pub atomic: u64,
+    pub atomic: Picos,
     /// A pause.
-    pub pause: u64,
+    pub pause: Picos,
     /// A fence.
-    pub fence: u64,
+    pub fence: Picos,
     /// Per `busy_work` step, in femtoseconds (steps are a fraction of a nanosecond).
     pub busy_step_fs: u64,
     /// Charged per shim operation.
-    pub local: u64,
+    pub local: Picos,
     /// Fraction of a transfer's latency that it keeps the line busy, in 1/1024ths.
     occupancy: u64,
     /// log2 of the line size.
@@ -145,7 +143,7 @@ pub struct Costs {
 impl Costs {
     /// The costs of `profile`.
     pub fn new(profile: &Profile) -> Costs {
-        let ps = |cycles: f64| (cycles * 1000.0 / profile.ghz).round() as u64;
+        let ps = |cycles: f64| Picos((cycles * 1000.0 / profile.ghz).round() as u64);
         let c = &profile.cycles;
         let cpus = profile.cpus();
         let n = cpus.len();
@@ -215,13 +213,13 @@ impl Costs {
         self.siblings.get(cpu).map_or(&[], Vec::as_slice)
     }
 
-    /// `ps` of private work on a CPU whose sibling is busy (`shared`) or not.
+    /// What `work` of private work takes on a CPU whose sibling is busy (`shared`) or not.
     #[inline]
-    pub fn private(&self, ps: u64, shared: bool) -> u64 {
+    pub fn private(&self, work: Picos, shared: bool) -> Picos {
         if shared {
-            ps * 1024 / self.smt_speed
+            work * 1024 / self.smt_speed
         } else {
-            ps
+            work
         }
     }
 
@@ -236,9 +234,9 @@ impl Costs {
         self.distance[a * self.places + b]
     }
 
-    /// A transfer's latency over `d`, in ps.
+    /// A transfer's latency over `d`.
     #[inline]
-    pub fn transfer(&self, d: Distance) -> u64 {
+    pub fn transfer(&self, d: Distance) -> Picos {
         self.transfer[d as usize]
     }
 }
@@ -287,9 +285,9 @@ struct Hop {
     /// Whether it went exclusive (a store or read-modify-write) or as a shared copy (a load).
     exclusive: bool,
     /// When the previous holder answered: the transfer's effect.
-    answer: u64,
+    answer: Picos,
     /// When the line arrived.
-    done: u64,
+    done: Picos,
 }
 
 /// One line's coherence state.
@@ -300,7 +298,7 @@ struct Line {
     /// The places holding shared copies (when there is no owner).
     sharers: Places,
     /// When the last transfer stops keeping the line busy.
-    busy_until: u64,
+    busy_until: Picos,
     /// Writes so far (for spin elision: a re-read of an unchanged line changes nothing).
     version: u64,
     /// The line's transfers in order, from the last one whose place may still hold it.
@@ -312,7 +310,7 @@ impl Default for Line {
         Line {
             owner: NO_OWNER,
             sharers: Places::default(),
-            busy_until: 0,
+            busy_until: Picos::ZERO,
             version: 0,
             hops: VecDeque::new(),
         }
@@ -332,7 +330,7 @@ impl Line {
     /// and so already the owner's in this model's books) has not reached yet: the place's
     /// transfer has arrived and the next one's holder has not answered. `exclusive` asks for
     /// a copy it may write.
-    fn held_until_answer(&mut self, place: usize, now: u64, exclusive: bool) -> bool {
+    fn held_until_answer(&mut self, place: usize, now: Picos, exclusive: bool) -> bool {
         // Every access from now on is at `now` or later: hops whose successor has answered
         // are over.
         while self.hops.len() >= 2 && self.hops[1].answer <= now {
@@ -353,26 +351,38 @@ impl Line {
 pub struct Charged {
     /// When the access takes effect: at once for a hit; for a miss, when the line's holder
     /// answers, half-way through its transfer (after the transfers queued before it).
-    pub answer: u64,
+    pub answer: Picos,
     /// When the access completes.
-    pub done: u64,
+    pub done: Picos,
     /// The line (address >> line shift).
     pub line: u64,
-    /// For a hit, which took effect at once, the line's write count after it; `None` for a miss,
-    /// whose effect [`Caches::effect`] records when the holder answers.
-    pub version: Option<u64>,
+    /// A hit or a miss, and so whether the access has taken effect yet.
+    pub served: Served,
+}
+
+/// How an access was served, which decides when it takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// From a copy the place holds: the access took effect at once.
+    Hit {
+        /// The line's write count after the access (for spin elision).
+        version: u64,
+    },
+    /// By a transfer: the access takes effect when the line's holder answers
+    /// ([`Charged::answer`]), and [`Caches::effect`] records it then.
+    Miss,
 }
 
 impl Charged {
     /// Whether the access was a miss (a transfer).
     pub fn miss(&self) -> bool {
-        self.version.is_none()
+        self.served == Served::Miss
     }
 }
 
 /// `cost` times a factor in [1 − `spread`, 1 + `spread`) (`spread` in 1/1024ths), from the
 /// xorshift64 generator `state`.
-fn jittered(state: &mut u64, spread: u64, cost: u64) -> u64 {
+fn jittered(state: &mut u64, spread: u64, cost: Picos) -> Picos {
     let mut x = *state;
     x ^= x << 13;
     x ^= x >> 7;
@@ -428,7 +438,7 @@ impl Caches {
         place: usize,
         addr: usize,
         kind: Access,
-        now: u64,
+        now: Picos,
     ) -> Charged {
         let key = (addr as u64) >> costs.line_shift;
         let line = self.lines.entry(key).or_default();
@@ -443,7 +453,9 @@ impl Caches {
                 answer: now,
                 done: now + cost,
                 line: key,
-                version: Some(line.take_effect(kind)),
+                served: Served::Hit {
+                    version: line.take_effect(kind),
+                },
             };
         }
         let (cost, miss) = match kind {
@@ -513,7 +525,12 @@ impl Caches {
             answer,
             done,
             line: key,
-            version: miss.is_none().then(|| line.take_effect(kind)),
+            served: match miss {
+                None => Served::Hit {
+                    version: line.take_effect(kind),
+                },
+                Some(_) => Served::Miss,
+            },
         }
     }
 
@@ -545,7 +562,7 @@ mod tests {
         let mut caches = Caches::without_jitter();
         let addr = 0x1000;
         // CPU 0 and CPU 1 share a die; CPU 0 and CPU 10 are one hop apart.
-        let mut now = 0;
+        let mut now = Picos::ZERO;
         for (other, d) in [(1, Distance::Die), (10, Distance::Hop1)] {
             now = caches.access(&c, 0, addr, Access::Rmw, now).done;
             for round in 0..10 {
@@ -566,18 +583,20 @@ mod tests {
         let (c, _) = two_socket();
         let mut caches = Caches::without_jitter();
         let addr = 0x2000;
-        caches.access(&c, 0, addr, Access::Store, 0);
+        caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
         let readers = [1, 2, 3, 10, 20];
         for &r in &readers {
-            caches.access(&c, r, addr, Access::Load, 0);
+            caches.access(&c, r, addr, Access::Load, Picos::ZERO);
         }
         // Every reader hits now.
         for &r in &readers {
-            assert!(!caches.access(&c, r, addr, Access::Load, 1 << 40).miss());
+            assert!(!caches
+                .access(&c, r, addr, Access::Load, Picos(1 << 40))
+                .miss());
         }
         // The write waits for the farthest copy (two packages away is hop1 on this profile's
         // table for socket 0 to 1 and 2).
-        let now = 1 << 41;
+        let now = Picos(1 << 41);
         let w = caches.access(&c, 0, addr, Access::Store, now);
         assert!(w.miss());
         let farthest = readers.iter().map(|&r| c.distance(0, r)).max().unwrap();
@@ -585,7 +604,9 @@ mod tests {
         // All N copies are gone: each reader misses again.
         for &r in &readers {
             assert!(
-                caches.access(&c, r, addr, Access::Load, 1 << 42).miss(),
+                caches
+                    .access(&c, r, addr, Access::Load, Picos(1 << 42))
+                    .miss(),
                 "{r}"
             );
         }
@@ -600,32 +621,39 @@ mod tests {
             lat - lat * JITTER_1024 / 1024,
             lat + lat * JITTER_1024 / 1024,
         );
-        let (mut sum, n, mut least, mut most) = (0, 10_000u64, u64::MAX, 0);
-        let mut now = caches.access(&c, 0, 0x4000, Access::Rmw, 0).done + 1_000_000;
+        let (mut sum, n, mut least, mut most) = (Picos::ZERO, 10_000u64, Picos::MAX, Picos::ZERO);
+        let mut now =
+            caches.access(&c, 0, 0x4000, Access::Rmw, Picos::ZERO).done + Picos(1_000_000);
         for k in 0..n {
             let who = 1 - (k % 2) as usize;
             let r = caches.access(&c, who, 0x4000, Access::Store, now);
             let cost = r.done - now;
-            assert!((lo..hi).contains(&cost), "{cost} outside {lo}..{hi}");
+            assert!((lo..hi).contains(&cost), "{cost:?} outside {lo:?}..{hi:?}");
             sum += cost;
             (least, most) = (least.min(cost), most.max(cost));
             // Well after the line's queue has drained.
-            now = r.done + 1_000_000;
+            now = r.done + Picos(1_000_000);
         }
         let mean = sum / n;
-        assert!(mean.abs_diff(lat) * 50 < lat, "mean {mean} against {lat}");
+        assert!(
+            mean.0.abs_diff(lat.0) * 50 < lat.0,
+            "mean {mean:?} against {lat:?}"
+        );
         // And they do spread over most of the range.
         assert!(
             least < lat - lat / 4 && most > lat + lat / 4,
-            "{least}..{most}"
+            "{least:?}..{most:?}"
         );
         // The same seed gives the same latencies.
         let mut again = Caches::new();
-        again.access(&c, 0, 0x4000, Access::Rmw, 0);
-        let first = again.access(&c, 1, 0x4000, Access::Store, 0).done;
+        again.access(&c, 0, 0x4000, Access::Rmw, Picos::ZERO);
+        let first = again.access(&c, 1, 0x4000, Access::Store, Picos::ZERO).done;
         let mut third = Caches::new();
-        third.access(&c, 0, 0x4000, Access::Rmw, 0);
-        assert_eq!(third.access(&c, 1, 0x4000, Access::Store, 0).done, first);
+        third.access(&c, 0, 0x4000, Access::Rmw, Picos::ZERO);
+        assert_eq!(
+            third.access(&c, 1, 0x4000, Access::Store, Picos::ZERO).done,
+            first
+        );
     }
 
     #[test]
@@ -633,12 +661,12 @@ mod tests {
         let (c, _) = two_socket();
         let mut caches = Caches::without_jitter();
         let addr = 0x3000;
-        caches.access(&c, 0, addr, Access::Store, 0);
-        let now = 1_000_000;
+        caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
+        let now = Picos(1_000_000);
         // Ten CPUs of the same die load the line at the same instant: the k-th is served k
         // transfers after the first.
         let lat = c.transfer(Distance::Die);
-        let mut done: Vec<u64> = (1..=9)
+        let mut done: Vec<Picos> = (1..=9)
             .map(|cpu| caches.access(&c, cpu, addr, Access::Load, now).done - now)
             .collect();
         done.sort();
@@ -652,9 +680,9 @@ mod tests {
         let (c, _) = two_socket();
         let mut caches = Caches::without_jitter();
         let addr = 0x5000;
-        caches.access(&c, 0, addr, Access::Store, 0);
+        caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
         let lat = c.transfer(Distance::Die);
-        let now = 1_000_000;
+        let now = Picos(1_000_000);
         let first = caches.access(&c, 1, addr, Access::Rmw, now);
         let second = caches.access(&c, 2, addr, Access::Rmw, now);
         let cost = lat + c.atomic - c.hit;
@@ -669,14 +697,14 @@ mod tests {
         let (c, _) = two_socket();
         let mut caches = Caches::without_jitter();
         let addr = 0x6000;
-        caches.access(&c, 0, addr, Access::Store, 0);
-        let now = 1_000_000;
+        caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
+        let now = Picos(1_000_000);
         // CPU 1's exchange, then CPU 2's, queued behind it.
         let mine = caches.access(&c, 1, addr, Access::Rmw, now);
         let next = caches.access(&c, 2, addr, Access::Rmw, now);
         // The books say CPU 2 owns the line, but CPU 1 has it until CPU 2's request is
         // answered: a retry in between is a hit, at an atomic's cost.
-        let retry = caches.access(&c, 1, addr, Access::Rmw, mine.done + 1);
+        let retry = caches.access(&c, 1, addr, Access::Rmw, mine.done + Picos(1));
         assert!(!retry.miss());
         assert_eq!(retry.done - retry.answer, c.atomic);
         // After the answer it has to ask again, behind CPU 2.
@@ -685,7 +713,7 @@ mod tests {
         assert!(late.answer > next.done);
         // A shared copy serves loads in its window, but a store needs the line exclusive.
         let addr = 0x7000;
-        caches.access(&c, 0, addr, Access::Store, 0);
+        caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
         let read = caches.access(&c, 1, addr, Access::Load, now);
         let write = caches.access(&c, 2, addr, Access::Store, now);
         assert!(!caches.access(&c, 1, addr, Access::Load, read.done).miss());

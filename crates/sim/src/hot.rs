@@ -11,6 +11,7 @@
 //! The call stack is captured once per line, the first time it is missed on, so a run that
 //! touches many lines pays for as many captures: the diagnostic is off unless asked for.
 
+use crate::picos::Picos;
 use rustc_hash::FxHashMap;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ pub struct HotLine {
 #[derive(Debug, Default)]
 struct Line {
     transfers: u64,
-    waited_ps: u64,
+    waited: Picos,
     site: String,
 }
 
@@ -53,31 +54,27 @@ impl HotLines {
         })
     }
 
-    /// Counts a miss on `line` that kept its thread waiting `waited_ps`.
+    /// Counts a miss on `line` that kept its thread waiting `waited`.
     #[cold]
-    pub fn record(&mut self, line: u64, waited_ps: u64) {
+    pub fn record(&mut self, line: u64, waited: Picos) {
         let l = self.lines.entry(line).or_insert_with(|| Line {
             site: site(),
             ..Line::default()
         });
         l.transfers += 1;
-        l.waited_ps += waited_ps;
+        l.waited += waited;
     }
 
     /// The most waited-on lines, most first.
     pub fn top(self) -> Vec<HotLine> {
         let mut lines: Vec<Line> = self.lines.into_values().collect();
-        lines.sort_by(|a, b| {
-            b.waited_ps
-                .cmp(&a.waited_ps)
-                .then(b.transfers.cmp(&a.transfers))
-        });
+        lines.sort_by(|a, b| b.waited.cmp(&a.waited).then(b.transfers.cmp(&a.transfers)));
         lines.truncate(self.wanted);
         lines
             .into_iter()
             .map(|l| HotLine {
                 transfers: l.transfers,
-                waited: Duration::from_nanos(l.waited_ps / 1000),
+                waited: l.waited.to_duration(),
                 site: l.site,
             })
             .collect()
@@ -124,10 +121,10 @@ mod tests {
             wanted: 2,
             lines: FxHashMap::default(),
         };
-        h.record(7, 1_000_000);
-        h.record(7, 2_000_000);
-        h.record(9, 5_000_000);
-        h.record(11, 10);
+        h.record(7, Picos(1_000_000));
+        h.record(7, Picos(2_000_000));
+        h.record(9, Picos(5_000_000));
+        h.record(11, Picos(10));
         let top = h.top();
         assert_eq!(top.len(), 2);
         assert_eq!(

@@ -18,6 +18,7 @@
 pub mod cache;
 pub mod engine;
 pub mod hot;
+pub mod picos;
 pub mod profile;
 
 pub use cache::{Access, Distance};

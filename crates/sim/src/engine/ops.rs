@@ -1,0 +1,144 @@
+//! The simulation's public face for the shim: each function is one operation of the virtual
+//! thread that calls it, and may only be called from one (check [`active`](super::active)
+//! first).
+//!
+//! Each entry point does three things in order: it waits at a sync point until the calling
+//! thread's clock is the earliest (`sync_point`, the ordering core), it lets the engine charge
+//! and apply the operation (the cost model for an access, the OS model for a wait, a wake, a
+//! sleep or a yield), and it suspends the thread if the engine has taken it off its CPU or parked
+//! it. For an access, the host does the operation itself (the load, the store, the
+//! compare-and-swap) after the entry point returns, so it happens in virtual-time order.
+//! Operations that touch no shared memory (private work, a pause, a fence, the clock, a seed)
+//! need no sync point, though a spin-wait pause may park the thread.
+//!
+//! Every entry point is `#[cold]` and out of line: the shim's inlined fast path is only the
+//! [`active`](super::active) check.
+
+use super::order::sync_point;
+use super::{suspend, with, Engine};
+use crate::cache::Access;
+use crate::picos::{Picos, PS_PER_NS};
+use std::time::{Duration, Instant};
+
+/// A load, store or read-modify-write of the byte at `addr`.
+#[cold]
+#[inline(never)]
+pub fn access(addr: usize, kind: Access) {
+    with(Engine::before_access);
+    sync_point();
+    if let Some(miss) = with(|e| e.access(addr, kind)) {
+        // The other threads first run up to the moment the holder answers.
+        sync_point();
+        with(|e| e.take_effect(miss, kind));
+    }
+}
+
+/// A full fence.
+#[cold]
+#[inline(never)]
+pub fn fence() {
+    with(|e| {
+        e.charge_private(e.costs.fence);
+        e.me().spin.forget();
+    });
+}
+
+/// A `pause` in a retry loop that counts its rounds (never elided).
+#[cold]
+#[inline(never)]
+pub fn pause() {
+    with(|e| e.pause(false));
+}
+
+/// A `pause` in a loop whose exit depends only on the memory it re-reads: the engine may
+/// skip the rounds in which that memory does not change.
+#[cold]
+#[inline(never)]
+pub fn spin_wait() {
+    if let Some(y) = with(|e| e.pause(true)) {
+        suspend(y);
+    }
+}
+
+/// A seed for a random-number generator, different at every call and the same in every run
+/// of the same simulation.
+#[cold]
+#[inline(never)]
+pub fn fresh_seed() -> u64 {
+    with(|e| {
+        e.seeds += 1;
+        // splitmix64's finaliser over the call count.
+        let mut z = e.seeds.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    })
+}
+
+/// `ns` nanoseconds of private CPU work (the modelled code of an operation, as calibrated).
+#[cold]
+#[inline(never)]
+pub fn charge_ns(ns: f64) {
+    let work = Picos((ns * PS_PER_NS as f64).round().clamp(0.0, 1e18) as u64);
+    with(|e| e.charge_private(work));
+}
+
+/// `steps` steps of private CPU work.
+#[cold]
+#[inline(never)]
+pub fn work(steps: u64) {
+    // Femtoseconds to picoseconds.
+    with(|e| e.charge_private(Picos(steps.saturating_mul(e.costs.busy_step_fs) / 1000)));
+}
+
+/// The calling thread's virtual clock as a host `Instant` (the simulation's start plus the
+/// virtual time).
+#[cold]
+#[inline(never)]
+pub fn now() -> Instant {
+    with(|e| e.epoch + e.threads[e.current].clock.to_duration())
+}
+
+/// Sleeps for `d` of virtual time (plus the profile's timer slack), off the CPU.
+#[cold]
+#[inline(never)]
+pub fn sleep(d: Duration) {
+    sync_point();
+    let y = with(|e| e.sleep(Picos::from_duration(d)));
+    suspend(y);
+}
+
+/// `sched_yield`: gives the CPU to the next thread waiting for it, if any.
+#[cold]
+#[inline(never)]
+pub fn yield_now() {
+    sync_point();
+    if let Some(y) = with(Engine::yield_cpu) {
+        suspend(y);
+    }
+}
+
+/// A futex wait on `addr`: if `still()` holds, sleeps until a wake on `addr` or until
+/// `deadline`. Returns `false` if it timed out.
+#[cold]
+#[inline(never)]
+pub fn futex_wait(addr: usize, still: impl FnOnce() -> bool, deadline: Option<Instant>) -> bool {
+    sync_point();
+    with(Engine::futex_enter);
+    // The check of the word is an access like any other: in virtual-time order.
+    sync_point();
+    if !still() {
+        return true;
+    }
+    let y = with(|e| e.futex_block(addr, deadline));
+    suspend(y);
+    with(Engine::was_woken)
+}
+
+/// A futex wake of up to `n` waiters on `addr`; returns how many it woke.
+#[cold]
+#[inline(never)]
+pub fn futex_wake(addr: usize, n: usize) -> usize {
+    sync_point();
+    with(|e| e.futex_wake(addr, n))
+}
