@@ -53,11 +53,10 @@
 //!   waits for its lock instead of descending from the root.
 
 use super::schema::{btree_levels, Table, DATABASE, INSERTS_PKEY, XMAX_COMMITTED};
-use super::{Cluster, Session, TxnError, Writer};
+use super::{Cluster, Txn, TxnError};
 use pglocks_bufmgr::{Buffer, BufferTag};
-use pglocks_lmgr::{LocalLocks, LockMode, LockOwner, LockTag, LockTimeouts};
+use pglocks_lmgr::{LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock, VarProtocol};
-use pglocks_proc::Backend;
 use pglocks_procarray::INVALID_TRANSACTION_ID;
 use pglocks_spin::RawSpinLock;
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
@@ -88,52 +87,48 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// `ReadBuffer` of block `block` of relation `relid` and `LockBuffer` in `mode`.
     pub(super) fn read_locked(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
+        t: &mut Txn<'_, K, V, R>,
         relid: u32,
         block: u32,
         mode: LwLockMode,
     ) -> Result<Buffer, TxnError> {
         let tag = BufferTag::main(DATABASE, relid, block);
-        let buffer = self.buffers.read_buffer(b, &mut s.pins, tag)?;
-        self.buffers.lock_buffer(b, buffer, mode)?;
+        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+        self.buffers.lock_buffer(t.b, buffer, mode)?;
         Ok(buffer)
     }
 
     /// `LockBuffer(BUFFER_LOCK_UNLOCK)` and `ReleaseBuffer` (`UnlockReleaseBuffer`).
     pub(super) fn unlock_release(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
+        t: &mut Txn<'_, K, V, R>,
         buffer: Buffer,
     ) -> Result<(), TxnError> {
-        self.buffers.unlock_buffer(b, buffer)?;
-        self.buffers.release_buffer(b, &mut s.pins, buffer)?;
+        self.buffers.unlock_buffer(t.b, buffer)?;
+        self.buffers.release_buffer(t.b, &mut t.s.pins, buffer)?;
         Ok(())
     }
 
     /// A page looked at: read, content lock shared, unlock, release.
     pub(super) fn touch(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
+        t: &mut Txn<'_, K, V, R>,
         relid: u32,
         block: u32,
     ) -> Result<(), TxnError> {
-        let buffer = self.read_locked(b, s, relid, block, LwLockMode::Shared)?;
-        self.unlock_release(b, s, buffer)
+        let buffer = self.read_locked(t, relid, block, LwLockMode::Shared)?;
+        self.unlock_release(t, buffer)
     }
 
     /// An index scan for one key: the descent from the root to the leaf holding `row`, each
     /// page under its content lock shared (`_bt_getroot`, then `_bt_relandgetbuf` level by
     /// level: the parent unlocked and released before the child is read and locked; the leaf
     /// given up once read, `_bt_drop_lock_and_maybe_pin` under an MVCC snapshot), then its
-    /// heap page, locked shared while the tuple is found (`heapam_index_fetch_tuple`).
+    /// heap page, locked shared while the tuple is found (`heapam_index_fetch_tuple`). In a
+    /// transaction that writes, the heap pages read may be pruned and hinted (`heap_page`).
     pub(super) fn fetch_row(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        mut w: Option<&mut Writer<'_, K, V, R>>,
+        t: &mut Txn<'_, K, V, R>,
         table: &Table,
         row: u64,
     ) -> Result<(), TxnError> {
@@ -141,39 +136,38 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             // Every page, each under its content lock shared while its tuples are checked
             // (`heapgetpage`): the scan does not know the key is unique.
             for block in 0..table.pages() {
-                self.heap_page(b, s, w.as_deref_mut(), table, block)?;
+                self.heap_page(t, table, block)?;
             }
             return Ok(());
         }
         for level in table.index.iter().rev() {
             let block = level.first_block + row / level.keys_per_page;
-            self.touch(b, s, table.pkey, block as u32)?;
+            self.touch(t, table.pkey, block as u32)?;
         }
-        self.heap_page(b, s, w, table, table.tid(row).0)
+        self.heap_page(t, table, table.tid(row).0)
     }
 
     /// A heap page a scan moves to: `heap_page_prune_opt` first (below), then read under its
-    /// content lock shared (a sequential scan checks every tuple's visibility meanwhile).
+    /// content lock shared (a sequential scan checks every tuple's visibility meanwhile). Only
+    /// a transaction that writes prunes and hints (the model's prune and hint need its WAL and
+    /// commit log).
     fn heap_page(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        mut w: Option<&mut Writer<'_, K, V, R>>,
+        t: &mut Txn<'_, K, V, R>,
         table: &Table,
         block: u32,
     ) -> Result<(), TxnError> {
         let tag = BufferTag::main(DATABASE, table.relid, block);
-        let buffer = self.buffers.read_buffer(b, &mut s.pins, tag)?;
-        if let (Some(w), Some((dead, prune_xid))) =
-            (w.as_deref_mut(), table.dead.get(block as usize))
-        {
-            self.prune_opt(b, s, w, buffer, dead, prune_xid, table.room)?;
+        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+        let writes = t.writer.is_some();
+        if let (true, Some((dead, prune_xid))) = (writes, table.dead.get(block as usize)) {
+            self.prune_opt(t, buffer, dead, prune_xid, table.room)?;
         }
-        self.buffers.lock_buffer(b, buffer, LwLockMode::Shared)?;
-        if let (true, Some(w)) = (table.seq_scan, w) {
-            self.hint_page(b, s, w, table, block)?;
+        self.buffers.lock_buffer(t.b, buffer, LwLockMode::Shared)?;
+        if table.seq_scan && writes {
+            self.hint_page(t, table, block)?;
         }
-        self.unlock_release(b, s, buffer)
+        self.unlock_release(t, buffer)
     }
 
     /// Models `heap_page_prune_opt`: a page holding more dead versions than its room, the
@@ -181,37 +175,33 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// this backend's snapshot's xmin, the `GlobalVisState` test), is pruned if its content
     /// lock can be had exclusively at once (`ConditionalLockBufferForCleanup`; the sole-pin
     /// test is not modelled): its dead versions go, and a `XLOG_HEAP2_PRUNE` record says so.
-    #[allow(clippy::too_many_arguments)]
     fn prune_opt(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        w: &mut Writer<'_, K, V, R>,
+        t: &mut Txn<'_, K, V, R>,
         buffer: Buffer,
         dead: &AtomicU32,
         prune_xid: &AtomicU32,
         room: u32,
     ) -> Result<(), TxnError> {
         let xid = prune_xid.load(Relaxed);
-        if dead.load(Relaxed) <= room || xid == INVALID_TRANSACTION_ID || xid >= s.snapshot.xmin {
+        if dead.load(Relaxed) <= room || xid == INVALID_TRANSACTION_ID || xid >= t.s.snapshot.xmin {
             return Ok(());
         }
-        if !self.buffers.conditional_lock_buffer(b, buffer)? {
+        if !self.buffers.conditional_lock_buffer(t.b, buffer)? {
             return Ok(());
         }
         if dead.load(Relaxed) > room && prune_xid.load(Relaxed) == xid {
             dead.store(0, Relaxed);
             prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
-            w.log(
-                b,
+            t.log(
                 INVALID_TRANSACTION_ID,
                 RM_HEAP2_ID,
                 XLOG_HEAP2_PRUNE,
                 &HEAP_PRUNE_PAYLOAD,
             )?;
-            b.stats.events.count("tpcb.prunes", 1);
+            t.b.stats.events.count("tpcb.prunes", 1);
         }
-        self.buffers.unlock_buffer(b, buffer)?;
+        self.buffers.unlock_buffer(t.b, buffer)?;
         Ok(())
     }
 
@@ -222,9 +212,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// the first scan after each update; an updater the snapshot still sees running is left.
     fn hint_page(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        w: &mut Writer<'_, K, V, R>,
+        t: &mut Txn<'_, K, V, R>,
         table: &Table,
         block: u32,
     ) -> Result<(), TxnError> {
@@ -237,10 +225,11 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             if xid == INVALID_TRANSACTION_ID || seen & XMAX_COMMITTED != 0 {
                 continue;
             }
-            if xid >= s.snapshot.xmin && (xid >= s.snapshot.xmax || s.snapshot.xip.contains(&xid)) {
+            let snapshot = &t.s.snapshot;
+            if xid >= snapshot.xmin && (xid >= snapshot.xmax || snapshot.xip.contains(&xid)) {
                 continue;
             }
-            if self.did_commit_and_may_hint(b, s, w, xid)? {
+            if self.did_commit_and_may_hint(t, xid)? {
                 let _ = word.compare_exchange(seen, xid | XMAX_COMMITTED, Relaxed, Relaxed);
             }
         }
@@ -253,52 +242,49 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// and `tpcb.hints_deferred`.
     fn did_commit_and_may_hint(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        w: &mut Writer<'_, K, V, R>,
+        t: &mut Txn<'_, K, V, R>,
         xid: u32,
     ) -> Result<bool, TxnError> {
-        if s.known_completed != xid {
-            b.stats.events.count("tpcb.xmax_lookups", 1);
-            let (_, commit_lsn) = w.w.clog.get_status(b, xid)?;
-            s.known_completed = xid;
-            s.known_completed_lsn = commit_lsn;
+        let Some(w) = t.writer.as_mut() else {
+            return Err(TxnError::NotWriting);
+        };
+        if t.s.known_completed != xid {
+            t.b.stats.events.count("tpcb.xmax_lookups", 1);
+            let (_, commit_lsn) = w.w.clog.get_status(t.b, xid)?;
+            t.s.known_completed = xid;
+            t.s.known_completed_lsn = commit_lsn;
         }
-        let lsn = s.known_completed_lsn;
-        if lsn != 0 && w.w.wal.needs_flush(b, w.wal, lsn)? {
-            b.stats.events.count("tpcb.hints_deferred", 1);
+        let lsn = t.s.known_completed_lsn;
+        if lsn != 0 && w.w.wal.needs_flush(t.b, w.wal, lsn)? {
+            t.b.stats.events.count("tpcb.hints_deferred", 1);
             return Ok(false);
         }
         Ok(true)
     }
 
-    /// An `UPDATE` of `row` by transaction `xid`: the index scan, then `heap_update` on the
+    /// An `UPDATE` of `row` by the transaction (which has its xid): the index scan, then `heap_update` on the
     /// row's newest version — waiting for a running updater (`LockTuple`, then
     /// `XactLockTableWait`), hinting an ended one — and the HOT update's WAL record. Counts
     /// `tpcb.row_waits` (waits for an updater) and `tpcb.xmax_lookups` (commit-log lookups of
     /// an unhinted xmax).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn update_row(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
+        t: &mut Txn<'_, K, V, R>,
         table: &Table,
         row: u64,
-        xid: u32,
     ) -> Result<(), TxnError> {
-        self.fetch_row(b, s, Some(&mut *wr), table, row)?;
+        let xid = t.xid;
+        self.fetch_row(t, table, row)?;
         let rel = (DATABASE, table.relid);
         let tid = table.tid(row);
         if self.refetch_updated_row {
-            self.touch(b, s, table.relid, tid.0)?;
+            self.touch(t, table.relid, tid.0)?;
         }
-        if !s.oldest_member_set {
+        if !t.s.oldest_member_set {
             // heap_update's MultiXactIdSetOldestMember, once per transaction.
-            self.multixact_gen.acquire(b, LwLockMode::Shared)?;
-            self.multixact_gen.release(b)?;
-            s.oldest_member_set = true;
+            self.multixact_gen.acquire(t.b, LwLockMode::Shared)?;
+            self.multixact_gen.release(t.b)?;
+            t.s.oldest_member_set = true;
         }
         let xmax_word = &table.xmax[row as usize];
         let mut tuple_locked = false;
@@ -306,11 +292,12 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         // mapping-table lookup all the same) and locks it exclusively; it lets the lock go
         // while it waits for another updater, and takes it again after.
         let page = BufferTag::main(DATABASE, table.relid, tid.0);
-        let buffer = self.buffers.read_buffer(b, &mut s.pins, page)?;
+        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, page)?;
         let mut locked = false;
         loop {
             if !locked {
-                self.buffers.lock_buffer(b, buffer, LwLockMode::Exclusive)?;
+                self.buffers
+                    .lock_buffer(t.b, buffer, LwLockMode::Exclusive)?;
                 locked = true;
             }
             let word = xmax_word.load(Acquire);
@@ -326,23 +313,25 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 pglocks_sync::hint::spin_loop();
                 continue;
             }
-            let recent_xmin = s.snapshot.xmin;
-            if self
-                .procs
-                .transaction_id_is_in_progress(b, xmax, recent_xmin, s.known_completed)?
-            {
-                b.stats.events.count("tpcb.row_waits", 1);
-                self.buffers.unlock_buffer(b, buffer)?;
+            let recent_xmin = t.s.snapshot.xmin;
+            if self.procs.transaction_id_is_in_progress(
+                t.b,
+                xmax,
+                recent_xmin,
+                t.s.known_completed,
+            )? {
+                t.b.stats.events.count("tpcb.row_waits", 1);
+                self.buffers.unlock_buffer(t.b, buffer)?;
                 locked = false;
                 if !tuple_locked {
                     let none = LockTimeouts::default();
                     let mode = LockMode::Exclusive;
-                    self.locks.lock_tuple(b, local, rel, tid, mode, &none)?;
+                    self.locks.lock_tuple(t.b, t.local, rel, tid, mode, &none)?;
                     tuple_locked = true;
                 }
                 self.locks.xact_lock_table_wait(
-                    b,
-                    local,
+                    t.b,
+                    t.local,
                     xmax,
                     &LockTimeouts::default(),
                     |b, x| {
@@ -360,7 +349,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 // An asynchronous commit is hinted only once its record is flushed (the page's
                 // own LSN, which may allow it earlier, is not modelled): until then the row
                 // is taken unhinted, and the next updater asks again.
-                if !self.did_commit_and_may_hint(b, s, wr, xmax)? {
+                if !self.did_commit_and_may_hint(t, xmax)? {
                     if xmax_word
                         .compare_exchange(word, xid, AcqRel, Acquire)
                         .is_ok()
@@ -382,17 +371,11 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             }
         }
         // The new version and its record are written with the page still locked.
-        wr.log(
-            b,
-            xid,
-            RM_HEAP_ID,
-            XLOG_HEAP_HOT_UPDATE,
-            &HEAP_UPDATE_PAYLOAD,
-        )?;
-        self.unlock_release(b, s, buffer)?;
+        t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
+        self.unlock_release(t, buffer)?;
         if tuple_locked {
             self.locks
-                .unlock_tuple(b, local, rel, tid, LockMode::Exclusive)?;
+                .unlock_tuple(t.b, t.local, rel, tid, LockMode::Exclusive)?;
         }
         Ok(())
     }
@@ -400,35 +383,29 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// The heap insert into the append table and its WAL record: the backend's target page,
     /// or a new one read in (`P_NEW`) under the relation extension lock and kept for the
     /// insert, as PostgreSQL keeps it pinned: one read of the page per insert either way.
-    pub(super) fn heap_insert(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
-        xid: u32,
-    ) -> Result<(), TxnError> {
-        let table = &wr.w.append;
-        let buffer = match s.target {
+    pub(super) fn heap_insert(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        let xid = t.xid;
+        let table = &t.writes()?.append;
+        let buffer = match t.s.target {
             Some((block, rows)) if rows < table.rows_per_page => {
-                s.target = Some((block, rows + 1));
-                self.read_locked(b, s, table.relid, block, LwLockMode::Exclusive)?
+                t.s.target = Some((block, rows + 1));
+                self.read_locked(t, table.relid, block, LwLockMode::Exclusive)?
             }
             _ => {
                 let extend = LockTag::relation_extend(DATABASE, table.relid);
-                self.lock(b, local, extend, LockMode::Exclusive)?;
+                self.lock(t, extend, LockMode::Exclusive)?;
                 let block = table.pages.fetch_add(1, Relaxed);
-                let buffer = self.read_locked(b, s, table.relid, block, LwLockMode::Exclusive)?;
+                let buffer = self.read_locked(t, table.relid, block, LwLockMode::Exclusive)?;
                 let owner = LockOwner::Transaction;
                 self.locks
-                    .release(b, local, extend, LockMode::Exclusive, owner)?;
-                s.target = Some((block, 1));
+                    .release(t.b, t.local, extend, LockMode::Exclusive, owner)?;
+                t.s.target = Some((block, 1));
                 buffer
             }
         };
         // The tuple goes in and its record is written with the page locked exclusively.
-        wr.log(b, xid, RM_HEAP_ID, 0, &HEAP_INSERT_PAYLOAD)?;
-        self.unlock_release(b, s, buffer)
+        t.log(xid, RM_HEAP_ID, 0, &HEAP_INSERT_PAYLOAD)?;
+        self.unlock_release(t, buffer)
     }
 
     /// The B-tree insertion of a serial key, always at the rightmost leaf (`_bt_doinsert`):
@@ -437,30 +414,25 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// anyway instead of descending); below that, the descent from the root, each inner page
     /// shared, the leaf exclusive. The tree's height follows the rows inserted so far; page
     /// splits are not modelled (the leaf stays block 1, the inner pages blocks 2 and up).
-    pub(super) fn serial_index_insert(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        wr: &mut Writer<'_, K, V, R>,
-        xid: u32,
-    ) -> Result<(), TxnError> {
-        let append = &wr.w.append;
+    pub(super) fn serial_index_insert(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        let xid = t.xid;
+        let append = &t.writes()?.append;
         let rows = u64::from(append.pages.load(Relaxed)) * u64::from(append.rows_per_page);
         let levels = btree_levels(rows.max(1)).len();
         let leaf = if self.btree_rightmost_fastpath && levels > BTREE_FASTPATH_MIN_LEVEL {
             let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
-            let leaf = self.buffers.read_buffer(b, &mut s.pins, tag)?;
-            if !self.buffers.conditional_lock_buffer(b, leaf)? {
-                self.buffers.lock_buffer(b, leaf, LwLockMode::Exclusive)?;
+            let leaf = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+            if !self.buffers.conditional_lock_buffer(t.b, leaf)? {
+                self.buffers.lock_buffer(t.b, leaf, LwLockMode::Exclusive)?;
             }
             leaf
         } else {
             for level in (1..levels).rev() {
-                self.touch(b, s, INSERTS_PKEY, 1 + level as u32)?;
+                self.touch(t, INSERTS_PKEY, 1 + level as u32)?;
             }
-            self.read_locked(b, s, INSERTS_PKEY, 1, LwLockMode::Exclusive)?
+            self.read_locked(t, INSERTS_PKEY, 1, LwLockMode::Exclusive)?
         };
-        wr.log(b, xid, RM_BTREE_ID, 0, &BTREE_INSERT_PAYLOAD)?;
-        self.unlock_release(b, s, leaf)
+        t.log(xid, RM_BTREE_ID, 0, &BTREE_INSERT_PAYLOAD)?;
+        self.unlock_release(t, leaf)
     }
 }

@@ -104,6 +104,9 @@
 //! - `transactions`: the transactions themselves — start, statements, commit and end, the three
 //!   workloads — and the run.
 //!
+//! The heap and transaction steps are methods of the shared [`Cluster`] that take the running
+//! transaction's backend-local state as one context, [`Txn`].
+//!
 //! # Differences from PostgreSQL
 //!
 //! The executor's own work (tuple deforming, expression evaluation, the protocol) is not
@@ -238,23 +241,65 @@ pub(crate) struct Session {
     oldest_member_set: bool,
 }
 
-impl<K: RawLwLock, V: VarProtocol, R: RawSpinLock> Writer<'_, K, V, R> {
+/// One backend's transaction in progress: the backend-local state PostgreSQL keeps in globals
+/// while it runs a transaction, here passed as one context to every call of the transaction
+/// (by `&mut`, so that it costs what its fields would):
+///
+/// - `b`, the backend: proc.c's `MyProc`, with what the backend keeps beside it (lwlock.c's
+///   `held_lwlocks`, its statistics and random numbers);
+/// - `s`, the connection's [`Session`]: its snapshot (snapmgr.c's `CurrentSnapshot`), buffer
+///   pins (bufmgr.c's `PrivateRefCountArray`), sinval position, `rd_targblock` and transam.c's
+///   `cachedFetchXid`;
+/// - `local`, lock.c's local lock table (`LockMethodLocalHash`);
+/// - `writer`, for a transaction of a workload that writes: the backend's WAL insertion state
+///   and the cluster's WAL and commit log;
+/// - `xid`, the transaction's id as xact.c's `TopTransactionStateData` holds it (what
+///   `GetTopTransactionIdIfAny` returns): invalid until `AssignTransactionId`.
+struct Txn<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> {
+    b: &'a mut Backend,
+    s: &'a mut Session,
+    local: &'a mut LocalLocks,
+    writer: Option<Writer<'a, K, V, R>>,
+    xid: u32,
+}
+
+impl<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> Txn<'a, K, V, R> {
+    /// A transaction starting on backend `b`, without an xid yet.
+    fn new(
+        b: &'a mut Backend,
+        s: &'a mut Session,
+        local: &'a mut LocalLocks,
+        writer: Option<Writer<'a, K, V, R>>,
+    ) -> Self {
+        Self {
+            b,
+            s,
+            local,
+            writer,
+            xid: INVALID_TRANSACTION_ID,
+        }
+    }
+
+    /// The cluster's WAL, commit log and append table, for a transaction that writes.
+    fn writes(&self) -> Result<&'a Writes<K, V, R>, TxnError> {
+        match &self.writer {
+            Some(w) => Ok(w.w),
+            None => Err(TxnError::NotWriting),
+        }
+    }
+
     /// `XLogInsert` of a record of resource manager `rmid` for transaction `xid`.
-    fn log(
-        &mut self,
-        b: &mut Backend,
-        xid: u32,
-        rmid: u8,
-        info: u8,
-        payload: &[u8],
-    ) -> Result<(), TxnError> {
+    fn log(&mut self, xid: u32, rmid: u8, info: u8, payload: &[u8]) -> Result<(), TxnError> {
+        let Some(w) = self.writer.as_mut() else {
+            return Err(TxnError::NotWriting);
+        };
         let record = Record {
             xid,
             rmid,
             info,
             payload,
         };
-        self.w.wal.insert(b, self.wal, &record)?;
+        w.w.wal.insert(self.b, w.wal, &record)?;
         Ok(())
     }
 }

@@ -35,7 +35,7 @@
 
 use super::init::build;
 use super::schema::{Table, DATABASE, HISTORY, INSERTS, INSERTS_PKEY, INSERTS_SEQ};
-use super::{Cluster, Kind, Session, TxnError, Writer, Writes};
+use super::{Cluster, Kind, Session, Txn, TxnError, Writer};
 use crate::preset::Settings;
 use crate::RunResult;
 use pglocks_harness::{run_team_with, Companion, TeamSpec};
@@ -74,25 +74,21 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             None => self.locks.connect(b, DATABASE)?,
         };
         let done = match kind {
-            Kind::SelectOnly => self.select_only_in(b, s, &mut local),
+            Kind::SelectOnly => self.select_only(&mut Txn::new(b, s, &mut local, None)),
             Kind::TpcbLike | Kind::InsertCommit => self.writing(b, s, &mut local, kind),
         };
         s.local = Some(local);
         done
     }
 
-    fn select_only_in(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-    ) -> Result<(), TxnError> {
-        self.start(b, s, local)?;
+    /// pgbench -S's transaction.
+    fn select_only(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        self.start(t)?;
         let rels = [self.accounts.relid, self.accounts.pkey];
-        self.statement(b, s, local, &rels, LockMode::AccessShare)?;
-        let aid = b.rng.random_range(0..self.accounts.rows);
-        self.fetch_row(b, s, None, &self.accounts, aid)?;
-        self.end(b, local, INVALID_TRANSACTION_ID)
+        self.statement(t, &rels, LockMode::AccessShare)?;
+        let aid = t.b.rng.random_range(0..self.accounts.rows);
+        self.fetch_row(t, &self.accounts, aid)?;
+        self.end(t)
     }
 
     /// A transaction that writes: the WAL state taken out of the session for its duration.
@@ -106,78 +102,63 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let (Some(w), Some(mut wal)) = (self.writes.as_ref(), s.wal.take()) else {
             return Err(TxnError::NotWriting);
         };
-        let mut writer = Writer { w, wal: &mut wal };
+        let writer = Writer { w, wal: &mut wal };
+        let mut t = Txn::new(b, s, local, Some(writer));
         let done = match kind {
-            Kind::TpcbLike => self.tpcb_like_with(b, s, local, &mut writer),
-            _ => self.insert_commit_with(b, s, local, &mut writer),
+            Kind::TpcbLike => self.tpcb_like(&mut t),
+            _ => self.insert_commit(&mut t),
         };
         s.wal = Some(wal);
         done
     }
 
     /// pgbench's default transaction.
-    fn tpcb_like_with(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
-    ) -> Result<(), TxnError> {
-        let aid = b.rng.random_range(0..self.accounts.rows);
-        let tid = b.rng.random_range(0..self.tellers.rows);
-        let bid = b.rng.random_range(0..self.branches.rows);
-        self.start(b, s, local)?;
+    fn tpcb_like(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        let aid = t.b.rng.random_range(0..self.accounts.rows);
+        let tid = t.b.rng.random_range(0..self.tellers.rows);
+        let bid = t.b.rng.random_range(0..self.branches.rows);
+        self.start(t)?;
         let accounts = [self.accounts.relid, self.accounts.pkey];
-        self.statement(b, s, local, &accounts, LockMode::RowExclusive)?;
-        let xid = self.assign_xid(b, local, wr.w)?;
-        self.update_row(b, s, local, wr, &self.accounts, aid, xid)?;
-        self.statement(b, s, local, &accounts, LockMode::AccessShare)?;
-        self.fetch_row(b, s, Some(&mut *wr), &self.accounts, aid)?;
-        self.update_statement(b, s, local, wr, &self.tellers, tid, xid)?;
-        self.update_statement(b, s, local, wr, &self.branches, bid, xid)?;
-        self.statement(b, s, local, &[HISTORY], LockMode::RowExclusive)?;
-        self.heap_insert(b, s, local, wr, xid)?;
-        self.commit(b, local, wr, xid)
+        self.statement(t, &accounts, LockMode::RowExclusive)?;
+        self.assign_xid(t)?;
+        self.update_row(t, &self.accounts, aid)?;
+        self.statement(t, &accounts, LockMode::AccessShare)?;
+        self.fetch_row(t, &self.accounts, aid)?;
+        self.update_statement(t, &self.tellers, tid)?;
+        self.update_statement(t, &self.branches, bid)?;
+        self.statement(t, &[HISTORY], LockMode::RowExclusive)?;
+        self.heap_insert(t)?;
+        self.commit(t)
     }
 
     /// One `INSERT` and its commit: the statement (its table and, by `ExecOpenIndices`, its
     /// index locked `RowExclusiveLock`), `nextval` of the key's sequence, the xid, the heap
     /// insert, the index insert, `ExecCloseIndices`' release of the index lock, the commit.
-    fn insert_commit_with(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
-    ) -> Result<(), TxnError> {
-        self.start(b, s, local)?;
+    fn insert_commit(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        self.start(t)?;
         let rels = [INSERTS, INSERTS_PKEY];
-        self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
-        self.nextval(b, s, local, wr)?;
-        let xid = self.assign_xid(b, local, wr.w)?;
-        self.heap_insert(b, s, local, wr, xid)?;
-        self.serial_index_insert(b, s, wr, xid)?;
+        self.statement(t, &rels, LockMode::RowExclusive)?;
+        self.nextval(t)?;
+        self.assign_xid(t)?;
+        self.heap_insert(t)?;
+        self.serial_index_insert(t)?;
         let index = LockTag::relation(DATABASE, INSERTS_PKEY);
         self.locks.release(
-            b,
-            local,
+            t.b,
+            t.local,
             index,
             LockMode::RowExclusive,
             LockOwner::Transaction,
         )?;
-        self.commit(b, local, wr, xid)
+        self.commit(t)
     }
 
     /// The start of every transaction: the vxid lock and `AtStart_Cache`.
-    fn start(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-    ) -> Result<(), TxnError> {
-        self.locks.start_transaction(b, local)?;
-        self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
-        s.oldest_member_set = false;
+    fn start(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        self.locks.start_transaction(t.b, t.local)?;
+        self.sinval
+            .accept_invalidation_messages(t.b, &mut t.s.sinval)?;
+        t.s.oldest_member_set = false;
         Ok(())
     }
 
@@ -190,20 +171,18 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// portal snapshot are two as well).
     fn statement(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
+        t: &mut Txn<'_, K, V, R>,
         relations: &[u32],
         mode: LockMode,
     ) -> Result<(), TxnError> {
         if self.executor_steps > 0 {
-            std::hint::black_box(crate::work(self.executor_steps, b.procno() as u64));
+            std::hint::black_box(crate::work(self.executor_steps, t.b.procno() as u64));
         }
-        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
+        self.procs.get_snapshot_data(t.b, &mut t.s.snapshot)?;
         for &relid in relations {
-            self.lock_relation(b, s, local, relid, mode)?;
+            self.lock_relation(t, relid, mode)?;
         }
-        self.procs.get_snapshot_data(b, &mut s.snapshot)?;
+        self.procs.get_snapshot_data(t.b, &mut t.s.snapshot)?;
         Ok(())
     }
 
@@ -211,15 +190,14 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// newly granted.
     fn lock_relation(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
+        t: &mut Txn<'_, K, V, R>,
         relid: u32,
         mode: LockMode,
     ) -> Result<(), TxnError> {
-        let got = self.lock(b, local, LockTag::relation(DATABASE, relid), mode)?;
+        let got = self.lock(t, LockTag::relation(DATABASE, relid), mode)?;
         if got != LockAcquireResult::AlreadyHeld {
-            self.sinval.accept_invalidation_messages(b, &mut s.sinval)?;
+            self.sinval
+                .accept_invalidation_messages(t.b, &mut t.s.sinval)?;
         }
         Ok(())
     }
@@ -227,54 +205,46 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// A transaction-owned lock on `tag` in `mode`, waiting as long as it takes.
     pub(super) fn lock(
         &self,
-        b: &mut Backend,
-        local: &mut LocalLocks,
+        t: &mut Txn<'_, K, V, R>,
         tag: LockTag,
         mode: LockMode,
     ) -> Result<LockAcquireResult, TxnError> {
         let owner = LockOwner::Transaction;
         Ok(self
             .locks
-            .acquire(b, local, tag, mode, owner, &LockTimeouts::default())?)
+            .acquire(t.b, t.local, tag, mode, owner, &LockTimeouts::default())?)
     }
 
-    /// `AssignTransactionId`: the xid (extending the commit log at a new page), then its lock.
-    fn assign_xid(
-        &self,
-        b: &mut Backend,
-        local: &mut LocalLocks,
-        w: &Writes<K, V, R>,
-    ) -> Result<u32, TxnError> {
+    /// `AssignTransactionId`: the xid (extending the commit log at a new page), then its lock;
+    /// the transaction has its xid from then on.
+    fn assign_xid(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        let w = t.writes()?;
         let xid = self
             .procs
-            .assign_xid_extending(b, None, |b, xid| w.clog.extend(b, xid))?;
-        self.locks.xact_lock_table_insert(b, local, xid)?;
-        Ok(xid)
+            .assign_xid_extending(t.b, None, |b, xid| w.clog.extend(b, xid))?;
+        self.locks.xact_lock_table_insert(t.b, t.local, xid)?;
+        t.xid = xid;
+        Ok(())
     }
 
     /// An `UPDATE` statement of `row` of `table`: its table and key locked `RowExclusiveLock`
     /// (the key by the scan through it, or only by `ExecOpenIndices` when the table is scanned
     /// whole, and then given back at the statement's end by `ExecCloseIndices`; after an index
     /// scan that release only drops one of the lock's two references), then the update.
-    #[allow(clippy::too_many_arguments)]
     fn update_statement(
         &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
+        t: &mut Txn<'_, K, V, R>,
         table: &Table,
         row: u64,
-        xid: u32,
     ) -> Result<(), TxnError> {
         let rels = [table.relid, table.pkey];
-        self.statement(b, s, local, &rels, LockMode::RowExclusive)?;
-        self.update_row(b, s, local, wr, table, row, xid)?;
+        self.statement(t, &rels, LockMode::RowExclusive)?;
+        self.update_row(t, table, row)?;
         if table.seq_scan {
             let key = LockTag::relation(DATABASE, table.pkey);
             let owner = LockOwner::Transaction;
             self.locks
-                .release(b, local, key, LockMode::RowExclusive, owner)?;
+                .release(t.b, t.local, key, LockMode::RowExclusive, owner)?;
         }
         Ok(())
     }
@@ -283,29 +253,22 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// (`lock_and_open_sequence`, owned by the top transaction), its one page read and locked
     /// exclusively while the value is taken, and a WAL record once per [`SEQ_LOG_VALS`]
     /// values (the sequence's `log_cnt`, shared by every backend).
-    fn nextval(
-        &self,
-        b: &mut Backend,
-        s: &mut Session,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
-    ) -> Result<(), TxnError> {
-        self.lock_relation(b, s, local, INSERTS_SEQ, LockMode::RowExclusive)?;
-        let page = self.read_locked(b, s, INSERTS_SEQ, 0, LwLockMode::Exclusive)?;
-        let seq = &wr.w.append.seq_values;
+    fn nextval(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        self.lock_relation(t, INSERTS_SEQ, LockMode::RowExclusive)?;
+        let page = self.read_locked(t, INSERTS_SEQ, 0, LwLockMode::Exclusive)?;
+        let seq = &t.writes()?.append.seq_values;
         // The page's content lock orders the countdown's changes.
         let n = seq.load(Relaxed);
         seq.store((n + 1) % SEQ_LOG_VALS, Relaxed);
         if n == 0 {
-            wr.log(
-                b,
+            t.log(
                 INVALID_TRANSACTION_ID,
                 RM_SEQ_ID,
                 XLOG_SEQ_LOG,
                 &SEQ_LOG_PAYLOAD,
             )?;
         }
-        self.unlock_release(b, s, page)
+        self.unlock_release(t, page)
     }
 
     /// `RecordTransactionCommit`: the commit record flushed (group commit, on the
@@ -313,17 +276,15 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// or, with `synchronous_commit = off`, handed to the WAL writer, then
     /// `TransactionIdAsyncCommitTree` (the commit log keeps the commit's LSN); then the
     /// transaction's end.
-    fn commit(
-        &self,
-        b: &mut Backend,
-        local: &mut LocalLocks,
-        wr: &mut Writer<'_, K, V, R>,
-        xid: u32,
-    ) -> Result<(), TxnError> {
+    fn commit(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        let xid = t.xid;
         if self.executor_commit_steps > 0 {
             std::hint::black_box(crate::work(self.executor_commit_steps, u64::from(xid)));
         }
-        let end = wr.w.wal.commit(b, wr.wal, xid)?;
+        let Some(wr) = t.writer.as_mut() else {
+            return Err(TxnError::NotWriting);
+        };
+        let end = wr.w.wal.commit(t.b, wr.wal, xid)?;
         // TransactionIdCommitTree passes no LSN; the asynchronous one passes the record's end.
         let lsn = if wr.w.wal.config().synchronous_commit {
             0
@@ -331,20 +292,16 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             end
         };
         wr.w.clog
-            .set_tree_status(b, xid, &[], XidStatus::Committed, lsn)?;
+            .set_tree_status(t.b, xid, &[], XidStatus::Committed, lsn)?;
         self.procs.commit_tree(xid, &[])?;
-        self.end(b, local, xid)
+        self.end(t)
     }
 
-    /// The end of a transaction: `ProcArrayEndTransaction` and `LockReleaseAll`.
-    fn end(
-        &self,
-        b: &mut Backend,
-        local: &mut LocalLocks,
-        latest_xid: u32,
-    ) -> Result<(), TxnError> {
-        self.procs.end_transaction(b, latest_xid)?;
-        self.locks.release_all(b, local, false)?;
+    /// The end of a transaction: `ProcArrayEndTransaction` (with the transaction's xid, if it
+    /// has one) and `LockReleaseAll`.
+    fn end(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
+        self.procs.end_transaction(t.b, t.xid)?;
+        self.locks.release_all(t.b, t.local, false)?;
         Ok(())
     }
 }
