@@ -1,0 +1,203 @@
+//! pgbench's tables as `pgbench -i` leaves them: `pgbench_accounts`, `pgbench_tellers` and
+//! `pgbench_branches` (pgbench.c's `initCreateTables`, filled by `initGenerateDataClientSide`
+//! with `naccounts`, `ntellers` and `nbranches` rows per scale unit, fillfactor 100) with their
+//! primary keys (`initCreatePKeys`), and `pgbench_history`; and `insert-commit`'s table, which is
+//! not pgbench's, with its serial key and the key's sequence.
+//!
+//! A keyed table ([`Table`]) is its row count and its rows per heap page: row `r` is at block
+//! `r / rows_per_page`, line pointer `r % rows_per_page + 1` ([`Table::tid`]). Its primary key
+//! is a B-tree built bottom-up, as `CREATE INDEX` builds one (nbtsort.c): the leaves first from
+//! block 1 (block 0 is the metapage), then each level of parents, 367 children to a page, up to
+//! a single root ([`btree_levels`]); the page holding a key at each level follows from the key's
+//! position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
+//! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions and `pd_prune_xid`;
+//! the heap access (`super::heap`) reads and changes them. A table that only grows
+//! ([`AppendTable`]) is its size in pages, extended one page at a time.
+//!
+//! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
+//! page, 367 keys per B-tree page: about 1 640 heap and 273 index pages per scale unit); the
+//! default 128 MB of buffers holds a scale up to about 8, and past that reads go through the
+//! buffer manager's victim search and `read_latency`, as a pgbench run larger than
+//! shared_buffers does.
+//!
+//! # Differences from PostgreSQL
+//!
+//! - Whether a lookup by key scans the table whole is a stand-in for the planner's choice
+//!   (costsize.c's `cost_seqscan` against `cost_index` at the default costs; see
+//!   [`Table::new`]).
+//! - A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
+//!   tag. Page splits, the free-space map and the row's own bytes are not modelled.
+
+use pglocks_procarray::INVALID_TRANSACTION_ID;
+use std::sync::atomic::AtomicU32;
+
+/// The database pgbench runs in.
+pub(super) const DATABASE: u32 = 16_384;
+/// `pgbench_accounts`' relation oid.
+pub(super) const ACCOUNTS: u32 = 16_397;
+/// `pgbench_accounts_pkey`'s relation oid.
+pub(super) const ACCOUNTS_PKEY: u32 = 16_403;
+/// `pgbench_accounts` rows per scale unit.
+pub(super) const ACCOUNTS_PER_SCALE: u64 = 100_000;
+/// Rows of `pgbench_accounts` per 8 KB heap page (a 121-byte tuple and its line pointer).
+pub(super) const ROWS_PER_HEAP_PAGE: u64 = 61;
+/// Rows of `pgbench_tellers` and `pgbench_branches` per heap page: pgbench leaves their
+/// `filler` NULL, so a row is a 40-byte tuple and its line pointer.
+pub(super) const SMALL_ROWS_PER_HEAP_PAGE: u64 = 185;
+/// Keys per B-tree page of `pgbench_accounts_pkey` (an int4 key and its index tuple header,
+/// leaf pages filled to 90 %).
+const KEYS_PER_INDEX_PAGE: u64 = 367;
+
+/// `pgbench_branches`, one row per scale unit, and its primary key.
+pub(super) const BRANCHES: u32 = 16_394;
+pub(super) const BRANCHES_PKEY: u32 = 16_399;
+/// `pgbench_tellers`, ten rows per scale unit, and its primary key.
+pub(super) const TELLERS: u32 = 16_391;
+pub(super) const TELLERS_PKEY: u32 = 16_401;
+pub(super) const TELLERS_PER_SCALE: u64 = 10;
+/// `pgbench_history`, appended to by `tpcb-like`.
+pub(super) const HISTORY: u32 = 16_388;
+/// Rows of `pgbench_history` per heap page (a 71-byte tuple, MAXALIGNed, and its line pointer).
+pub(super) const ROWS_PER_HISTORY_PAGE: u32 = 107;
+/// htup_details.h's `HEAP_XMAX_COMMITTED`, kept here in the bit above the xid (xids stay below
+/// 2^31).
+pub(super) const XMAX_COMMITTED: u32 = 1 << 31;
+
+/// `insert-commit`'s table.
+pub(super) const INSERTS: u32 = 16_420;
+/// `insert-commit`'s table's serial primary key.
+pub(super) const INSERTS_PKEY: u32 = 16_426;
+/// Rows of `insert-commit`'s table per heap page.
+pub(super) const ROWS_PER_INSERT_PAGE: u32 = 61;
+/// `insert-commit`'s key's sequence (`insert_commit_id_seq`).
+pub(super) const INSERTS_SEQ: u32 = 16_418;
+
+/// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
+/// that update them, each row's newest version's `xmax`.
+pub(super) struct Table {
+    pub(super) relid: u32,
+    pub(super) pkey: u32,
+    pub(super) rows: u64,
+    pub(super) rows_per_page: u64,
+    /// The plan reads the table whole (a sequential scan) rather than through its key: the
+    /// planner's choice for a table of a few pages (see [`Table::new`]).
+    pub(super) seq_scan: bool,
+    /// The primary key's levels, leaves first, up to the root.
+    pub(super) index: Vec<IndexLevel>,
+    /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
+    /// nothing updates the table.
+    pub(super) xmax: Box<[AtomicU32]>,
+    /// Each heap page's dead versions not yet pruned, and its `pd_prune_xid` (the oldest xid
+    /// that left one, 0 for none); empty when nothing updates the table. Changed with the
+    /// page's content lock held exclusively.
+    pub(super) dead: Box<[(AtomicU32, AtomicU32)]>,
+    /// Dead versions a page holds before its free space falls below `heap_page_prune_opt`'s
+    /// threshold (10 % of the page; pgbench loads with fillfactor 100, so 0 for a page filled
+    /// at load time).
+    pub(super) room: u32,
+}
+
+impl Table {
+    /// A table of `rows` rows, `rows_per_page` to a heap page (pgbench fills them with
+    /// fillfactor 100); `updated` gives each row its `xmax` word.
+    ///
+    /// Whether a lookup by key scans the table: a stand-in for the planner's costs at their
+    /// defaults, a sequential scan (a page each, `seq_page_cost` 1, plus 0.0125 of CPU per
+    /// row) against the key's descent and the heap page (`random_page_cost` 4 each). For
+    /// pgbench that scans `pgbench_branches` below scale 280 or so and `pgbench_tellers` below
+    /// scale 28, as PostgreSQL 15 was seen to at scale 10.
+    pub(super) fn new(relid: u32, pkey: u32, rows: u64, rows_per_page: u64, updated: bool) -> Self {
+        let index = btree_levels(rows);
+        let pages = rows.div_ceil(rows_per_page);
+        // A version takes as much room as a row; the first page holds the most rows.
+        let on_page = rows.min(rows_per_page);
+        let room = (rows_per_page * 9 / 10).saturating_sub(on_page) as u32;
+        let seq_cost = pages as f64 + 0.0125 * rows as f64;
+        let index_cost = 4.0 * (index.len() + 1) as f64;
+        Self {
+            relid,
+            pkey,
+            rows,
+            rows_per_page,
+            seq_scan: seq_cost < index_cost,
+            index,
+            xmax: (0..if updated { rows } else { 0 })
+                .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
+                .collect(),
+            dead: (0..if updated { pages } else { 0 })
+                .map(|_| (AtomicU32::new(0), AtomicU32::new(INVALID_TRANSACTION_ID)))
+                .collect(),
+            room,
+        }
+    }
+
+    /// The row's heap block and line pointer (`ctid`).
+    pub(super) fn tid(&self, row: u64) -> (u32, u16) {
+        (
+            (row / self.rows_per_page) as u32,
+            (row % self.rows_per_page) as u16 + 1,
+        )
+    }
+
+    /// Heap pages.
+    pub(super) fn pages(&self) -> u32 {
+        self.rows.div_ceil(self.rows_per_page) as u32
+    }
+}
+
+/// One level of a primary key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct IndexLevel {
+    /// Its first block (block 0 is the metapage; a bottom-up build writes the leaves first).
+    pub(super) first_block: u64,
+    /// Keys under each of its pages.
+    pub(super) keys_per_page: u64,
+}
+
+/// The levels of a B-tree over `keys` keys: the leaves, then parents of 367 children each, up
+/// to a single root.
+pub(super) fn btree_levels(keys: u64) -> Vec<IndexLevel> {
+    let mut levels = Vec::new();
+    let (mut first_block, mut keys_per_page) = (1, KEYS_PER_INDEX_PAGE);
+    loop {
+        let pages = keys.div_ceil(keys_per_page).max(1);
+        levels.push(IndexLevel {
+            first_block,
+            keys_per_page,
+        });
+        if pages == 1 {
+            return levels;
+        }
+        first_block += pages;
+        keys_per_page = keys_per_page.saturating_mul(KEYS_PER_INDEX_PAGE);
+    }
+}
+
+/// A table that only grows: each backend fills its target page, then extends the relation.
+pub(super) struct AppendTable {
+    pub(super) relid: u32,
+    pub(super) rows_per_page: u32,
+    /// Its size in pages, changed under its relation extension lock.
+    pub(super) pages: AtomicU32,
+    /// Its key sequence's `log_cnt` countdown, as `nextval` keeps it in the sequence page:
+    /// values handed out since the last WAL record (`insert-commit`).
+    pub(super) seq_values: AtomicU32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgbench_accounts_pkey_has_pgbench_depths() {
+        // Scale 1: 273 leaves (blocks 1-273) under a root (block 274).
+        let one = btree_levels(100_000);
+        assert_eq!(one.len(), 2);
+        assert_eq!(one[1].first_block, 274);
+        // Scale 100: 27 248 leaves, 75 inner pages, a root.
+        let hundred = btree_levels(10_000_000);
+        assert_eq!(hundred.len(), 3);
+        assert_eq!(hundred[2].first_block, 1 + 27_248 + 75);
+        assert_eq!(btree_levels(1).len(), 1);
+    }
+}
