@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # pg15-cluster.sh — the throwaway PostgreSQL 15 cluster that scripts/pg15-lock-traffic.sh and
 # scripts/pg15-executor-cpu.sh measure, and the three pgbench-shaped workloads they run on it
-# (the ones crates/workloads/src/pgbench.rs models). Both scripts source this file, so that they
+# (the ones crates/workloads/src/pgbench/ models). Both scripts source this file, so that they
 # measure the same server under the same commands; it is not run on its own.
 #
 # The cluster: owned by PGOSUSER (a non-root user, created if missing and left in place), in a

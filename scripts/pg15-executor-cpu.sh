@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pg15-executor-cpu.sh — measures how much CPU time a real PostgreSQL 15 backend spends per
 # transaction, user and system separately, for the three pgbench-shaped workloads that
-# crates/workloads/src/pgbench.rs models, and writes tests/pg15-executor-cpu/cpu.tsv (see its
+# crates/workloads/src/pgbench/ models, and writes tests/pg15-executor-cpu/cpu.tsv (see its
 # README.md for the columns). CPU time, not wall time: the figure is the serving backend's own,
 # whatever else the machine runs at the same time (pgbench, other jobs).
 #

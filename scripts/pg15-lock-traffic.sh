@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pg15-lock-traffic.sh — measures real PostgreSQL 15's lock traffic per transaction for the three
-# pgbench-shaped workloads that crates/workloads/src/pgbench.rs models, and writes one table per
+# pgbench-shaped workloads that crates/workloads/src/pgbench/ models, and writes one table per
 # workload under tests/pg15-lock-traffic/ (see its README.md for the columns).
 #
 # What it needs:

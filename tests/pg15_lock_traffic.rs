@@ -11,7 +11,8 @@
 //! `tpcb-like`'s table is PostgreSQL's steady state (after 200 000 warm-up transactions, every
 //! page of `pgbench_accounts` updated); the model has no non-HOT update, and prunes a page at
 //! every visit after an update where PostgreSQL, whose pages have more room by then, prunes
-//! about one in four — both inside the tolerances, said in `pgbench.rs`' module doc.
+//! about one in four — both inside the tolerances, said in the module doc of
+//! `crates/workloads/src/pgbench/`.
 
 use pglocks_harness::TeamSpec;
 use pglocks_workloads::{series, Preset};
