@@ -32,6 +32,40 @@ const STACK_BYTES: usize = 1 << 20;
 
 /// Runs `threads` on a machine built from `profile` until all of them return, or for at most
 /// `limit` of virtual time.
+///
+/// Models normally reach the simulator through the sync shim (`pglocks-sync`) and a run
+/// through the harness (`pglocks run --machine sim:PROFILE`); this is the machine itself. In a
+/// build without the simulator (no `--cfg pglocks_sim`) it returns [`SimError::NotThisBuild`].
+///
+/// # Examples
+/// Two virtual threads on different sockets of a simulated Westmere, each making 100
+/// read-modify-writes to one cache line: the line moves between the sockets.
+/// ```
+/// use pglocks_sim::{hook, run, Access, Placement, Profile, SimError, SimThread};
+/// use std::time::Duration;
+///
+/// let profile = Profile::find("westmere-80")?;
+/// let line = 0x1000;
+/// let thread = |cpu| SimThread {
+///     placement: Placement::Cpu(cpu),
+///     body: Box::new(move || {
+///         for _ in 0..100 {
+///             hook::access(line, Access::Rmw);
+///         }
+///     }),
+/// };
+/// let far = profile.cpu_count() - 1;
+/// match run(&profile, vec![thread(0), thread(far)], Duration::from_millis(10)) {
+///     Ok(outcome) => {
+///         assert_eq!(outcome.ops, 200);
+///         assert!(outcome.transfers.iter().any(|(_, n)| *n > 0), "{outcome:?}");
+///         assert!(outcome.virtual_time > Duration::ZERO);
+///     }
+///     Err(SimError::NotThisBuild) => assert!(!pglocks_sim::BUILT_IN),
+///     Err(e) => return Err(e.into()),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run(
     profile: &Profile,
     threads: Vec<SimThread<'_>>,
