@@ -10,10 +10,10 @@
 //!
 //! * **Serialize** (`streaming = on`, or `parallel` with no free worker; PostgreSQL's
 //!   `TRANS_LEADER_SERIALIZE`): every change goes to a spool file; at `STREAM COMMIT` the leader
-//!   replays the file in one local transaction and commits ([`spool`](crate::spool)).
+//!   replays the file in one local transaction and commits ([`spool`]).
 //! * **Send to a parallel worker** (`parallel`; `TRANS_LEADER_SEND_TO_PARALLEL`): every message
 //!   goes to the worker's shm_mq, and the worker applies the changes as they come
-//!   ([`parallel`](crate::parallel)). Two session locks on the remote transaction order them.
+//!   ([`parallel`]). Two session locks on the remote transaction order them.
 //!   The *stream lock*: the leader takes it `AccessExclusive` before it sends `STREAM STOP` and
 //!   releases it after it has sent the next `STREAM START`; a worker that has applied every chunk
 //!   sent so far waits on it (`AccessShare`) for the next. The *transaction lock*: the worker

@@ -130,7 +130,7 @@ impl<K: RawLwLock> ProcArray<K> {
     /// longer running. `latest_xid` is the newest xid of its tree, or
     /// [`INVALID_TRANSACTION_ID`] if it had none — then only its xmin is reset, without a lock.
     /// With an xid: ≤ 9.5 takes ProcArrayLock exclusive; 9.6+ tries it conditionally and
-    /// otherwise joins the group clear ([`Self::group_clear_xid`]).
+    /// otherwise joins the group clear (`group_clear_xid`).
     pub fn end_transaction(&self, b: &mut Backend, latest_xid: u32) -> Result<(), ProcArrayError> {
         let me = b.procno();
         self.pgxactoff(me)?;

@@ -26,7 +26,7 @@ pub use engine::{run, Outcome, Placement, SimError, SimThread, BUILT_IN};
 pub use hot::HotLine;
 pub use profile::{Profile, ProfileError};
 
-/// What the shim calls on a virtual thread; each function may only be called when [`active`]
+/// What the shim calls on a virtual thread; each function may only be called when [`active`](hook::active)
 /// says the caller is one.
 pub mod hook {
     pub use crate::engine::active;

@@ -266,7 +266,7 @@ impl RunRequest {
     }
 }
 
-/// A checked request: what [`pglocks_harness::sweep`] takes.
+/// A checked request: what [`pglocks_harness::sweep()`] takes.
 pub struct Plan {
     /// The sweep's settings (thread counts, durations, placement, machine).
     pub sweep: SweepConfig,
