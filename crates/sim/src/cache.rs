@@ -54,9 +54,9 @@
 //! order); a transfer's latency does not depend on the load of the interconnect, only on the
 //! line's own queue.
 
+use crate::keyed::Keyed;
 use crate::picos::Picos;
 use crate::profile::Profile;
-use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// How far a transfer's latency strays either side of the profile's figure, as a fraction.
@@ -395,7 +395,8 @@ fn jittered(state: &mut u64, spread: u64, cost: Picos) -> Picos {
 /// Every line's state.
 #[derive(Debug)]
 pub struct Caches {
-    lines: FxHashMap<u64, Line>,
+    /// By line, in the order first touched (see [`crate::keyed`]).
+    lines: Keyed<Line>,
     /// Transfers so far, by distance.
     pub transfers: [u64; 8],
     /// The jitter generator's state (xorshift64, never zero).
@@ -414,7 +415,7 @@ impl Caches {
     /// No line cached anywhere, and the jitter generator at its fixed seed.
     pub fn new() -> Caches {
         Caches {
-            lines: FxHashMap::default(),
+            lines: Keyed::default(),
             transfers: [0; 8],
             jitter: 0x2545_F491_4F6C_DD1D,
             spread: JITTER_1024,
@@ -441,7 +442,7 @@ impl Caches {
         now: Picos,
     ) -> Charged {
         let key = (addr as u64) >> costs.line_shift;
-        let line = self.lines.entry(key).or_default();
+        let line = self.lines.get_or_default(key);
         let mine = line.owner == place as u32;
         if !mine && line.held_until_answer(place, now, kind != Access::Load) {
             // The line is still here: requests queued for it have not reached this place.
@@ -537,7 +538,7 @@ impl Caches {
     /// Records that an access of kind `kind` to `line` takes effect now (see [`Charged::answer`])
     /// and returns the line's write count after it.
     pub fn effect(&mut self, line: u64, kind: Access) -> u64 {
-        self.lines.entry(line).or_default().take_effect(kind)
+        self.lines.get_or_default(line).take_effect(kind)
     }
 
     /// Transfers so far, with their distance names.

@@ -23,11 +23,11 @@
 
 use crate::cache::{Caches, Costs};
 use crate::hot::{HotLine, HotLines};
+use crate::keyed::Keyed;
 use crate::picos::Picos;
 use corosensei::Yielder;
 #[cfg(pglocks_sim)]
 use crossbeam_utils::CachePadded;
-use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -182,10 +182,14 @@ pub(crate) struct Engine {
     limit: Picos,
     /// The kernel's costs.
     os: KernelCosts,
-    /// Futex waiters by address, in the order they queued, with the token of their wait.
-    futexes: FxHashMap<usize, VecDeque<(usize, u64)>>,
+    /// Futex waiters by address, in the order they queued, with the token of their wait (keyed
+    /// by host address, so in first-seen order: [`crate::keyed`]).
+    futexes: Keyed<VecDeque<(usize, u64)>>,
     /// Threads parked by spin elision, by the line they wait on, with the token of their park.
-    watchers: FxHashMap<u64, Vec<(usize, u64)>>,
+    watchers: Keyed<Vec<(usize, u64)>>,
+    /// How many threads `watchers` holds (parked, or since woken by a timer and not yet
+    /// dropped from their line's list).
+    watching: usize,
     /// Why the run must end, once the current thread has suspended.
     failed: Option<SimError>,
     /// Shim operations so far.

@@ -11,8 +11,8 @@
 //! The call stack is captured once per line, the first time it is missed on, so a run that
 //! touches many lines pays for as many captures: the diagnostic is off unless asked for.
 
+use crate::keyed::Keyed;
 use crate::picos::Picos;
-use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 /// The variable that turns the diagnostic on.
@@ -41,7 +41,8 @@ struct Line {
 #[derive(Debug)]
 pub(crate) struct HotLines {
     wanted: usize,
-    lines: FxHashMap<u64, Line>,
+    /// By line, in the order first missed on (see [`crate::keyed`]).
+    lines: Keyed<Line>,
 }
 
 impl HotLines {
@@ -50,14 +51,14 @@ impl HotLines {
         let wanted: usize = std::env::var(VARIABLE).ok()?.trim().parse().ok()?;
         (wanted > 0).then(|| HotLines {
             wanted,
-            lines: FxHashMap::default(),
+            lines: Keyed::default(),
         })
     }
 
     /// Counts a miss on `line` that kept its thread waiting `waited`.
     #[cold]
     pub fn record(&mut self, line: u64, waited: Picos) {
-        let l = self.lines.entry(line).or_insert_with(|| Line {
+        let l = self.lines.get_or_insert_with(line, || Line {
             site: site(),
             ..Line::default()
         });
@@ -119,7 +120,7 @@ mod tests {
     fn the_tally_ranks_lines_by_waiting_and_keeps_the_first_site() {
         let mut h = HotLines {
             wanted: 2,
-            lines: FxHashMap::default(),
+            lines: Keyed::default(),
         };
         h.record(7, Picos(1_000_000));
         h.record(7, Picos(2_000_000));

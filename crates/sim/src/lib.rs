@@ -18,6 +18,7 @@
 pub mod cache;
 pub mod engine;
 pub mod hot;
+mod keyed;
 pub mod picos;
 pub mod profile;
 

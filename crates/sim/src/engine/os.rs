@@ -222,10 +222,12 @@ impl Engine {
             return;
         }
         t.spin.forget();
-        if self.watchers.is_empty() {
+        if self.watching == 0 {
             return;
         }
-        if let Some(ws) = self.watchers.remove(&line) {
+        if let Some(ws) = self.watchers.get_mut(line).filter(|ws| !ws.is_empty()) {
+            let ws = std::mem::take(ws);
+            self.watching -= ws.len();
             for (w, token) in ws {
                 if self.threads[w].token == token && self.threads[w].state == State::Spinning {
                     self.end_spin(w, now);
@@ -256,7 +258,8 @@ impl Engine {
         t.token += 1;
         let (token, cpu, clock, y) = (t.token, t.cpu, t.clock, t.yielder);
         self.elided += 1;
-        self.watchers.entry(line).or_default().push((tid, token));
+        self.watchers.get_or_default(line).push((tid, token));
+        self.watching += 1;
         if !self.cpus[cpu].queue.is_empty() {
             let at = clock.max(self.cpus[cpu].slice_end);
             self.push(at, tid, Kind::Timer(token));
@@ -326,8 +329,7 @@ impl Engine {
         let tid = self.current;
         let token = self.threads[tid].token + 1;
         self.futexes
-            .entry(addr)
-            .or_default()
+            .get_or_default(addr as u64)
             .push_back((tid, token));
         self.block(timeout)
     }
@@ -346,11 +348,11 @@ impl Engine {
         let at = self.me().clock + self.os.wake;
         let mut woke = 0;
         while woke < n {
-            let Some(q) = self.futexes.get_mut(&addr) else {
-                break;
-            };
-            let Some((w, token)) = q.pop_front() else {
-                self.futexes.remove(&addr);
+            let Some((w, token)) = self
+                .futexes
+                .get_mut(addr as u64)
+                .and_then(VecDeque::pop_front)
+            else {
                 break;
             };
             let t = &mut self.threads[w];

@@ -17,11 +17,11 @@ use super::SIMULATING;
 use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE};
 use crate::cache::{Caches, Costs};
 use crate::hot::HotLines;
+use crate::keyed::Keyed;
 use crate::picos::Picos;
 use crate::profile::Profile;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
-use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
 #[cfg(pglocks_sim)]
 use std::sync::atomic::Ordering;
@@ -87,8 +87,9 @@ pub fn run(
         horizon: Picos::MAX,
         limit: Picos::from_duration(limit),
         os: KernelCosts::new(&profile.os),
-        futexes: FxHashMap::default(),
-        watchers: FxHashMap::default(),
+        futexes: Keyed::default(),
+        watchers: Keyed::default(),
+        watching: 0,
         failed: None,
         ops: 0,
         elided: 0,
