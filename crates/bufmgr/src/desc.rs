@@ -34,13 +34,14 @@
 //! - Under loom the header lock is taken with a compare-exchange instead of a fetch-or, which
 //!   loom would count as a store on every failed try (as `TestAndSet` explains).
 
-use crate::tag::BufferTag;
+use crate::tag::{BufferTag, PassThrough};
 use crate::BufMgrError;
 use pglocks_proc::Backend;
 use pglocks_spin::SpinDelayStatus;
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 /// `BUF_REFCOUNT_ONE`.
 pub const BUF_REFCOUNT_ONE: u32 = 1;
@@ -307,9 +308,14 @@ impl BufferDesc {
 
 /// Models a backend's `PrivateRefCount` entries: how many times it has pinned each buffer.
 /// The shared refcount counts each backend once.
+///
+/// The map's hasher is a fixed function, not std's per-process random one: when and how the map
+/// allocates (its growth, where removals leave their marks) is then the same in every process,
+/// and so is where a simulated run's later objects land in the host heap, which decides which
+/// of them share a cache line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PrivateRefCount {
-    pins: HashMap<u32, u32>,
+    pins: HashMap<u32, u32, BuildHasherDefault<PassThrough>>,
 }
 
 impl PrivateRefCount {

@@ -12,7 +12,7 @@
 //! `SimpleLruWriteAll`, no truncation.
 
 use crate::SlruError;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -34,9 +34,13 @@ pub trait PageStore: Send + Sync + 'static {
 
 /// Pages in memory; reads and writes each sleep `latency` (zero: no sleep). Pages never
 /// written read as zeros.
+///
+/// The pages are kept in page order, so the store allocates and frees them in an order its
+/// inputs fix (a hash map with std's per-process random hasher would free them in a different
+/// order in every process, moving where a simulated run's later objects land in the host heap).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    pages: Mutex<HashMap<u64, Box<[u8; BLCKSZ]>>>,
+    pages: Mutex<BTreeMap<u64, Box<[u8; BLCKSZ]>>>,
     latency: Duration,
 }
 
@@ -54,7 +58,7 @@ impl MemoryStore {
         self.lock().get(&pageno).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Box<[u8; BLCKSZ]>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Box<[u8; BLCKSZ]>>> {
         self.pages
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
