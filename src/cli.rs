@@ -20,7 +20,6 @@ mod stress;
 
 use clap::{Parser, Subcommand};
 use pglocks_harness::{self as harness, Format, HarnessError, Report};
-use pglocks_sim::ProfileError;
 use pglocks_workloads::plan::PlanError;
 use pglocks_workloads::{self as workloads, WorkloadError};
 use std::path::{Path, PathBuf};
@@ -110,9 +109,6 @@ pub enum CliError {
     /// The harness failed (topology, files, a workload's own error).
     #[error(transparent)]
     Harness(#[from] HarnessError),
-    /// A machine profile that cannot be had.
-    #[error(transparent)]
-    Profile(#[from] ProfileError),
     /// A file that could not be written.
     #[error("cannot write {path}: {error}")]
     Io {

@@ -10,7 +10,7 @@
 //! the machine asked for (a model the simulator does not run yet). `OUT/index.html` opens with
 //! the summary table; `OUT/report.json` holds the same for programs.
 
-use super::parse::{detect, parse_duration, parse_threads};
+use super::parse::{detect, parse_threads};
 use super::{stamped_dir, CliError};
 use pglocks_harness::format::si3;
 use pglocks_harness::html::esc;
@@ -20,6 +20,7 @@ use pglocks_workloads::plan::{Machine, PlanError, RunRequest};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The claims, as compiled in.
 const CLAIMS: &str = include_str!("claims.toml");
@@ -221,14 +222,15 @@ fn request(
     req.threads = threads;
     req.machine = machine.clone();
     // A simulated machine's runs take its defaults (virtual time, one run: they repeat).
+    let ms = Duration::from_millis;
     let times = match (machine, a.quick) {
         (Machine::Simulated(_), _) => None,
-        (Machine::Real, true) => Some(("300ms", "100ms", 1)),
-        (Machine::Real, false) => Some(("1s", "200ms", 3)),
+        (Machine::Real, true) => Some((ms(300), ms(100), 1)),
+        (Machine::Real, false) => Some((ms(1000), ms(200), 3)),
     };
     if let Some((duration, warmup, repeat)) = times {
-        req.duration = Some(parse_duration("--duration", duration)?);
-        req.warmup = Some(parse_duration("--warmup", warmup)?);
+        req.duration = Some(duration);
+        req.warmup = Some(warmup);
         req.repeat = Some(repeat);
     }
     req.progress = !a.no_progress;
