@@ -332,6 +332,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             fence: cyc(fence_ns),
             busy_step: cyc(busy),
             local: 0.0,
+            // Not measured: misses stay one at a time.
+            outstanding_misses: 1,
         },
         os: Os {
             syscall_ns: syscall_ns.round(),

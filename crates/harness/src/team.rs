@@ -493,8 +493,12 @@ where
                 "  {:>10.1} us waited, {:>8} transfers: {}\n",
                 h.waited.as_secs_f64() * 1e6,
                 h.transfers,
-                h.site
+                h.data.as_deref().unwrap_or(&h.site)
             );
+        }
+        text += "transfers by structure (a region of the shared-memory map, or where a line outside it was first missed on):\n";
+        for s in outcome.by_structure.iter().take(outcome.hot_lines.len()) {
+            text += &format!("  {:>8} transfers: {}\n", s.transfers, s.name);
         }
         eprint!("{text}");
     }

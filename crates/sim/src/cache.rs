@@ -134,6 +134,8 @@ pub struct Costs {
     occupancy: u64,
     /// log2 of the line size.
     pub line_shift: u32,
+    /// Misses one CPU may have in flight at once.
+    pub outstanding: usize,
     /// `smt_speed` in 1/1024ths.
     smt_speed: u64,
     /// Each CPU's SMT siblings.
@@ -197,6 +199,7 @@ impl Costs {
             local: ps(c.local),
             occupancy: (c.occupancy * 1024.0).round().clamp(1.0, 1024.0) as u64,
             line_shift: profile.line_bytes.trailing_zeros(),
+            outstanding: c.outstanding_misses.max(1) as usize,
             smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
             siblings: (0..n)
                 .map(|a| {

@@ -22,7 +22,7 @@
 //! `false` ([`BUILT_IN`]).
 
 use crate::cache::{Caches, Costs};
-use crate::hot::{HotLine, HotLines};
+use crate::hot::{HotLine, HotLines, Structure};
 use crate::keyed::Keyed;
 use crate::picos::Picos;
 use corosensei::Yielder;
@@ -39,11 +39,13 @@ pub mod ops;
 mod order;
 mod os;
 mod run;
+mod touch;
 
 pub use run::run;
 
 use order::Event;
 use os::{Cpu, KernelCosts, SpinWatch, State, Wake};
+use touch::Overlap;
 
 /// Where a virtual thread runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,8 @@ pub struct Outcome {
     pub virtual_time: Duration,
     /// Shim operations simulated (loads, stores, RMWs, pauses, waits, wakes, sleeps).
     pub ops: u64,
+    /// Lines of the data behind the locks touched ([`crate::shmem`]; not shim operations).
+    pub touches: u64,
     /// Cache-line transfers, by distance name.
     pub transfers: Vec<(String, u64)>,
     /// Spin-waits elided (a thread parked on a line until it changed).
@@ -128,6 +132,8 @@ pub struct Outcome {
     pub host_time: Duration,
     /// The lines waited on most, when `PGLOCKS_SIM_HOT_LINES` asks for them ([`crate::hot`]).
     pub hot_lines: Vec<HotLine>,
+    /// With the hot lines, every line's transfers added up by structure, most first.
+    pub by_structure: Vec<Structure>,
 }
 
 impl Outcome {
@@ -157,6 +163,8 @@ struct Thread {
     yielder: *const Yielder<(), ()>,
     /// What spin elision knows of its last loads.
     spin: SpinWatch,
+    /// Its loads in flight inside an independent scope.
+    overlap: Overlap,
 }
 
 /// The simulated machine's state while it runs.
@@ -194,6 +202,8 @@ pub(crate) struct Engine {
     failed: Option<SimError>,
     /// Shim operations so far.
     ops: u64,
+    /// Lines touched so far.
+    touches: u64,
     /// Spin-waits elided so far.
     elided: u64,
     /// Seeds handed out so far.

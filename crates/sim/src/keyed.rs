@@ -58,9 +58,13 @@ impl<T> Keyed<T> {
         Some(&mut self.values[i])
     }
 
-    /// The values, in the order their keys were first seen.
-    pub fn into_values(self) -> std::vec::IntoIter<T> {
-        self.values.into_iter()
+    /// The keys and their values, in the order the keys were first seen.
+    pub fn into_entries(self) -> impl Iterator<Item = (u64, T)> {
+        let mut keys = vec![0; self.values.len()];
+        for (key, i) in self.index {
+            keys[i as usize] = key;
+        }
+        keys.into_iter().zip(self.values)
     }
 }
 
@@ -90,7 +94,7 @@ mod tests {
         }
         assert_eq!(k.get_mut(0x5555_0000).map(|v| v.len()), Some(2));
         assert!(k.get_mut(0x1234).is_none());
-        let firsts: Vec<u64> = k.into_values().map(|v| v[0]).collect();
+        let firsts: Vec<u64> = k.into_entries().map(|(_, v)| v[0]).collect();
         assert_eq!(firsts, [0x7fff_0040, 0x5555_0000, 0x7f00_1000]);
     }
 }

@@ -21,10 +21,11 @@ pub mod hot;
 mod keyed;
 pub mod picos;
 pub mod profile;
+pub mod shmem;
 
 pub use cache::{Access, Distance};
 pub use engine::{run, Outcome, Placement, SimError, SimThread, BUILT_IN};
-pub use hot::HotLine;
+pub use hot::{HotLine, Structure};
 pub use profile::{Profile, ProfileError};
 
 /// What the shim calls on a virtual thread; each function may only be called when [`active`](hook::active)

@@ -150,6 +150,11 @@ pub struct Cycles {
     /// once per operation; fitted to a machine's single-thread runs (0: not charged).
     #[serde(default)]
     pub local: f64,
+    /// Not a cost but a count: how many misses of one core may be outstanding at once (its line
+    /// fill buffers, or miss address buffers), which is how many of the independent loads a
+    /// model declares ([`crate::hook::independent`]) overlap. 1, the default, overlaps none.
+    #[serde(default = "one")]
+    pub outstanding_misses: u32,
 }
 
 fn full() -> f64 {
@@ -339,6 +344,9 @@ impl Profile {
         }
         if !(c.occupancy > 0.0 && c.occupancy <= 1.0) {
             return Err("cycles.occupancy must be in (0, 1]".into());
+        }
+        if !(1..=64).contains(&c.outstanding_misses) {
+            return Err("cycles.outstanding_misses must be in 1..=64".into());
         }
         if !(c.smt_speed >= 0.1 && c.smt_speed <= 1.0) {
             return Err("cycles.smt_speed must be in [0.1, 1]".into());

@@ -19,11 +19,14 @@
 //!   like the clock, the outcome of an I/O call is something the machine decides, not a
 //!   backend, so a simulator replaces both at this seam;
 //! - [`time`], besides the clock and sleep of the shim, the one duration syntax of every setting
-//!   ([`time::parse_duration`], [`time::format_duration`]).
+//!   ([`time::parse_duration`], [`time::format_duration`]);
+//! - [`shmem`], the data behind the locks as a simulated machine sees it: regions laid out as
+//!   PostgreSQL's shared memory, and the touches a model makes of them.
 
 pub mod cell;
 pub mod fault;
 mod semaphore;
+pub mod shmem;
 pub mod time;
 
 pub use crossbeam_utils::CachePadded;

@@ -33,11 +33,29 @@ pub fn access(addr: usize, kind: Access) {
     }
 }
 
+/// `len` bytes at `addr` of the simulated shared-memory map ([`crate::shmem`]) read (`Load`) or
+/// written (`Store`) by code that holds the lock guarding them: each line charged at the
+/// thread's own clock, with no ordering point (see `super::touch`).
+#[cold]
+#[inline(never)]
+pub fn touch(addr: usize, len: usize, kind: Access) {
+    with(|e| e.touch(addr, len, kind));
+}
+
+/// Opens (`true`) or closes (`false`) a scope whose loads do not depend on each other: their
+/// misses overlap, up to the profile's `outstanding_misses` at once (see `super::touch`).
+#[cold]
+#[inline(never)]
+pub fn independent(begin: bool) {
+    with(|e| e.independent(begin));
+}
+
 /// A full fence.
 #[cold]
 #[inline(never)]
 pub fn fence() {
     with(|e| {
+        e.drain();
         e.charge_private(e.costs.fence);
         e.me().spin.forget();
     });
@@ -47,7 +65,10 @@ pub fn fence() {
 #[cold]
 #[inline(never)]
 pub fn pause() {
-    with(|e| e.pause(false));
+    with(|e| {
+        e.drain();
+        e.pause(false)
+    });
 }
 
 /// A `pause` in a loop whose exit depends only on the memory it re-reads: the engine may
@@ -55,7 +76,10 @@ pub fn pause() {
 #[cold]
 #[inline(never)]
 pub fn spin_wait() {
-    if let Some(y) = with(|e| e.pause(true)) {
+    if let Some(y) = with(|e| {
+        e.drain();
+        e.pause(true)
+    }) {
         suspend(y);
     }
 }
@@ -103,6 +127,7 @@ pub fn now() -> Instant {
 #[cold]
 #[inline(never)]
 pub fn sleep(d: Duration) {
+    with(Engine::drain);
     sync_point();
     let y = with(|e| e.sleep(Picos::from_duration(d)));
     suspend(y);
@@ -112,6 +137,7 @@ pub fn sleep(d: Duration) {
 #[cold]
 #[inline(never)]
 pub fn yield_now() {
+    with(Engine::drain);
     sync_point();
     if let Some(y) = with(Engine::yield_cpu) {
         suspend(y);
@@ -123,6 +149,7 @@ pub fn yield_now() {
 #[cold]
 #[inline(never)]
 pub fn futex_wait(addr: usize, still: impl FnOnce() -> bool, deadline: Option<Instant>) -> bool {
+    with(Engine::drain);
     sync_point();
     with(Engine::futex_enter);
     // The check of the word is an access like any other: in virtual-time order.
@@ -139,6 +166,7 @@ pub fn futex_wait(addr: usize, still: impl FnOnce() -> bool, deadline: Option<In
 #[cold]
 #[inline(never)]
 pub fn futex_wake(addr: usize, n: usize) -> usize {
+    with(Engine::drain);
     sync_point();
     with(|e| e.futex_wake(addr, n))
 }

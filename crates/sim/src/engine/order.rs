@@ -23,9 +23,9 @@
 //! queue that runs dry while threads are unfinished is a deadlock ([`SimError::Deadlock`]); a
 //! panic in a virtual thread ends the run with [`SimError::Panicked`].
 //!
-//! Not modelled: out-of-order execution and store buffers (every operation takes effect at one
-//! instant, in one sequentially consistent order), and the host's own time, which never shows in
-//! a clock.
+//! Not modelled: out-of-order execution beyond the loads a model declares independent
+//! (`super::touch`), store buffers (every operation takes effect at one instant, in one
+//! sequentially consistent order), and the host's own time, which never shows in a clock.
 
 use super::os::State;
 use super::{with, Engine, SimError, ENGINE};
@@ -100,7 +100,7 @@ impl Engine {
 
     /// Whether the current thread shares its core's pipeline right now: another hardware
     /// thread of its core runs (or spins on) a thread.
-    fn smt_busy(&self) -> bool {
+    pub(super) fn smt_busy(&self) -> bool {
         let cpu = self.threads[self.current].cpu;
         self.costs.siblings(cpu).iter().any(|&s| {
             self.cpus[s]
@@ -113,7 +113,7 @@ impl Engine {
     /// runs).
     pub(super) fn charge_private(&mut self, work: Picos) {
         let took = self.costs.private(work, self.smt_busy());
-        self.me().clock += took;
+        self.advance(took);
     }
 
     /// Decides whether the current thread may go on; if not, arranges its resumption and
@@ -147,24 +147,39 @@ impl Engine {
     /// the access it leads to is ordered against the other threads.
     pub(super) fn before_access(&mut self) {
         let local = self.costs.private(self.costs.local, self.smt_busy());
-        self.me().clock += local;
+        self.advance(local);
     }
 
     /// An access, charged by the cost model. A hit takes effect now. A miss takes the line in
     /// the model's books now, but takes effect when the holder answers (see the cost model's
     /// "Timing"): the thread's clock is moved there and the miss is returned, for
     /// [`Engine::take_effect`] once the other threads have run up to that time.
+    ///
+    /// A load inside an independent scope issues at the thread's front end and only takes
+    /// effect at its answer; the rest of its transfer overlaps what follows (`super::touch`).
     pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<PendingMiss> {
+        let overlapped = self.overlaps(kind);
+        if !overlapped {
+            self.drain();
+        }
         let shared = self.smt_busy();
-        let (place, now) = {
+        let (place, clock) = {
             let t = &self.threads[self.current];
             (t.place, t.clock)
         };
+        let now = if overlapped { self.issue() } else { clock };
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
         let Served::Hit { version } = c.served else {
             if let Some(hot) = self.hot.as_mut() {
                 hot.record(c.line, c.done - now);
+            }
+            if overlapped {
+                self.in_flight(c.answer, c.done);
+                return Some(PendingMiss {
+                    line: c.line,
+                    rest: Picos::ZERO,
+                });
             }
             self.me().clock = c.answer;
             return Some(PendingMiss {
@@ -172,7 +187,8 @@ impl Engine {
                 rest: c.done - c.answer,
             });
         };
-        self.me().clock = now + self.costs.private(c.done - now, shared);
+        let took = self.costs.private(c.done - now, shared);
+        self.advance(took);
         self.applied(c.line, version, kind);
         None
     }
@@ -208,6 +224,7 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
             en.horizon = en.events.peek().map_or(Picos::MAX, |Reverse(ev)| ev.at);
             let t = &mut en.threads[tid];
             t.clock = t.clock.max(at);
+            t.overlap.resumed(t.clock);
         }
         let Some(co) = coroutines[tid].as_mut() else {
             continue;

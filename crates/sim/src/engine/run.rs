@@ -12,6 +12,7 @@
 
 use super::order::{schedule, Co};
 use super::os::{Cpu, KernelCosts, SpinWatch, State, Wake};
+use super::touch::Overlap;
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
 use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE};
@@ -92,10 +93,11 @@ pub fn run(
         watching: 0,
         failed: None,
         ops: 0,
+        touches: 0,
         elided: 0,
         seeds: 0,
         epoch: started,
-        hot: HotLines::from_env(),
+        hot: HotLines::from_env(costs.line_shift),
         costs,
     };
     let mut bodies = Vec::with_capacity(threads.len());
@@ -122,6 +124,7 @@ pub fn run(
             wake: Wake::Woken,
             yielder: std::ptr::null(),
             spin: SpinWatch::default(),
+            overlap: Overlap::default(),
         });
         bodies.push((tid, th.body));
     }
@@ -161,10 +164,11 @@ pub fn run(
         .map(|t| t.clock)
         .max()
         .unwrap_or(Picos::ZERO);
-    let hot_lines = engine.hot.take().map(HotLines::top).unwrap_or_default();
+    let (hot_lines, by_structure) = engine.hot.take().map(HotLines::top).unwrap_or_default();
     Ok(Outcome {
         virtual_time: end.to_duration(),
         ops: engine.ops,
+        touches: engine.touches,
         transfers: engine
             .caches
             .transfer_counts()
@@ -173,6 +177,7 @@ pub fn run(
         elided_spins: engine.elided,
         host_time: started.elapsed(),
         hot_lines,
+        by_structure,
     })
 }
 

@@ -1,0 +1,121 @@
+//! The data behind the locks, as a simulated machine sees it: regions of a shared-memory map
+//! laid out as PostgreSQL lays out its segment, and the touches a model makes of them.
+//!
+//! A model keeps its values in Rust's forms (a map behind the lock that guards it, a vector),
+//! which neither lie where PostgreSQL's structures lie nor pass through the shim. So a model
+//! that keeps shared data also gives it a [`Region`]: `count` elements of PostgreSQL's size for
+//! the structure (`sizeof(LOCK)` plus dynahash's element header, `sizeof(PGPROC)`, a page),
+//! placed in the simulator's map after the regions made before it, as `ShmemAlloc` places them
+//! (`pglocks_sim::shmem`). Where the model reads or writes the structure, it says which bytes of
+//! which element ([`Region::read`], [`Region::write`]); the offsets are PostgreSQL's, from the
+//! structure's declaration. On a simulated CPU each line those bytes lie on is charged as an
+//! access, at the thread's own clock and with no ordering point (the lock the thread holds
+//! orders it), and moves between the CPUs' caches as the lines of lock words do; anywhere else a
+//! touch is nothing at all (in a build without the simulator, and under loom, it compiles to
+//! nothing).
+//!
+//! Loads that do not depend on each other (a walk of an array whose every element is read
+//! whatever the others hold) may be declared so with [`independent`]: on a simulated CPU their
+//! misses then overlap, as a core's fill buffers let them.
+//!
+//! ```
+//! use pglocks_sync::shmem::{independent, Region};
+//!
+//! // Ten 64-byte elements, the first on a 128-byte boundary of the map.
+//! let slots = Region::new("example slots", 64, 10);
+//! // Under the lock that guards them: read the first 16 bytes of slot 3, write its word at 8.
+//! slots.read(3, 0..16);
+//! slots.write(3, 8..16);
+//! // A walk of all ten, their misses overlapping.
+//! independent(|| (0..10).for_each(|i| slots.read(i, 0..8)));
+//! ```
+
+use std::ops::Range;
+
+/// A structure's place in the simulated shared-memory map: `count` elements of `stride` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// The first element's address in the map (0 in a build without the simulator).
+    base: usize,
+    /// Bytes per element.
+    stride: usize,
+}
+
+impl Region {
+    /// `count` elements of `stride` bytes named `name` (what the simulator's reports call
+    /// them), placed after the regions made before, on a 128-byte boundary.
+    pub fn new(name: &'static str, stride: usize, count: usize) -> Region {
+        #[cfg(not(loom))]
+        let base = pglocks_sim::shmem::alloc(name, stride, count);
+        #[cfg(loom)]
+        let base = {
+            let _ = (name, count);
+            0
+        };
+        Region {
+            base,
+            stride: stride.max(1),
+        }
+    }
+
+    /// Bytes per element.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The model reads `bytes` of element `elem`.
+    #[inline(always)]
+    pub fn read(&self, elem: usize, bytes: Range<usize>) {
+        self.touch(elem, bytes, false);
+    }
+
+    /// The model writes `bytes` of element `elem`.
+    #[inline(always)]
+    pub fn write(&self, elem: usize, bytes: Range<usize>) {
+        self.touch(elem, bytes, true);
+    }
+
+    #[inline(always)]
+    fn touch(&self, elem: usize, bytes: Range<usize>, write: bool) {
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            self.charge(elem, bytes, write);
+        }
+        #[cfg(loom)]
+        let _ = (elem, bytes, write);
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn charge(&self, elem: usize, bytes: Range<usize>, write: bool) {
+        let kind = if write {
+            pglocks_sim::Access::Store
+        } else {
+            pglocks_sim::Access::Load
+        };
+        let addr = self.base + elem * self.stride + bytes.start;
+        pglocks_sim::hook::touch(addr, bytes.len(), kind);
+    }
+}
+
+/// Runs `f`, whose loads do not depend on each other: on a simulated CPU their misses overlap,
+/// up to the machine's fill buffers at once. Anything but a load or private work inside (a
+/// store, a read-modify-write, a wait) first waits for the loads in flight.
+#[inline(always)]
+pub fn independent<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(not(loom))]
+    if pglocks_sim::hook::active() {
+        /// Closes the scope however `f` ends.
+        struct Scope;
+        impl Drop for Scope {
+            fn drop(&mut self) {
+                pglocks_sim::hook::independent(false);
+            }
+        }
+        pglocks_sim::hook::independent(true);
+        let _scope = Scope;
+        return f();
+    }
+    f()
+}
