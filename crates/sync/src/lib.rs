@@ -20,10 +20,13 @@
 //!   backend, so a simulator replaces both at this seam;
 //! - [`time`], besides the clock and sleep of the shim, the one duration syntax of every setting
 //!   ([`time::parse_duration`], [`time::format_duration`]);
+//! - [`data`], words of plain data a lock orders (std's atomics, charged to a simulated CPU as
+//!   touches);
 //! - [`shmem`], the data behind the locks as a simulated machine sees it: regions laid out as
 //!   PostgreSQL's shared memory, and the touches a model makes of them.
 
 pub mod cell;
+pub mod data;
 pub mod fault;
 mod semaphore;
 pub mod shmem;
