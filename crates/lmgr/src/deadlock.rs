@@ -352,10 +352,7 @@ mod tests {
             let lock = self.locks.entry(rel(rel_)).or_default();
             match lock.proc_locks.iter_mut().find(|p| p.procno == procno) {
                 Some(p) => p.hold_mask |= mode.bit(),
-                None => lock.proc_locks.push(ProcLock {
-                    procno,
-                    hold_mask: mode.bit(),
-                }),
+                None => lock.proc_locks.push(ProcLock::detached(procno, mode.bit())),
             }
             self
         }

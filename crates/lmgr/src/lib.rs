@@ -27,6 +27,7 @@
 //! - Waiting, the deadlock check and timeouts: see [`proc`] and [`deadlock`].
 
 pub mod deadlock;
+mod dynahash;
 pub mod fastpath;
 mod freelist;
 pub mod locktag;

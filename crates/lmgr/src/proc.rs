@@ -249,6 +249,7 @@ impl<K: RawLwLock> LockManager<K> {
             },
         );
         lock.wait_mask |= mode.bit();
+        lock.queue_changed();
         self.waits.start_waiting(me, tag);
         Joined::Waiting
     }

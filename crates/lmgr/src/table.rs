@@ -10,14 +10,20 @@
 //! holds or awaits the object.
 //!
 //! Differences from PostgreSQL: each partition is a `HashMap` of lock objects, and a lock's
-//! proclocks are a small vector inside it rather than a second shared hash table (the same
-//! counting limits apply, kept by `FreeLists` (freelist.rs) standing in for the two shared
-//! hash tables' free lists: one list behind one spinlock up to 9.5, 32 from 9.6). The limits are exact: PostgreSQL's tables (through 18) start at half of
-//! `NLOCKENTS` and take further entries from the shared segment as they grow, so a full table
-//! there may borrow some spare memory before "out of shared memory"; here the `NLOCKENTS`-th
-//! entry is the last.
+//! proclocks are a small vector inside it rather than a second shared hash table. Where the two
+//! shared hash tables would keep them, and what PostgreSQL reads and writes of them, is modelled
+//! beside the maps (`crate::dynahash`): every lock object and proclock has an element of its
+//! table, taken from and given back to the table's free lists (one list behind one spinlock up
+//! to 9.5, 32 from 9.6), chained in its bucket, and touched at `LOCK`'s and `PROCLOCK`'s
+//! offsets (lock.h, 64-bit) where lock.c reads or writes a field, so a simulated machine moves
+//! their lines between CPUs as it would move PostgreSQL's. The limits are exact: PostgreSQL's
+//! tables (through 18) start at half of `NLOCKENTS` and take further entries from the shared
+//! segment as they grow, so a full table there may borrow some spare memory before "out of
+//! shared memory"; here the `NLOCKENTS`-th entry is the last. Not charged: the `PGPROC`'s own
+//! list of its proclocks (`myProcLocks`, its own backend's line), and the deadlock checker's
+//! reads.
 
-use crate::freelist::FreeLists;
+use crate::dynahash::{Chains, Entry, SharedHash};
 use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
 use crate::{LmgrError, LockTag};
@@ -26,6 +32,71 @@ use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::CachePadded;
 
+/// Byte offsets of `LOCK`'s fields (lock.h, on a 64-bit build; the same from 9.0 to 18: a
+/// 16-byte `LOCKTAG`, two masks, the `procLocks` list head, the `waitProcs` queue, and
+/// `MAX_LOCKMODES` (10) request and grant counts).
+mod lock_at {
+    use std::ops::Range;
+    /// `tag`, the key.
+    pub const KEY: usize = 16;
+    /// `grantMask` and `waitMask`.
+    pub const MASKS: Range<usize> = 16..24;
+    /// `procLocks`.
+    pub const PROC_LOCKS: Range<usize> = 24..40;
+    /// `waitProcs`.
+    pub const WAIT_PROCS: Range<usize> = 40..64;
+    /// `requested[m]`.
+    pub fn requested(m: usize) -> Range<usize> {
+        64 + 4 * m..68 + 4 * m
+    }
+    /// `nRequested`, after the ten.
+    pub const N_REQUESTED: Range<usize> = 104..108;
+    /// `granted[m]`.
+    pub fn granted(m: usize) -> Range<usize> {
+        108 + 4 * m..112 + 4 * m
+    }
+    /// `nGranted`, after the ten.
+    pub const N_GRANTED: Range<usize> = 148..152;
+    /// `sizeof(LOCK)`.
+    pub const SIZE: usize = 152;
+}
+
+/// `PROCLOCK`'s layout (lock.h, 64-bit): its 16-byte tag (the `LOCK` and `PGPROC` pointers),
+/// from 9.6 a `groupLeader` pointer, the hold and release masks, and its links into the lock's
+/// list and the backend's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcLockLayout {
+    /// 8 with 9.6's `groupLeader`, else 0: how far the fields after the tag move.
+    lead: usize,
+}
+
+impl ProcLockLayout {
+    /// The layout with or without `groupLeader`.
+    pub fn new(group_leader: bool) -> Self {
+        Self {
+            lead: if group_leader { 8 } else { 0 },
+        }
+    }
+
+    /// `tag`'s size: the key.
+    const KEY: usize = 16;
+
+    /// `sizeof(PROCLOCK)`.
+    fn size(self) -> usize {
+        56 + self.lead
+    }
+
+    /// `holdMask` and `releaseMask`.
+    fn masks(self) -> std::ops::Range<usize> {
+        16 + self.lead..24 + self.lead
+    }
+
+    /// `lockLink`.
+    fn lock_link(self) -> std::ops::Range<usize> {
+        24 + self.lead..40 + self.lead
+    }
+}
+
 /// lock.h's `PROCLOCK`, kept inside its lock: what one backend holds of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProcLock {
@@ -33,6 +104,29 @@ pub(crate) struct ProcLock {
     pub procno: u32,
     /// `holdMask`: the modes it holds.
     pub hold_mask: LockMask,
+    /// Where its `PROCLOCK` lies.
+    pub(crate) at: Entry,
+    /// And its layout.
+    pub(crate) layout: ProcLockLayout,
+}
+
+impl ProcLock {
+    /// A proclock of `procno` holding `hold_mask`, in no table (for the deadlock checker's
+    /// tests, which build lock objects by hand).
+    #[cfg(test)]
+    pub fn detached(procno: u32, hold_mask: LockMask) -> Self {
+        Self {
+            procno,
+            hold_mask,
+            at: Entry::default(),
+            layout: ProcLockLayout::new(true),
+        }
+    }
+
+    /// Its `holdMask` changes.
+    fn hold_changed(&self) {
+        self.at.write(self.layout.masks());
+    }
 }
 
 /// A backend in a lock's wait queue: a `PGPROC` linked into `LOCK.waitProcs`, with the
@@ -66,9 +160,17 @@ pub(crate) struct Lock {
     pub proc_locks: Vec<ProcLock>,
     /// `waitProcs`: the wait queue, front first.
     pub wait_queue: Vec<Waiter>,
+    /// Where its `LOCK` lies.
+    pub(crate) at: Entry,
 }
 
 impl Lock {
+    /// Its wait queue changes (`waitProcs`, `waitMask`).
+    pub(crate) fn queue_changed(&self) {
+        self.at.write(lock_at::WAIT_PROCS);
+        self.at.write(lock_at::MASKS);
+    }
+
     fn proc_lock(&mut self, procno: u32) -> Option<&mut ProcLock> {
         self.proc_locks.iter_mut().find(|p| p.procno == procno)
     }
@@ -84,6 +186,7 @@ impl Lock {
     /// Models `LockCheckConflicts`: whether a request for `mode` by `procno` conflicts with
     /// locks granted to *other* backends (a backend never conflicts with itself).
     pub fn check_conflicts(&self, mode: LockMode, procno: u32) -> bool {
+        self.at.read(lock_at::MASKS);
         let conflicts = mode.conflicts();
         if self.grant_mask & conflicts == 0 {
             return false;
@@ -98,6 +201,9 @@ impl Lock {
 
     /// Models `GrantLock`.
     pub fn grant(&mut self, procno: u32, mode: LockMode) {
+        self.at.write(lock_at::granted(mode as usize));
+        self.at.write(lock_at::N_GRANTED);
+        self.at.write(lock_at::MASKS);
         self.granted[mode as usize] += 1;
         self.n_granted += 1;
         self.grant_mask |= mode.bit();
@@ -106,6 +212,7 @@ impl Lock {
         }
         if let Some(p) = self.proc_lock(procno) {
             p.hold_mask |= mode.bit();
+            p.hold_changed();
         }
         debug_assert!(self.n_granted <= self.n_requested);
     }
@@ -113,6 +220,16 @@ impl Lock {
     /// Models `UnGrantLock`: drops `procno`'s grant of `mode`; returns whether waiters may now
     /// be wakeable (something they conflict with was released).
     pub fn ungrant(&mut self, procno: u32, mode: LockMode) -> bool {
+        let m = mode as usize;
+        for bytes in [
+            lock_at::requested(m),
+            lock_at::N_REQUESTED,
+            lock_at::granted(m),
+            lock_at::N_GRANTED,
+            lock_at::MASKS,
+        ] {
+            self.at.write(bytes);
+        }
         self.requested[mode as usize] -= 1;
         self.n_requested -= 1;
         self.granted[mode as usize] -= 1;
@@ -122,6 +239,7 @@ impl Lock {
         }
         if let Some(p) = self.proc_lock(procno) {
             p.hold_mask &= !mode.bit();
+            p.hold_changed();
         }
         mode.conflicts() & self.wait_mask != 0
     }
@@ -131,6 +249,9 @@ impl Lock {
     pub fn remove_waiter(&mut self, procno: u32) -> Option<Waiter> {
         let i = self.wait_queue.iter().position(|w| w.procno == procno)?;
         let w = self.wait_queue.remove(i);
+        self.queue_changed();
+        self.at.write(lock_at::requested(w.mode as usize));
+        self.at.write(lock_at::N_REQUESTED);
         self.requested[w.mode as usize] -= 1;
         self.n_requested -= 1;
         if self.granted[w.mode as usize] == self.requested[w.mode as usize] {
@@ -149,6 +270,7 @@ impl Lock {
             let w = self.wait_queue[i];
             if w.mode.conflicts() & ahead == 0 && !self.check_conflicts(w.mode, w.procno) {
                 self.wait_queue.remove(i);
+                self.queue_changed();
                 self.grant(w.procno, w.mode);
                 wake(w.procno);
             } else {
@@ -159,40 +281,67 @@ impl Lock {
     }
 }
 
+/// What one partition's lock guards: its lock objects, and its share of the two tables' chains.
+#[derive(Default)]
+struct PartitionData {
+    locks: TagMap<LockTag, Lock>,
+    lock_chains: Chains,
+    proclock_chains: Chains,
+}
+
 /// One partition: its `LockManager` LWLock and the lock objects it guards.
 struct Partition<K> {
     lwlock: K,
-    locks: UnsafeCell<TagMap<LockTag, Lock>>,
+    data: UnsafeCell<PartitionData>,
 }
 
-/// The shared lock table: partitions plus the `NLOCKENTS` limits.
+/// The shared lock table: partitions plus the two shared hash tables' layout and free lists.
 pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
     partitions: Box<[CachePadded<Partition<K>>]>,
-    /// The `LOCK` hash table's free elements.
-    lock_entries: FreeLists,
-    /// The `PROCLOCK` hash table's free elements.
-    proclock_entries: FreeLists,
+    /// The `LOCK` hash table.
+    lock_hash: SharedHash,
+    /// The `PROCLOCK` hash table.
+    proclock_hash: SharedHash,
+    /// `PROCLOCK`'s layout.
+    proclock_layout: ProcLockLayout,
 }
 
-// SAFETY: a partition's `locks` are only touched inside `with_partition`, which holds the
-// partition's LWLock exclusively (its acquire and release order the accesses).
+// SAFETY: a partition's data is only touched inside `with_partition` (or
+// `with_all_partitions`), which holds the partition's LWLock exclusively (its acquire and
+// release order the accesses); the free lists have their own spinlocks.
 unsafe impl<K: RawLwLock> Sync for LockTable<K> {}
 
 impl<K: RawLwLock> LockTable<K> {
     /// A table of `partitions` partitions holding at most `max_locks` lock objects and twice as
-    /// many proclocks, each hash table's elements on `freelists` free lists.
+    /// many proclocks, each hash table's elements on `freelists` free lists. 9.6 split the free
+    /// lists and gave `PROCLOCK` its `groupLeader` in the same release, so more than one free
+    /// list also means the larger `PROCLOCK`.
     pub fn new(partitions: usize, max_locks: usize, freelists: usize) -> Self {
+        let proclock_layout = ProcLockLayout::new(freelists > 1);
         Self {
             partitions: (0..partitions.max(1))
                 .map(|_| {
                     CachePadded::new(Partition {
                         lwlock: K::new("LockManager"),
-                        locks: UnsafeCell::new(TagMap::default()),
+                        data: UnsafeCell::new(PartitionData::default()),
                     })
                 })
                 .collect(),
-            lock_entries: FreeLists::new(freelists, max_locks),
-            proclock_entries: FreeLists::new(freelists, 2 * max_locks),
+            lock_hash: SharedHash::new(
+                ("LOCK hash buckets", "LOCK hash entries"),
+                max_locks,
+                lock_at::SIZE,
+                lock_at::KEY,
+                freelists,
+            ),
+            proclock_hash: SharedHash::new(
+                ("PROCLOCK hash buckets", "PROCLOCK hash entries"),
+                2 * max_locks,
+                proclock_layout.size(),
+                ProcLockLayout::KEY,
+                freelists,
+            ),
+            proclock_layout,
         }
     }
 
@@ -206,6 +355,17 @@ impl<K: RawLwLock> LockTable<K> {
         self.partitions.len()
     }
 
+    /// A partition's view, over `data`.
+    fn view<'a>(&'a self, procs: &'a ProcTable, data: &'a mut PartitionData) -> PartitionLocks<'a> {
+        PartitionLocks {
+            procs,
+            data,
+            lock_hash: &self.lock_hash,
+            proclock_hash: &self.proclock_hash,
+            proclock_layout: self.proclock_layout,
+        }
+    }
+
     /// Runs `f` on partition `p`'s lock objects with its LWLock held exclusively.
     pub fn with_partition<R>(
         &self,
@@ -217,14 +377,9 @@ impl<K: RawLwLock> LockTable<K> {
         part.lwlock.acquire(b, LwLockMode::Exclusive)?;
         let procs = b.procs();
         // SAFETY: the partition's LWLock is held exclusively until the release below.
-        let r = part.locks.with_mut(|m| {
-            f(&mut PartitionLocks {
-                procs,
-                locks: unsafe { &mut *m },
-                lock_entries: &self.lock_entries,
-                proclock_entries: &self.proclock_entries,
-            })
-        });
+        let r = part
+            .data
+            .with_mut(|d| f(&mut self.view(procs, unsafe { &mut *d })));
         part.lwlock.release(b)?;
         Ok(r)
     }
@@ -250,14 +405,9 @@ impl<K: RawLwLock> LockTable<K> {
             parts: self
                 .partitions
                 .iter()
-                .map(|part| PartitionLocks {
-                    procs,
-                    // SAFETY: every partition's LWLock is held exclusively until the releases
-                    // below, and each pointer is to a different partition's map.
-                    locks: part.locks.with_mut(|m| unsafe { &mut *m }),
-                    lock_entries: &self.lock_entries,
-                    proclock_entries: &self.proclock_entries,
-                })
+                // SAFETY: every partition's LWLock is held exclusively until the releases
+                // below, and each pointer is to a different partition's data.
+                .map(|part| self.view(procs, part.data.with_mut(|d| unsafe { &mut *d })))
                 .collect(),
         };
         let r = f(&mut all);
@@ -270,7 +420,7 @@ impl<K: RawLwLock> LockTable<K> {
 
     /// Lock objects and proclocks in use (for tests and reports).
     pub fn entries_in_use(&self) -> (usize, usize) {
-        (self.lock_entries.in_use(), self.proclock_entries.in_use())
+        (self.lock_hash.in_use(), self.proclock_hash.in_use())
     }
 }
 
@@ -278,9 +428,10 @@ impl<K: RawLwLock> LockTable<K> {
 pub(crate) struct PartitionLocks<'a> {
     /// Every backend's `PGPROC`, for `ProcWakeup`'s semaphore post under the partition lock.
     pub procs: &'a ProcTable,
-    locks: &'a mut TagMap<LockTag, Lock>,
-    lock_entries: &'a FreeLists,
-    proclock_entries: &'a FreeLists,
+    data: &'a mut PartitionData,
+    lock_hash: &'a SharedHash,
+    proclock_hash: &'a SharedHash,
+    proclock_layout: ProcLockLayout,
 }
 
 /// Every partition's lock objects, while all their LWLocks are held.
@@ -300,6 +451,7 @@ impl<'a> AllPartitions<'a> {
     /// The lock object of `tag`, if anyone holds or awaits it.
     pub fn get(&self, tag: &LockTag) -> Option<&Lock> {
         self.parts[tag.hash_code() as usize % self.parts.len()]
+            .data
             .locks
             .get(tag)
     }
@@ -312,9 +464,13 @@ fn proclock_hash(tag: &LockTag, procno: u32) -> u32 {
 }
 
 impl PartitionLocks<'_> {
-    /// The lock object of `tag`, if anyone holds or awaits it.
+    /// The lock object of `tag`, if anyone holds or awaits it: a lookup in the `LOCK` table.
     pub fn get(&mut self, tag: &LockTag) -> Option<&mut Lock> {
-        self.locks.get_mut(tag)
+        let lock = self.data.locks.get_mut(tag);
+        let elem = lock.as_ref().map(|l| l.at);
+        self.lock_hash
+            .find(&self.data.lock_chains, tag.hash_code(), elem);
+        lock
     }
 
     /// Models `SetupLockInTable`: finds or makes the lock object of `tag` and `procno`'s
@@ -326,27 +482,67 @@ impl PartitionLocks<'_> {
         procno: u32,
         mode: LockMode,
     ) -> Result<&mut Lock, LmgrError> {
-        if !self.locks.contains_key(&tag) {
-            self.lock_entries.take(tag.hash_code())?;
-            self.locks.insert(tag, Lock::default());
-        }
-        let lock = self.locks.get_mut(&tag).expect("inserted above");
-        if lock.proc_lock(procno).is_none() {
-            if let Err(e) = self.proclock_entries.take(proclock_hash(&tag, procno)) {
-                if lock.n_requested == 0 {
-                    self.locks.remove(&tag);
-                    self.lock_entries.give(tag.hash_code());
-                }
-                return Err(e);
+        let hash = tag.hash_code();
+        let d = &mut *self.data;
+        match d.locks.get(&tag) {
+            Some(lock) => self.lock_hash.find(&d.lock_chains, hash, Some(lock.at)),
+            None => {
+                let at = self.lock_hash.enter(&mut d.lock_chains, hash)?;
+                // A new lock object: every field after the tag set.
+                at.write(lock_at::KEY..lock_at::SIZE);
+                d.locks.insert(
+                    tag,
+                    Lock {
+                        at,
+                        ..Lock::default()
+                    },
+                );
             }
-            lock.proc_locks.push(ProcLock {
-                procno,
-                hold_mask: 0,
-            });
         }
+        let phash = proclock_hash(&tag, procno);
+        let mine = d.locks[&tag]
+            .proc_locks
+            .iter()
+            .find(|p| p.procno == procno)
+            .map(|p| p.at);
+        match mine {
+            Some(at) => self.proclock_hash.find(&d.proclock_chains, phash, Some(at)),
+            None => {
+                let at = match self.proclock_hash.enter(&mut d.proclock_chains, phash) {
+                    Ok(at) => at,
+                    Err(e) => {
+                        let lock = &d.locks[&tag];
+                        if lock.n_requested == 0 {
+                            let at = lock.at;
+                            d.locks.remove(&tag);
+                            self.lock_hash.remove(&mut d.lock_chains, hash, at);
+                        }
+                        return Err(e);
+                    }
+                };
+                let layout = self.proclock_layout;
+                at.write(ProcLockLayout::KEY..layout.size());
+                // Linked at the end of the lock's list (`SHMQueueInsertBefore`): the list
+                // head's back link, and the old last proclock's forward link.
+                let lock = d.locks.get_mut(&tag).expect("inserted above");
+                lock.at.write(lock_at::PROC_LOCKS);
+                if let Some(last) = lock.proc_locks.last() {
+                    last.at.write(last.layout.lock_link());
+                }
+                lock.proc_locks.push(ProcLock {
+                    procno,
+                    hold_mask: 0,
+                    at,
+                    layout,
+                });
+            }
+        }
+        let lock = d.locks.get_mut(&tag).expect("present");
+        lock.at.write(lock_at::requested(mode as usize));
+        lock.at.write(lock_at::N_REQUESTED);
         lock.requested[mode as usize] += 1;
         lock.n_requested += 1;
-        Ok(self.locks.get_mut(&tag).expect("present"))
+        Ok(lock)
     }
 
     /// Models `CleanUpLock`: drops `procno`'s proclock if it holds nothing, and the lock object
@@ -361,7 +557,7 @@ impl PartitionLocks<'_> {
     ) {
         self.clean_up(tag, procno);
         if wakeup_needed {
-            if let Some(lock) = self.locks.get_mut(tag) {
+            if let Some(lock) = self.data.locks.get_mut(tag) {
                 lock.wake_waiters(wake);
             }
         }
@@ -369,7 +565,8 @@ impl PartitionLocks<'_> {
 
     /// `CleanUpLock` without the wake-up.
     pub fn clean_up(&mut self, tag: &LockTag, procno: u32) {
-        let Some(lock) = self.locks.get_mut(tag) else {
+        let d = &mut *self.data;
+        let Some(lock) = d.locks.get_mut(tag) else {
             return;
         };
         if let Some(i) = lock
@@ -378,20 +575,33 @@ impl PartitionLocks<'_> {
             .position(|p| p.procno == procno && p.hold_mask == 0)
         {
             // In order: the deadlock checker follows holders in the order they came.
-            lock.proc_locks.remove(i);
-            self.proclock_entries.give(proclock_hash(tag, procno));
+            let gone = lock.proc_locks.remove(i);
+            // Unlinked from the lock's list (`SHMQueueDelete`): its neighbours' links, each
+            // the lock's list head at an end.
+            for side in [i.checked_sub(1), Some(i)] {
+                match side.and_then(|j| lock.proc_locks.get(j)) {
+                    Some(p) => p.at.write(p.layout.lock_link()),
+                    None => lock.at.write(lock_at::PROC_LOCKS),
+                }
+            }
+            self.proclock_hash
+                .remove(&mut d.proclock_chains, proclock_hash(tag, procno), gone.at);
         }
         if lock.n_requested == 0 {
             debug_assert!(lock.proc_locks.is_empty());
-            self.locks.remove(tag);
-            self.lock_entries.give(tag.hash_code());
+            let at = lock.at;
+            d.locks.remove(tag);
+            self.lock_hash
+                .remove(&mut d.lock_chains, tag.hash_code(), at);
         }
     }
 
     /// Takes back a request that will not be granted (the `dontWait` exit of
     /// `LockAcquireExtended`): uncounts it and cleans up.
     pub fn abandon_request(&mut self, tag: &LockTag, procno: u32, mode: LockMode) {
-        if let Some(lock) = self.locks.get_mut(tag) {
+        if let Some(lock) = self.data.locks.get_mut(tag) {
+            lock.at.write(lock_at::requested(mode as usize));
+            lock.at.write(lock_at::N_REQUESTED);
             lock.requested[mode as usize] -= 1;
             lock.n_requested -= 1;
         }
@@ -408,10 +618,7 @@ mod tests {
     #[test]
     fn own_grants_do_not_conflict() {
         let mut l = Lock::default();
-        l.proc_locks.push(ProcLock {
-            procno: 1,
-            hold_mask: 0,
-        });
+        l.proc_locks.push(ProcLock::detached(1, 0));
         l.requested[AccessShare as usize] = 1;
         l.n_requested = 1;
         l.grant(1, AccessShare);

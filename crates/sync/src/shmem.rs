@@ -33,12 +33,19 @@
 use std::ops::Range;
 
 /// A structure's place in the simulated shared-memory map: `count` elements of `stride` bytes.
+/// The default is [`Region::detached`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Region {
     /// The first element's address in the map (0 in a build without the simulator).
     base: usize,
     /// Bytes per element.
     stride: usize,
+}
+
+impl Default for Region {
+    fn default() -> Self {
+        Region::detached()
+    }
 }
 
 impl Region {
@@ -56,6 +63,12 @@ impl Region {
             base,
             stride: stride.max(1),
         }
+    }
+
+    /// A region in no map, whose touches charge nothing: a placeholder for a value made
+    /// before its place is known (a default).
+    pub const fn detached() -> Region {
+        Region { base: 0, stride: 1 }
     }
 
     /// Bytes per element.
@@ -78,7 +91,7 @@ impl Region {
     #[inline(always)]
     fn touch(&self, elem: usize, bytes: Range<usize>, write: bool) {
         #[cfg(not(loom))]
-        if pglocks_sim::hook::active() {
+        if pglocks_sim::hook::active() && self.base != 0 {
             self.charge(elem, bytes, write);
         }
         #[cfg(loom)]
