@@ -493,7 +493,9 @@ where
                 "  {:>10.1} us waited, {:>8} transfers: {}\n",
                 h.waited.as_secs_f64() * 1e6,
                 h.transfers,
-                h.data.as_deref().unwrap_or(&h.site)
+                h.data
+                    .clone()
+                    .unwrap_or_else(|| format!("[not in the map] {}", h.site))
             );
         }
         text += "transfers by structure (a region of the shared-memory map, or where a line outside it was first missed on):\n";

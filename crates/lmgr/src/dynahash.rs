@@ -82,11 +82,12 @@ impl Entry {
 }
 
 impl SharedHash {
-    /// A table named `name` (`"LOCK hash"`) of `capacity` entries of `entry_bytes` (a key of
+    /// A table whose free lists, buckets and elements are named `names` (`"LOCK hash free
+    /// lists"`, …), placed in that order as `hash_create` allocates them, of `capacity` entries of `entry_bytes` (a key of
     /// `key_bytes` first), created with `capacity / 2` (as `InitLocks` creates the lock
     /// tables), its elements on `freelists` free lists.
     pub fn new(
-        names: (&'static str, &'static str),
+        names: [&'static str; 3],
         capacity: usize,
         entry_bytes: usize,
         key_bytes: usize,
@@ -95,9 +96,10 @@ impl SharedHash {
         let nbuckets = (capacity / 2)
             .max(crate::NUM_LOCK_PARTITIONS)
             .next_power_of_two();
-        let buckets = Region::new(names.0, BUCKET, nbuckets);
+        let freelists = FreeLists::new(names[0], freelists, capacity, Region::detached());
+        let buckets = Region::new(names[1], BUCKET, nbuckets);
         let elements = Region::new(
-            names.1,
+            names[2],
             ELEMENT_HEADER + entry_bytes.next_multiple_of(8),
             capacity,
         );
@@ -106,7 +108,7 @@ impl SharedHash {
             elements,
             mask: (nbuckets - 1) as u32,
             key: key_bytes,
-            freelists: FreeLists::new(freelists, capacity, elements),
+            freelists: freelists.with_elements(elements),
         }
     }
 
@@ -186,7 +188,13 @@ mod tests {
 
     #[test]
     fn entries_chain_in_insertion_order_and_elements_are_reused_last_freed_first() {
-        let t = SharedHash::new(("test buckets", "test elements"), 64, 152, 16, 1);
+        let t = SharedHash::new(
+            ["test free lists", "test buckets", "test elements"],
+            64,
+            152,
+            16,
+            1,
+        );
         assert_eq!(
             t.mask, 31,
             "32 buckets: the next power of two of half the capacity"

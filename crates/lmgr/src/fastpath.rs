@@ -31,6 +31,7 @@ use pglocks_sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::CachePadded;
 
 /// lock.c's slots per group (`FP_LOCK_SLOTS_PER_GROUP`; `FP_LOCK_SLOTS_PER_BACKEND` before 18).
@@ -287,10 +288,16 @@ struct Area<K> {
 }
 
 /// Every backend's fast-path area, and the strong-lock counters.
+///
+/// Both are placed in a simulated machine's shared-memory map: the areas as one array standing
+/// for the fast-path fields of the `PGPROC`s (their `fpInfoLock`s; the slots' own bytes are not
+/// charged, as only their backend reads them, but for a strong lock's transfer), and the
+/// counters as `FastPathStrongRelationLocks`' array of counts.
 pub(crate) struct FastPath<K: RawLwLock = AtomicLwLock> {
     layout: FastPathLayout,
     areas: Box<[CachePadded<Area<K>>]>,
     strong: Box<[AtomicU32]>,
+    _placed: [Placed; 2],
 }
 
 // SAFETY: an area's `slots` are only touched inside `with_slots`, which holds that area's
@@ -300,25 +307,31 @@ unsafe impl<K: RawLwLock> Sync for FastPath<K> {}
 impl<K: RawLwLock> FastPath<K> {
     pub fn new(layout: FastPathLayout, backends: usize) -> Self {
         let groups = layout.groups().max(1);
+        let areas: Box<[CachePadded<Area<K>>]> = (0..backends)
+            .map(|_| {
+                CachePadded::new(Area {
+                    fp_info_lock: K::new("LockFastPath"),
+                    slots: UnsafeCell::new(Slots {
+                        database: 0,
+                        vxid_lock: false,
+                        lxid: 0,
+                        rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
+                        lock_bits: vec![0; groups].into(),
+                    }),
+                })
+            })
+            .collect();
+        let strong: Box<[AtomicU32]> = (0..FAST_PATH_STRONG_LOCK_HASH_PARTITIONS)
+            .map(|_| AtomicU32::new(0))
+            .collect();
         Self {
             layout,
-            areas: (0..backends)
-                .map(|_| {
-                    CachePadded::new(Area {
-                        fp_info_lock: K::new("LockFastPath"),
-                        slots: UnsafeCell::new(Slots {
-                            database: 0,
-                            vxid_lock: false,
-                            lxid: 0,
-                            rel_id: vec![0; groups * FP_LOCK_SLOTS_PER_GROUP].into(),
-                            lock_bits: vec![0; groups].into(),
-                        }),
-                    })
-                })
-                .collect(),
-            strong: (0..FAST_PATH_STRONG_LOCK_HASH_PARTITIONS)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            _placed: [
+                Placed::slice("PGPROC fast-path areas", &areas),
+                Placed::slice("FastPathStrongRelationLocks", &strong),
+            ],
+            areas,
+            strong,
         }
     }
 

@@ -30,7 +30,7 @@ use crate::LmgrError;
 use pglocks_sync::atomic::{AtomicBool, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::data::DataUsize;
-use pglocks_sync::shmem::Region;
+use pglocks_sync::shmem::{Placed, Region};
 
 /// dynahash.c's `NUM_FREELISTS` (9.6 and later).
 pub const NUM_FREELISTS: usize = 32;
@@ -56,6 +56,8 @@ struct FreeListData {
 /// The free elements of one shared hash table, on one or more free lists.
 pub(crate) struct FreeLists {
     lists: Box<[FreeListData]>,
+    /// The lists' place in a simulated machine's shared-memory map (the table's header).
+    _placed: Placed,
     /// Each list's free elements below its head, head last (the model's record of the chain
     /// through the elements' `link` fields). Only touched with the list's mutex held.
     below: Box<[UnsafeCell<Vec<u32>>]>,
@@ -71,7 +73,7 @@ unsafe impl Sync for FreeLists {}
 impl FreeLists {
     /// `capacity` elements spread over `lists` lists, each list's a contiguous block of
     /// `elements` (the first list takes the remainder), its head the block's last.
-    pub fn new(lists: usize, capacity: usize, elements: Region) -> Self {
+    pub fn new(name: &'static str, lists: usize, capacity: usize, elements: Region) -> Self {
         let lists = lists.max(1);
         let share = capacity / lists;
         let mut start = 0;
@@ -91,12 +93,19 @@ impl FreeLists {
             });
             below.push(UnsafeCell::new(stack));
         }
+        let lists: Box<[FreeListData]> = heads.into_boxed_slice();
         Self {
-            lists: heads.into_boxed_slice(),
+            _placed: Placed::slice(name, &lists),
+            lists,
             below: below.into_iter().collect(),
             elements,
             capacity,
         }
+    }
+
+    /// The same lists, taking and giving back elements of `elements`.
+    pub fn with_elements(self, elements: Region) -> Self {
+        Self { elements, ..self }
     }
 
     /// `FREELIST_IDX`: the list of an entry with hash code `hash`.
@@ -185,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_full_list_borrows_and_the_table_holds_exactly_its_capacity() {
-        let f = FreeLists::new(4, 10, Region::detached());
+        let f = FreeLists::new("test free lists", 4, 10, Region::detached());
         // Every entry hashes to list 1, which starts with 2 elements: the rest are borrowed.
         let taken: Vec<u32> = (0..10).map(|_| f.take(1).unwrap()).collect();
         assert_eq!(f.in_use(), 10);
@@ -206,7 +215,7 @@ mod tests {
 
     #[test]
     fn one_list_is_one_stack() {
-        let f = FreeLists::new(1, 3, Region::detached());
+        let f = FreeLists::new("test free lists", 1, 3, Region::detached());
         assert_eq!(
             [0, 7, 99].map(|h| f.take(h).unwrap()),
             [2, 1, 0],

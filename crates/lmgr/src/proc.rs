@@ -39,6 +39,7 @@ use pglocks_sync::atomic::{
     Ordering::{Acquire, Release},
 };
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::time::{Duration, Instant};
 use pglocks_sync::CachePadded;
 
@@ -67,7 +68,11 @@ struct WaitSlot {
 }
 
 /// Every backend's lock-wait fields.
-pub(crate) struct WaitSlots(Box<[CachePadded<WaitSlot>]>);
+/// Placed in a simulated machine's shared-memory map as the `PGPROC`s' lock-wait fields.
+pub(crate) struct WaitSlots {
+    slots: Box<[CachePadded<WaitSlot>]>,
+    _placed: Placed,
+}
 
 // SAFETY: `wait_lock` is written only under the partition lock of the tag it names (or of the
 // tag it replaces), and read only with that partition lock (or all of them) held; `status` is
@@ -76,22 +81,24 @@ unsafe impl Sync for WaitSlots {}
 
 impl WaitSlots {
     pub fn new(backends: usize) -> Self {
-        Self(
-            (0..backends)
-                .map(|_| {
-                    CachePadded::new(WaitSlot {
-                        status: AtomicU8::new(STATUS_OK),
-                        wait_lock: UnsafeCell::new(None),
-                        fired: AtomicU8::new(0),
-                    })
+        let slots: Box<[CachePadded<WaitSlot>]> = (0..backends)
+            .map(|_| {
+                CachePadded::new(WaitSlot {
+                    status: AtomicU8::new(STATUS_OK),
+                    wait_lock: UnsafeCell::new(None),
+                    fired: AtomicU8::new(0),
                 })
-                .collect(),
-        )
+            })
+            .collect();
+        Self {
+            _placed: Placed::slice("PGPROC lock-wait fields", &slots),
+            slots,
+        }
     }
 
     /// Marks `procno` as waiting for `tag` (under `tag`'s partition lock).
     fn start_waiting(&self, procno: u32, tag: LockTag) {
-        let slot = &self.0[procno as usize];
+        let slot = &self.slots[procno as usize];
         // SAFETY: the caller holds `tag`'s partition lock (see `WaitSlots`).
         slot.wait_lock.with_mut(|p| unsafe { *p = Some(tag) });
         // Release: whoever sees the waiting status (`is_waiting`) also sees what the backend
@@ -102,29 +109,31 @@ impl WaitSlots {
     /// `ProcWakeup`'s state change for `procno` (under its lock's partition lock); the caller
     /// posts the semaphore once the partition lock is released.
     fn finish_waiting(&self, procno: u32, status: u8) {
-        let slot = &self.0[procno as usize];
+        let slot = &self.slots[procno as usize];
         // SAFETY: the caller holds the partition lock of the lock `procno` waited for.
         slot.wait_lock.with_mut(|p| unsafe { *p = None });
         slot.status.store(status, Release);
     }
 
     fn status(&self, procno: u32) -> u8 {
-        self.0[procno as usize].status.load(Acquire)
+        self.slots[procno as usize].status.load(Acquire)
     }
 
     fn fired(&self, procno: u32) -> u8 {
-        self.0[procno as usize].fired.load(Acquire)
+        self.slots[procno as usize].fired.load(Acquire)
     }
 
     /// Clears `bits` of `procno`'s fired timers once they are handled.
     fn clear_fired(&self, procno: u32, bits: u8) {
-        self.0[procno as usize].fired.fetch_and(!bits, Release);
+        self.slots[procno as usize].fired.fetch_and(!bits, Release);
     }
 
     /// `waitLock` of `procno`; the caller holds every partition lock.
     fn wait_lock(&self, procno: u32) -> Option<LockTag> {
         // SAFETY: the caller holds every partition lock (see `WaitSlots`).
-        self.0[procno as usize].wait_lock.with(|p| unsafe { *p })
+        self.slots[procno as usize]
+            .wait_lock
+            .with(|p| unsafe { *p })
     }
 }
 
@@ -424,7 +433,7 @@ impl<K: RawLwLock> LockManager<K> {
             WaitTimeout::Deadlock => FIRED_DEADLOCK,
             WaitTimeout::Lock => FIRED_LOCK,
         };
-        self.waits.0[procno].fired.fetch_or(bit, Release);
+        self.waits.slots[procno].fired.fetch_or(bit, Release);
         b.procs().slot(procno).sem.unlock();
     }
 

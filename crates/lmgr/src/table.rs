@@ -30,6 +30,7 @@ use crate::{LmgrError, LockTag};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::CachePadded;
 
 /// Byte offsets of `LOCK`'s fields (lock.h, on a 64-bit build; the same from 9.0 to 18: a
@@ -298,6 +299,10 @@ struct Partition<K> {
 /// The shared lock table: partitions plus the two shared hash tables' layout and free lists.
 pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
     partitions: Box<[CachePadded<Partition<K>>]>,
+    /// The partitions' place in a simulated machine's shared-memory map: their LWLocks, as
+    /// `MainLWLockArray`'s `LockManager` tranche (the maps beside them are not PostgreSQL's
+    /// and are charged through `crate::dynahash` instead).
+    _placed: Placed,
     /// The `LOCK` hash table.
     lock_hash: SharedHash,
     /// The `PROCLOCK` hash table.
@@ -318,24 +323,34 @@ impl<K: RawLwLock> LockTable<K> {
     /// list also means the larger `PROCLOCK`.
     pub fn new(partitions: usize, max_locks: usize, freelists: usize) -> Self {
         let proclock_layout = ProcLockLayout::new(freelists > 1);
-        Self {
-            partitions: (0..partitions.max(1))
-                .map(|_| {
-                    CachePadded::new(Partition {
-                        lwlock: K::new("LockManager"),
-                        data: UnsafeCell::new(PartitionData::default()),
-                    })
+        let partitions: Box<[CachePadded<Partition<K>>]> = (0..partitions.max(1))
+            .map(|_| {
+                CachePadded::new(Partition {
+                    lwlock: K::new("LockManager"),
+                    data: UnsafeCell::new(PartitionData::default()),
                 })
-                .collect(),
+            })
+            .collect();
+        Self {
+            _placed: Placed::slice("LockManager partitions", &partitions),
+            partitions,
             lock_hash: SharedHash::new(
-                ("LOCK hash buckets", "LOCK hash entries"),
+                [
+                    "LOCK hash free lists",
+                    "LOCK hash buckets",
+                    "LOCK hash entries",
+                ],
                 max_locks,
                 lock_at::SIZE,
                 lock_at::KEY,
                 freelists,
             ),
             proclock_hash: SharedHash::new(
-                ("PROCLOCK hash buckets", "PROCLOCK hash entries"),
+                [
+                    "PROCLOCK hash free lists",
+                    "PROCLOCK hash buckets",
+                    "PROCLOCK hash entries",
+                ],
                 2 * max_locks,
                 proclock_layout.size(),
                 ProcLockLayout::KEY,

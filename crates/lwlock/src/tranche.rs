@@ -91,8 +91,15 @@ padding!(
 );
 
 /// A partitioned tranche: `BufferMapping`, `LockManager`, `PredicateLockManager`.
+///
+/// Its locks are placed in a simulated machine's shared-memory map as one array
+/// ([`pglocks_sync::shmem::Placed`]), as `MainLWLockArray` holds them; the shortcut is that
+/// each tranche starts a region of its own on a 128-byte boundary, where PostgreSQL's array runs
+/// on from one tranche to the next (which only matters for the 32-byte padding of 9.4 and 9.5,
+/// whose last lock of one tranche may share a line with the first of the next).
 pub struct PartitionedTranche<K: RawLwLock = crate::AtomicLwLock, P: Padding = Pad128> {
     locks: Box<[P::Cell<K>]>,
+    _placed: pglocks_sync::shmem::Placed,
 }
 
 impl<K: RawLwLock, P: Padding> PartitionedTranche<K, P> {
@@ -102,8 +109,10 @@ impl<K: RawLwLock, P: Padding> PartitionedTranche<K, P> {
     /// If `partitions` is 0 (a configuration error of the caller, not of a user).
     pub fn new(name: &'static str, partitions: usize) -> Self {
         assert!(partitions > 0, "a tranche needs at least one partition");
+        let locks: Box<[P::Cell<K>]> = (0..partitions).map(|_| P::pad(K::new(name))).collect();
         Self {
-            locks: (0..partitions).map(|_| P::pad(K::new(name))).collect(),
+            _placed: pglocks_sync::shmem::Placed::slice(name, &locks),
+            locks,
         }
     }
 
@@ -325,11 +334,13 @@ impl<K: RawLwLock, P: Padding> MainLwLockArray<K, P> {
     /// The array with `buffer_partitions` and `lock_partitions` partitions (release-dependent:
     /// see the presets), and 16 predicate-lock partitions.
     pub fn new(buffer_partitions: usize, lock_partitions: usize) -> Self {
+        let locks: Box<[P::Cell<K>]> = INDIVIDUAL_LWLOCK_NAMES
+            .iter()
+            .map(|&name| P::pad(K::new(name)))
+            .collect();
         let individual = PartitionedTranche {
-            locks: INDIVIDUAL_LWLOCK_NAMES
-                .iter()
-                .map(|&name| P::pad(K::new(name)))
-                .collect(),
+            _placed: pglocks_sync::shmem::Placed::slice("MainLWLockArray", &locks),
+            locks,
         };
         Self {
             individual,

@@ -60,6 +60,8 @@ pub struct ProcTable {
 #[derive(Debug)]
 struct ProcGlobal {
     slots: Box<[CachePadded<ProcSlot>]>,
+    /// The slots' place in a simulated machine's shared-memory map (`ProcGlobal->allProcs`).
+    _placed: pglocks_sync::shmem::Placed,
     /// `ProcGlobal->spins_per_delay`: where new backends start their spin estimate.
     shared_spins_per_delay: AtomicU32,
     spin_config: SpinDelayConfig,
@@ -132,7 +134,7 @@ impl ProcTable {
                 max: MAX_BACKENDS,
             });
         }
-        let slots = (0..max_backends)
+        let slots: Box<[CachePadded<ProcSlot>]> = (0..max_backends)
             .map(|_| {
                 CachePadded::new(ProcSlot {
                     sem: Semaphore::new(0),
@@ -144,9 +146,11 @@ impl ProcTable {
                 })
             })
             .collect();
+        let placed = pglocks_sync::shmem::Placed::slice("PGPROC", &slots);
         Ok(Self {
             inner: Arc::new(ProcGlobal {
                 slots,
+                _placed: placed,
                 shared_spins_per_delay: AtomicU32::new(config.default_spins_per_delay),
                 spin_config: config,
                 lwlock_stats: AtomicBool::new(false),

@@ -212,6 +212,8 @@ pub(crate) struct Engine {
     epoch: Instant,
     /// The hot-lines tally, if asked for.
     hot: Option<HotLines>,
+    /// Host addresses to the shared-memory map's ([`crate::shmem`]).
+    translation: crate::shmem::Translation,
 }
 
 /// Whether this build can simulate: it was compiled with `--cfg pglocks_sim`.
@@ -268,6 +270,14 @@ fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
     // thread runs at a time, the scheduler does not touch the engine until the thread suspends,
     // and no reference made here outlives `f` (none is held across a suspend).
     f(unsafe { &mut *p })
+}
+
+/// A placement in the shared-memory map made (`Some`) or ended at `host`: the engine of the
+/// virtual thread that made it, if any, follows it at once (one started later reads the map).
+pub(crate) fn placed(p: Option<crate::shmem::Placement>, host: usize) {
+    if active() {
+        with(|e| e.translation.update(p, host));
+    }
 }
 
 /// Suspends the calling virtual thread; the engine has already arranged when it resumes.

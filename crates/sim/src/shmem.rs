@@ -16,8 +16,19 @@
 //! placed one after the other, which changes no cost (the cost model keys lines in the order it
 //! first sees them, and every region starts on a line of its own).
 //!
-//! Only the simulator's build keeps a map: in any other, [`alloc`] returns 0 and records
-//! nothing, and no touch is ever charged.
+//! **Placed structures.** A structure whose Rust form already has PostgreSQL's layout (an array
+//! of `PGPROC`s, of LWLocks, of free-list headers), and whose shim atomics are its lock words,
+//! is *placed* in the map instead ([`place`]): its host memory is given a region of the map of
+//! the same size, and the engine charges every access to that host memory (an atomic's, a data
+//! word's, a touch's) at the region's address instead. So which lines its fields share is the
+//! map's doing, as it would be PostgreSQL's, not the host allocator's: no two structures share
+//! a line by the accident of where the heap put them, and a run's costs do not depend on the
+//! host's addresses at all. Memory that is not placed (the harness's own counters, a stack
+//! variable) is charged at its host address, as before. A placement ends when its structure is
+//! dropped ([`unplace`]).
+//!
+//! Only the simulator's build keeps a map: in any other, [`alloc`] and [`place`] return 0 and
+//! record nothing, and no touch is ever charged.
 
 use std::sync::Mutex;
 
@@ -36,16 +47,33 @@ struct Region {
     len: usize,
 }
 
-/// The regions so far, in address order, and the next free address.
+/// Host memory placed in the map: `len` bytes from `host`, at `base` in the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The first host address.
+    pub host: usize,
+    /// Bytes.
+    pub len: usize,
+    /// Its address in the map.
+    pub base: usize,
+}
+
+/// The regions so far, in address order, the next free address, and the placements in force.
 struct Map {
     regions: Vec<Region>,
     next: usize,
+    placed: Vec<Placement>,
 }
 
 static MAP: Mutex<Map> = Mutex::new(Map {
     regions: Vec::new(),
     next: BASE,
+    placed: Vec::new(),
 });
+
+fn map() -> std::sync::MutexGuard<'static, Map> {
+    MAP.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Places `count` elements of `stride` bytes, named `name`, after the last region, on a
 /// 128-byte boundary, and returns the first element's address (0 in a build without the
@@ -55,7 +83,7 @@ pub fn alloc(name: &'static str, stride: usize, count: usize) -> usize {
         return 0;
     }
     let len = stride.max(1).saturating_mul(count.max(1));
-    let mut map = MAP.lock().unwrap_or_else(|p| p.into_inner());
+    let mut map = map();
     let base = map.next;
     map.next = (base + len).div_ceil(ALIGN) * ALIGN;
     map.regions.push(Region {
@@ -67,12 +95,104 @@ pub fn alloc(name: &'static str, stride: usize, count: usize) -> usize {
     base
 }
 
+/// Places the `count` elements of `stride` bytes at host address `host` in the map, as a new
+/// region named `name`; returns the region's first address (0 in a build without the
+/// simulator). The memory must stay where it is until [`unplace`] (a `Box`'s or a `Vec`'s
+/// contents, not a value that moves).
+pub fn place(name: &'static str, host: usize, stride: usize, count: usize) -> usize {
+    if !crate::BUILT_IN || host == 0 || count == 0 || stride == 0 {
+        return 0;
+    }
+    let base = alloc(name, stride, count);
+    let p = Placement {
+        host,
+        len: stride.max(1).saturating_mul(count.max(1)),
+        base,
+    };
+    {
+        let mut map = map();
+        // A placement of memory the host has since reused for this one is over.
+        map.placed
+            .retain(|q| q.host + q.len <= p.host || p.host + p.len <= q.host);
+        map.placed.push(p);
+    }
+    crate::engine::placed(Some(p), host);
+    base
+}
+
+/// Ends the placement of the memory at `host` (its structure is being dropped).
+pub fn unplace(host: usize) {
+    if !crate::BUILT_IN || host == 0 {
+        return;
+    }
+    map().placed.retain(|q| q.host != host);
+    crate::engine::placed(None, host);
+}
+
+/// The placements in force, by host address.
+pub(crate) fn placements() -> Vec<Placement> {
+    let mut v = map().placed.clone();
+    v.sort_by_key(|p| p.host);
+    v
+}
+
+/// Host addresses to the map's, for one simulation: the placements in force when it started,
+/// and those made or ended while it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Translation {
+    /// By host address, not overlapping.
+    placed: Vec<Placement>,
+    /// The index last found (accesses come in runs on one structure).
+    last: usize,
+}
+
+impl Translation {
+    /// The placements in force now.
+    pub fn current() -> Translation {
+        Translation {
+            placed: placements(),
+            last: 0,
+        }
+    }
+
+    /// The address the cost model charges for host address `addr`: its place in the map if it
+    /// is placed, else itself.
+    #[inline]
+    pub fn of(&mut self, addr: usize) -> usize {
+        if let Some(p) = self.placed.get(self.last) {
+            if addr.wrapping_sub(p.host) < p.len {
+                return p.base + (addr - p.host);
+            }
+        }
+        let i = self.placed.partition_point(|p| p.host <= addr);
+        if let Some(p) = i.checked_sub(1).map(|j| self.placed[j]) {
+            if addr - p.host < p.len {
+                self.last = i - 1;
+                return p.base + (addr - p.host);
+            }
+        }
+        addr
+    }
+
+    /// A placement made (`Some`) or ended (`None`) at `host` during the run.
+    pub fn update(&mut self, p: Option<Placement>, host: usize) {
+        self.placed.retain(|q| q.host != host);
+        if let Some(p) = p {
+            self.placed
+                .retain(|q| q.host + q.len <= p.host || p.host + p.len <= q.host);
+            let i = self.placed.partition_point(|q| q.host < p.host);
+            self.placed.insert(i, p);
+        }
+        self.last = 0;
+    }
+}
+
 /// The name of the region `addr` lies in; `None` outside the map.
 pub fn region_name(addr: usize) -> Option<&'static str> {
     if addr < BASE {
         return None;
     }
-    let map = MAP.lock().unwrap_or_else(|p| p.into_inner());
+    let map = map();
     let i = map
         .regions
         .partition_point(|r| r.base <= addr)
@@ -86,7 +206,7 @@ pub fn describe(addr: usize, len: usize) -> Option<String> {
     if addr < BASE {
         return None;
     }
-    let map = MAP.lock().unwrap_or_else(|p| p.into_inner());
+    let map = map();
     let i = map
         .regions
         .partition_point(|r| r.base <= addr)
@@ -132,5 +252,31 @@ mod tests {
         );
         assert_eq!(describe(b, 64).unwrap(), "test PGPROC[0] bytes 0..64");
         assert_eq!(describe(0x1000, 64), None);
+    }
+
+    #[test]
+    fn placed_memory_is_charged_at_its_place_in_the_map_until_unplaced() {
+        if !crate::BUILT_IN {
+            return;
+        }
+        let host = vec![0u64; 40];
+        let at = host.as_ptr() as usize;
+        let base = place("test placed words", at, 8, 40);
+        assert_eq!(base % ALIGN, 0);
+        let mut t = Translation::current();
+        assert_eq!(t.of(at), base);
+        assert_eq!(t.of(at + 8 * 39 + 7), base + 8 * 39 + 7);
+        assert_eq!(
+            t.of(at + 8 * 40),
+            at + 8 * 40,
+            "past its end: the host's address"
+        );
+        assert_eq!(t.of(at - 1), at - 1);
+        assert_eq!(
+            describe(base + 24, 8).unwrap(),
+            "test placed words[3] bytes 0..8"
+        );
+        unplace(at);
+        assert_eq!(Translation::current().of(at), at);
     }
 }

@@ -14,6 +14,12 @@
 //! touch is nothing at all (in a build without the simulator, and under loom, it compiles to
 //! nothing).
 //!
+//! A structure whose Rust form already has PostgreSQL's layout (an array of `PGPROC`s or of
+//! LWLocks, with the shim's atomics as its lock words and data words as its fields) is instead
+//! *placed* in the map ([`Placed`]): every access to its host memory is then charged at its
+//! place in the map, so which of its fields share a line, and which structures share none, is
+//! decided as PostgreSQL's segment decides it and not by where the host's allocator put it.
+//!
 //! Loads that do not depend on each other (a walk of an array whose every element is read
 //! whatever the others hold) may be declared so with [`independent`]: on a simulated CPU their
 //! misses then overlap, as a core's fill buffers let them.
@@ -109,6 +115,81 @@ impl Region {
         };
         let addr = self.base + elem * self.stride + bytes.start;
         pglocks_sim::hook::touch(addr, bytes.len(), kind);
+    }
+}
+
+/// A structure's host memory placed in the simulated shared-memory map for as long as this
+/// value lives: keep it beside the `Box` or `Vec` whose contents it places (memory that does not
+/// move), and drop it with them.
+#[derive(Debug)]
+pub struct Placed {
+    /// The host address placed (0: none).
+    #[cfg_attr(loom, allow(dead_code))]
+    host: usize,
+    region: Region,
+}
+
+impl Placed {
+    /// Places the elements of `items` (a boxed slice's or a vector's contents) as a region
+    /// named `name` of `items.len()` elements of `size_of::<T>()` bytes.
+    pub fn slice<T>(name: &'static str, items: &[T]) -> Placed {
+        Self::raw(
+            name,
+            items.as_ptr().cast(),
+            std::mem::size_of::<T>(),
+            items.len(),
+        )
+    }
+
+    /// Places one value (a `Box`'s contents) as a region named `name`.
+    pub fn one<T>(name: &'static str, value: &T) -> Placed {
+        Self::raw(
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>(),
+            1,
+        )
+    }
+
+    fn raw(name: &'static str, host: *const u8, stride: usize, count: usize) -> Placed {
+        #[cfg(not(loom))]
+        {
+            let host = host as usize;
+            let base = pglocks_sim::shmem::place(name, host, stride, count);
+            Placed {
+                host: if base == 0 { 0 } else { host },
+                region: Region {
+                    base,
+                    stride: stride.max(1),
+                },
+            }
+        }
+        #[cfg(loom)]
+        {
+            let _ = (name, host, count);
+            Placed {
+                host: 0,
+                region: Region {
+                    base: 0,
+                    stride: stride.max(1),
+                },
+            }
+        }
+    }
+
+    /// The region it occupies, for touches of bytes the shim does not see (data kept in a form
+    /// other than PostgreSQL's beside it).
+    pub fn region(&self) -> Region {
+        self.region
+    }
+}
+
+impl Drop for Placed {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        if self.host != 0 {
+            pglocks_sim::shmem::unplace(self.host);
+        }
     }
 }
 

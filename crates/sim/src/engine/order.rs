@@ -158,6 +158,7 @@ impl Engine {
     /// A load inside an independent scope issues at the thread's front end and only takes
     /// effect at its answer; the rest of its transfer overlaps what follows (`super::touch`).
     pub(super) fn access(&mut self, addr: usize, kind: Access) -> Option<PendingMiss> {
+        let addr = self.translation.of(addr);
         let overlapped = self.overlaps(kind);
         if !overlapped {
             self.drain();

@@ -98,6 +98,7 @@ pub fn run(
         seeds: 0,
         epoch: started,
         hot: HotLines::from_env(costs.line_shift),
+        translation: crate::shmem::Translation::current(),
         costs,
     };
     let mut bodies = Vec::with_capacity(threads.len());

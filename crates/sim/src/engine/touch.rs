@@ -133,6 +133,7 @@ impl Engine {
         if len == 0 {
             return;
         }
+        let addr = self.translation.of(addr);
         let shift = self.costs.line_shift;
         let (first, last) = (addr >> shift, (addr + len - 1) >> shift);
         for line in first..=last {
@@ -307,5 +308,53 @@ mod tests {
             "{first:?}"
         );
         assert_eq!(again.get(), hit);
+    }
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::super::testing::on;
+    use super::super::{ops, run};
+    use crate::cache::Access;
+    use crate::profile::Profile;
+    use std::time::Duration;
+
+    /// CPUs 0 and 10 each write their own word of one host line `rounds` times, turn about;
+    /// returns the run's transfers.
+    fn neighbours(words: &[u64; 2], rounds: usize) -> u64 {
+        let profile = Profile::find("westmere-80").unwrap();
+        let team = (0..2)
+            .map(|i| {
+                let at = &words[i] as *const u64 as usize;
+                on(i * 10, move || {
+                    for _ in 0..rounds {
+                        ops::access(at, Access::Store);
+                        ops::work(10_000);
+                    }
+                })
+            })
+            .collect();
+        let out = run(&profile, team, Duration::from_millis(100)).unwrap();
+        out.transfers.iter().map(|(_, n)| n).sum()
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn two_placed_structures_never_share_a_line_whatever_the_host_heap_did() {
+        // Two words of one host line: written from two packages, the line ping-pongs.
+        let words = Box::new([0u64; 2]);
+        let shared = neighbours(&words, 50);
+        assert!(shared >= 90, "{shared} transfers");
+        // Placed as two structures, each has a line of the map to itself.
+        let (a, b) = (words.as_ptr() as usize, words.as_ptr() as usize + 8);
+        crate::shmem::place("test word a", a, 8, 1);
+        crate::shmem::place("test word b", b, 8, 1);
+        let apart = neighbours(&words, 50);
+        crate::shmem::unplace(a);
+        crate::shmem::unplace(b);
+        assert!(apart <= 2, "{apart} transfers");
     }
 }
