@@ -332,8 +332,9 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             fence: cyc(fence_ns),
             busy_step: cyc(busy),
             local: 0.0,
-            // Not measured: misses stay one at a time.
+            // Not measured: misses stay one at a time, and stores stall until visible.
             outstanding_misses: 1,
+            store_buffer: 0,
         },
         os: Os {
             syscall_ns: syscall_ns.round(),

@@ -136,6 +136,8 @@ pub struct Costs {
     pub line_shift: u32,
     /// Misses one CPU may have in flight at once.
     pub outstanding: usize,
+    /// Entries of a CPU's store buffer (0: none).
+    pub store_buffer: usize,
     /// `smt_speed` in 1/1024ths.
     smt_speed: u64,
     /// Each CPU's SMT siblings.
@@ -200,6 +202,7 @@ impl Costs {
             occupancy: (c.occupancy * 1024.0).round().clamp(1.0, 1024.0) as u64,
             line_shift: profile.line_bytes.trailing_zeros(),
             outstanding: c.outstanding_misses.max(1) as usize,
+            store_buffer: c.store_buffer as usize,
             smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
             siblings: (0..n)
                 .map(|a| {
@@ -333,19 +336,34 @@ impl Line {
     /// and so already the owner's in this model's books) has not reached yet: the place's
     /// transfer has arrived and the next one's holder has not answered. `exclusive` asks for
     /// a copy it may write.
+    ///
+    /// A copy lasts until the answer of the next transfer that takes it away: for a copy read
+    /// from, the next exclusive transfer (another CPU's load leaves the other shared copies
+    /// where they are); for a copy written to, any next transfer.
     fn held_until_answer(&mut self, place: usize, now: Picos, exclusive: bool) -> bool {
-        // Every access from now on is at `now` or later: hops whose successor has answered
-        // are over.
-        while self.hops.len() >= 2 && self.hops[1].answer <= now {
-            self.hops.pop_front();
+        // Every access from now on is at `now` or later: the copies that an exclusive transfer
+        // answered by now took away are over, and so are their hops.
+        if let Some(k) = (1..self.hops.len())
+            .rev()
+            .find(|&k| self.hops[k].exclusive && self.hops[k].answer <= now)
+        {
+            self.hops.drain(..k);
         }
-        let mut hops = self.hops.iter().zip(self.hops.iter().skip(1));
-        hops.any(|(h, next)| {
-            h.place == place as u32
-                && h.done <= now
-                && now < next.answer
-                && (h.exclusive || !exclusive)
-        })
+        // From the newest hop back, the answer of the nearest later transfer of each kind.
+        let (mut next_any, mut next_exclusive) = (None, None);
+        for h in self.hops.iter().rev() {
+            if h.place == place as u32 && h.done <= now && (h.exclusive || !exclusive) {
+                let until = if exclusive { next_any } else { next_exclusive };
+                if until.is_some_and(|answer| now < answer) {
+                    return true;
+                }
+            }
+            next_any = Some(h.answer);
+            if h.exclusive {
+                next_exclusive = Some(h.answer);
+            }
+        }
+        false
     }
 }
 
@@ -447,7 +465,10 @@ impl Caches {
         let key = (addr as u64) >> costs.line_shift;
         let line = self.lines.get_or_default(key);
         let mine = line.owner == place as u32;
-        if !mine && line.held_until_answer(place, now, kind != Access::Load) {
+        // A load of a copy the books still list is a hit below; anything else may still be
+        // served by a copy a queued transfer has not yet taken away.
+        let listed = mine || (kind == Access::Load && line.sharers.contains(place));
+        if !listed && line.held_until_answer(place, now, kind != Access::Load) {
             // The line is still here: requests queued for it have not reached this place.
             let cost = match kind {
                 Access::Rmw => costs.atomic,

@@ -39,12 +39,15 @@ pub mod ops;
 mod order;
 mod os;
 mod run;
+mod store_buffer;
 mod touch;
 
 pub use run::run;
 
 use order::Event;
 use os::{Cpu, KernelCosts, SpinWatch, State, Wake};
+use store_buffer::StoreBuffer;
+pub use store_buffer::{Forwarded, Stored};
 use touch::Overlap;
 
 /// Where a virtual thread runs.
@@ -165,6 +168,8 @@ struct Thread {
     spin: SpinWatch,
     /// Its loads in flight inside an independent scope.
     overlap: Overlap,
+    /// Its stores not yet visible.
+    stores: StoreBuffer,
 }
 
 /// The simulated machine's state while it runs.
@@ -276,7 +281,14 @@ fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
 /// virtual thread that made it, if any, follows it at once (one started later reads the map).
 pub(crate) fn placed(p: Option<crate::shmem::Placement>, host: usize) {
     if active() {
-        with(|e| e.translation.update(p, host));
+        with(|e| {
+            if p.is_none() {
+                if let Some(len) = e.translation.len_of(host) {
+                    e.unplaced(host, len);
+                }
+            }
+            e.translation.update(p, host)
+        });
     }
 }
 

@@ -155,6 +155,12 @@ pub struct Cycles {
     /// model declares ([`crate::hook::independent`]) overlap. 1, the default, overlaps none.
     #[serde(default = "one")]
     pub outstanding_misses: u32,
+    /// Not a cost but a count: the entries of a core's store buffer, where a store waits,
+    /// after the core has gone on, until it can be made visible (x86's TSO: in order, each
+    /// after the one before; a locked instruction or a fence waits for all). 0, the default,
+    /// has none: every store stalls its core until it is visible.
+    #[serde(default)]
+    pub store_buffer: u32,
 }
 
 fn full() -> f64 {
@@ -347,6 +353,9 @@ impl Profile {
         }
         if !(1..=64).contains(&c.outstanding_misses) {
             return Err("cycles.outstanding_misses must be in 1..=64".into());
+        }
+        if c.store_buffer > 256 {
+            return Err("cycles.store_buffer must be at most 256".into());
         }
         if !(c.smt_speed >= 0.1 && c.smt_speed <= 1.0) {
             return Err("cycles.smt_speed must be in [0.1, 1]".into());

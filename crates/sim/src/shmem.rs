@@ -159,19 +159,28 @@ impl Translation {
     /// is placed, else itself.
     #[inline]
     pub fn of(&mut self, addr: usize) -> usize {
+        self.placed(addr).unwrap_or(addr)
+    }
+
+    /// The place in the map of host address `addr`, if it is placed.
+    #[inline]
+    pub fn placed(&mut self, addr: usize) -> Option<usize> {
         if let Some(p) = self.placed.get(self.last) {
             if addr.wrapping_sub(p.host) < p.len {
-                return p.base + (addr - p.host);
+                return Some(p.base + (addr - p.host));
             }
         }
         let i = self.placed.partition_point(|p| p.host <= addr);
-        if let Some(p) = i.checked_sub(1).map(|j| self.placed[j]) {
-            if addr - p.host < p.len {
-                self.last = i - 1;
-                return p.base + (addr - p.host);
-            }
-        }
-        addr
+        let p = self.placed[i.checked_sub(1)?];
+        (addr - p.host < p.len).then(|| {
+            self.last = i - 1;
+            p.base + (addr - p.host)
+        })
+    }
+
+    /// The length of the placement that starts at `host`, if any.
+    pub fn len_of(&self, host: usize) -> Option<usize> {
+        self.placed.iter().find(|p| p.host == host).map(|p| p.len)
     }
 
     /// A placement made (`Some`) or ended (`None`) at `host` during the run.

@@ -30,6 +30,66 @@ mod real {
         }
     }
 
+    /// A value an atomic holds, as the bits a simulated CPU's store buffer keeps.
+    trait Bits: Copy {
+        fn to_bits(self) -> u64;
+        fn from_bits(bits: u64) -> Self;
+    }
+
+    macro_rules! bits {
+        ($($t:ty),*) => {$(
+            impl Bits for $t {
+                #[inline(always)]
+                fn to_bits(self) -> u64 {
+                    self as u64
+                }
+                #[inline(always)]
+                fn from_bits(bits: u64) -> Self {
+                    bits as $t
+                }
+            }
+        )*};
+    }
+    bits!(u8, u32, u64, usize);
+
+    impl Bits for bool {
+        #[inline(always)]
+        fn to_bits(self) -> u64 {
+            u64::from(self)
+        }
+        #[inline(always)]
+        fn from_bits(bits: u64) -> Self {
+            bits != 0
+        }
+    }
+
+    impl<T> Bits for *mut T {
+        #[inline(always)]
+        fn to_bits(self) -> u64 {
+            self as usize as u64
+        }
+        #[inline(always)]
+        fn from_bits(bits: u64) -> Self {
+            bits as usize as *mut T
+        }
+    }
+
+    /// A simulated CPU's load of `addr`: charged and ordered, and the value of its own store
+    /// still in its store buffer if there is one (`None`: read memory).
+    #[cold]
+    #[inline(never)]
+    fn simulated_load<T: Bits>(addr: *const T) -> Option<T> {
+        hook::load(addr as usize, std::mem::size_of::<T>()).map(T::from_bits)
+    }
+
+    /// A simulated CPU's store of `v` to `addr`: charged and ordered; `true` if its store
+    /// buffer took it (the simulator writes it when it becomes visible).
+    #[cold]
+    #[inline(never)]
+    fn simulated_store<T: Bits>(addr: *const T, v: T) -> bool {
+        hook::store(addr as usize, v.to_bits(), std::mem::size_of::<T>())
+    }
+
     /// A full fence; a simulated CPU is charged the profile's fence.
     #[inline(always)]
     pub fn fence(order: Ordering) {
@@ -54,17 +114,25 @@ mod real {
     /// Loads, stores and the two compare-exchanges, for an atomic of `$t`.
     macro_rules! common {
         ($t:ty) => {
-            /// Loads the value.
+            /// Loads the value (on a simulated CPU, its own store still in its store buffer if
+            /// there is one).
             #[inline(always)]
             pub fn load(&self, order: Ordering) -> $t {
-                charge(self, Access::Load);
+                if hook::active() {
+                    if let Some(v) = simulated_load(self.0.as_ptr().cast_const()) {
+                        return v;
+                    }
+                }
                 self.0.load(order)
             }
 
-            /// Stores `v`.
+            /// Stores `v` (on a simulated CPU, into its store buffer if the memory is placed in
+            /// the shared-memory map: visible to the others when it drains).
             #[inline(always)]
             pub fn store(&self, v: $t, order: Ordering) {
-                charge(self, Access::Store);
+                if hook::active() && simulated_store(self.0.as_ptr().cast_const(), v) {
+                    return;
+                }
                 self.0.store(v, order)
             }
 

@@ -15,21 +15,78 @@
 //! [`active`](super::active) check.
 
 use super::order::sync_point;
-use super::{suspend, with, Engine};
+use super::{suspend, with, Engine, Forwarded, Stored};
 use crate::cache::Access;
 use crate::picos::{Picos, PS_PER_NS};
 use std::time::{Duration, Instant};
 
-/// A load, store or read-modify-write of the byte at `addr`.
+/// A load, store or read-modify-write of the byte at `addr`. A read-modify-write first waits
+/// for the thread's store buffer to drain (a locked instruction does).
 #[cold]
 #[inline(never)]
 pub fn access(addr: usize, kind: Access) {
     with(Engine::before_access);
     sync_point();
+    if kind != Access::Load {
+        drain_stores();
+    }
+    charge(addr, kind);
+}
+
+/// The access itself, after its sync point.
+fn charge(addr: usize, kind: Access) {
     if let Some(miss) = with(|e| e.access(addr, kind)) {
         // The other threads first run up to the moment the holder answers.
         sync_point();
         with(|e| e.take_effect(miss, kind));
+    }
+}
+
+/// Waits until every store in the thread's store buffer is visible.
+fn drain_stores() {
+    while with(Engine::drain_stores) {
+        sync_point();
+    }
+}
+
+/// An atomic load of the `size` bytes at `addr`: the value of the thread's own store still in
+/// its store buffer, if there is one (store-to-load forwarding), else `None`, and the caller
+/// reads memory (after the access has been charged and ordered).
+#[cold]
+#[inline(never)]
+pub fn load(addr: usize, size: usize) -> Option<u64> {
+    with(Engine::before_access);
+    sync_point();
+    match with(|e| e.forward(addr, size as u8)) {
+        Forwarded::Value(v) => {
+            with(Engine::forwarded);
+            return Some(v);
+        }
+        Forwarded::Drain => drain_stores(),
+        Forwarded::Nothing => {}
+    }
+    charge(addr, Access::Load);
+    None
+}
+
+/// An atomic store of `bits` (`size` bytes) to `addr`: `true` if it went into the thread's
+/// store buffer (the engine writes it when it becomes visible, and the caller must not), else
+/// `false`, and the caller writes it now (it has been charged and ordered).
+#[cold]
+#[inline(never)]
+pub fn store(addr: usize, bits: u64, size: usize) -> bool {
+    with(Engine::before_access);
+    loop {
+        sync_point();
+        match with(|e| e.store(addr, bits, size as u8)) {
+            Stored::Buffered => return true,
+            Stored::Visible => return false,
+            Stored::Unbuffered => {
+                charge(addr, Access::Store);
+                return false;
+            }
+            Stored::Wait => {}
+        }
     }
 }
 
@@ -54,6 +111,7 @@ pub fn independent(begin: bool) {
 #[cold]
 #[inline(never)]
 pub fn fence() {
+    drain_stores();
     with(|e| {
         e.drain();
         e.charge_private(e.costs.fence);
@@ -128,6 +186,7 @@ pub fn now() -> Instant {
 #[inline(never)]
 pub fn sleep(d: Duration) {
     with(Engine::drain);
+    drain_stores();
     sync_point();
     let y = with(|e| e.sleep(Picos::from_duration(d)));
     suspend(y);
@@ -138,6 +197,7 @@ pub fn sleep(d: Duration) {
 #[inline(never)]
 pub fn yield_now() {
     with(Engine::drain);
+    drain_stores();
     sync_point();
     if let Some(y) = with(Engine::yield_cpu) {
         suspend(y);
@@ -150,6 +210,7 @@ pub fn yield_now() {
 #[inline(never)]
 pub fn futex_wait(addr: usize, still: impl FnOnce() -> bool, deadline: Option<Instant>) -> bool {
     with(Engine::drain);
+    drain_stores();
     sync_point();
     with(Engine::futex_enter);
     // The check of the word is an access like any other: in virtual-time order.
@@ -167,6 +228,7 @@ pub fn futex_wait(addr: usize, still: impl FnOnce() -> bool, deadline: Option<In
 #[inline(never)]
 pub fn futex_wake(addr: usize, n: usize) -> usize {
     with(Engine::drain);
+    drain_stores();
     sync_point();
     with(|e| e.futex_wake(addr, n))
 }

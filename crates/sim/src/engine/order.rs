@@ -44,6 +44,8 @@ pub(super) enum Kind {
     /// A timer of the thread's, valid while the thread's token is this one: a timed wait's or a
     /// sleep's end, or the end of a parked spinner's time slice.
     Timer(u64),
+    /// The oldest store in the thread's store buffer becomes visible.
+    Drain,
 }
 
 /// An entry of the event queue. Events are ordered by time, then by sequence number (the order
@@ -212,6 +214,10 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
     while let Some(Reverse(Event { at, tid, kind, .. })) = e().events.pop() {
         if let Kind::Timer(token) = kind {
             e().timer_fires(tid, token, at);
+            continue;
+        }
+        if kind == Kind::Drain {
+            e().store_visible(tid, at);
             continue;
         }
         if at > e().limit {

@@ -222,6 +222,11 @@ impl Engine {
             return;
         }
         t.spin.forget();
+        self.wake_watchers(line, now);
+    }
+
+    /// Resumes, at `now`, the threads parked by spin elision on `line`, which was just written.
+    pub(super) fn wake_watchers(&mut self, line: u64, now: Picos) {
         if self.watching == 0 {
             return;
         }

@@ -12,6 +12,7 @@
 
 use super::order::{schedule, Co};
 use super::os::{Cpu, KernelCosts, SpinWatch, State, Wake};
+use super::store_buffer::StoreBuffer;
 use super::touch::Overlap;
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
@@ -126,6 +127,7 @@ pub fn run(
             yielder: std::ptr::null(),
             spin: SpinWatch::default(),
             overlap: Overlap::default(),
+            stores: StoreBuffer::default(),
         });
         bodies.push((tid, th.body));
     }
