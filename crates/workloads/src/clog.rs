@@ -68,6 +68,7 @@ fn run<K: RawLwLock>(
         lock: CachePadded::new(K::new("XidGen")),
         next: CachePadded::new(AtomicU32::new(START_XID)),
     });
+    let _placed = pglocks_sync::shmem::Placed::one("XidGen", &*xids);
     {
         let mut b = procs.attach().map_err(workload_error)?;
         clog.extend(&mut b, START_XID).map_err(workload_error)?;

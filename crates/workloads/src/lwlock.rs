@@ -192,6 +192,7 @@ pub(crate) fn run_on<K: RawLwLock>(mix: Mix, settings: &Settings, spec: &TeamSpe
 fn run_mix<M: RwModel>(mix: Mix, settings: &Settings, spec: &TeamSpec) -> RunResult {
     let procs = proc_table(settings, spec.threads);
     let lock = Arc::new(CachePadded::new(M::new("BenchLock")));
+    let _placed = pglocks_sync::shmem::Placed::one("BenchLock", &**lock);
     run_team(spec, &procs, |_| {
         let (lock, settings) = (Arc::clone(&lock), settings.clone());
         #[inline(always)]

@@ -96,6 +96,8 @@ pub(crate) fn run<L: Guarded>(_: Model, settings: &Settings, spec: &TeamSpec) ->
     let (cs_work, think) = (settings.cs_work, settings.think);
     let procs = proc_table(settings, spec.threads);
     let lock = Arc::new(CachePadded::new(L::new()));
+    // The lock and its counter where a simulated machine's shared memory would hold them.
+    let _placed = pglocks_sync::shmem::Placed::one("spinlock and counter", &**lock);
     run_team(spec, &procs, |_| {
         let lock = Arc::clone(&lock);
         move |b: &mut Backend| -> Result<(), SpinError> {
