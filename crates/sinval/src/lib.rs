@@ -64,7 +64,8 @@
 //!   slots a writer fills and a reader copies out (one touch per contiguous run of slots; a
 //!   reader's loads do not wait for each other), and the `ProcState` fields the locks order
 //!   (data words, laid out as 9.2–16's `ProcState`); `hasMessages` and the catch-up flag, read
-//!   without the lock their writer holds, are the shim's atomics. The ring is its own
+//!   without the lock their writer holds, are the shim's atomics. The counters and
+//!   `msgnumLock` share a line, as at the head of PostgreSQL's `SISeg`. The ring is its own
 //!   allocation of 16-byte slots, not part of `SISeg` as in PostgreSQL, where it starts 24 bytes
 //!   in (after the counters and `msgnumLock`), so that there one slot in four straddles two
 //!   64-byte lines and the first three share the counters' line; here none does.
@@ -378,9 +379,12 @@ impl std::ops::Index<usize> for ProcStates {
     }
 }
 
-/// The counters of `SISeg` that only lock holders touch.
-#[derive(Debug)]
-struct SegmentHeader {
+/// The head of `SISeg`: the counters that only lock holders touch, and `msgnumLock`, in
+/// PostgreSQL's order (9.2–16: `minMsgNum`, `maxMsgNum`, `nextThreshold`, `lastBackend`,
+/// `maxBackends`, then the `slock_t` at byte 20; 17 drops the two backend counts). So a reader
+/// that takes `msgnumLock` and reads `maxMsgNum` touches one cache line, as in PostgreSQL.
+#[repr(C)]
+struct SegmentHeader<R> {
     /// `minMsgNum`: written under both locks exclusively.
     min_msg_num: AtomicU32,
     /// `maxMsgNum`: written under `SInvalWriteLock` and `msgnumLock`; read under either.
@@ -389,6 +393,9 @@ struct SegmentHeader {
     next_threshold: AtomicU32,
     /// `lastBackend`: entries in use are below it (under `SInvalWriteLock`).
     last_backend: AtomicU32,
+    _max_backends: u32,
+    /// `msgnumLock` (8.4+): guards `maxMsgNum` between writers and readers.
+    msgnum_lock: R,
 }
 
 /// A registered backend's own sinval state: which entry is its (`MyBackendId`) and sinval.c's
@@ -414,9 +421,8 @@ pub struct SinvalQueue<K: RawLwLock, R: RawSpinLock = PgSpinLock> {
     read_lock: CachePadded<K>,
     /// `SInvalWriteLock`.
     write_lock: CachePadded<K>,
-    header: CachePadded<SegmentHeader>,
-    /// `msgnumLock` (8.4+): guards `maxMsgNum` between writers and readers.
-    msgnum_lock: CachePadded<R>,
+    /// The counters and `msgnumLock`, on a line of their own.
+    header: CachePadded<SegmentHeader<R>>,
     /// `buffer[MAXNUMMESSAGES]`.
     buffer: Box<[UnsafeCell<SharedInvalidationMessage>]>,
     /// `procState[MaxBackends]`.
@@ -455,8 +461,9 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
                 max_msg_num: AtomicU32::new(0),
                 next_threshold: AtomicU32::new(n / 2),
                 last_backend: AtomicU32::new(0),
+                _max_backends: cfg.max_backends as u32,
+                msgnum_lock: R::new(),
             }),
-            msgnum_lock: CachePadded::new(R::new()),
             buffer: (0..n)
                 .map(|_| UnsafeCell::new(SharedInvalidationMessage::default()))
                 .collect(),
@@ -562,7 +569,8 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     /// Takes `msgnumLock`.
     #[inline]
     fn lock_msgnum(&self, b: &mut Backend) -> Result<(), SinvalError> {
-        self.msgnum_lock
+        self.header
+            .msgnum_lock
             .lock(b)
             .map_err(|stuck| SpinError::StuckSpinlock {
                 lock: "msgnumLock",
@@ -576,7 +584,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     #[inline]
     fn unlock_msgnum(&self) {
         // SAFETY: every caller took it with `lock_msgnum` just before.
-        unsafe { self.msgnum_lock.unlock() }
+        unsafe { self.header.msgnum_lock.unlock() }
     }
 
     /// Models `SIInsertDataEntries`: appends `data` in chunks of `WRITE_QUANTUM`, each under
@@ -942,6 +950,9 @@ mod tests {
         assert_eq!(entry(8) - entry(0), 8 * 32);
         assert_eq!(q.proc_state.iter_to(9).count(), 9);
         assert!(q.proc_state.get(9).is_none());
+        // SISeg's head: msgnumLock at byte 20, with maxMsgNum on one line.
+        assert_eq!(offset_of!(SegmentHeader<PgSpinLock>, max_msg_num), 4);
+        assert_eq!(offset_of!(SegmentHeader<PgSpinLock>, msgnum_lock), 20);
     }
 
     #[test]
