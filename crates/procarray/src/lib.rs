@@ -257,7 +257,10 @@ impl XidCacheStatus {
 /// xid and the vacuum flags share a line), as it does in PostgreSQL's array.
 ///
 /// `pgxactoff` is a data word (under ProcArrayLock); the other fields are the shim's atomics,
-/// being read by other backends under a lock their writer does not hold.
+/// being read by other backends under a lock their writer does not hold. The model keeps
+/// `pgxactoff` in every layout and reads it to check that a backend is in the array; before 14
+/// PostgreSQL has no such field, so there that read of the backend's own `PGPROC` line is one
+/// PostgreSQL does not make (a hit, as a rule: only its owner writes the line).
 #[repr(C)]
 pub(crate) struct Pgproc {
     _links_sem_latch: [u8; 48],
