@@ -16,6 +16,7 @@ use crate::{ProcArray, ProcArrayError, SnapshotLayout, INVALID_TRANSACTION_ID};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::{Acquire, Relaxed};
+use pglocks_sync::shmem::independent;
 
 /// One ProcArray entry's xid and the state of its subxid cache, wherever the layout keeps them.
 struct EntryXids {
@@ -74,6 +75,34 @@ impl<K: RawLwLock> ProcArray<K> {
                     .is_ok_and(|top| top == mine.xid))
     }
 
+    /// The loop of `TransactionIdIsInProgress` (ProcArrayLock held shared): whether another
+    /// backend has `xid` as its xid or a cached subxid, collecting in `overflowed` the xids of
+    /// those whose caches overflowed. Its loads do not wait for each other's (the caller runs
+    /// it [`independent`]ly).
+    fn scan_for_xid(&self, me: usize, xid: u32, overflowed: &mut Vec<u32>) -> bool {
+        for off in 0..self.num_procs() {
+            let procno = self.proc_array.pgprocno(off) as usize;
+            if procno == me {
+                continue;
+            }
+            let top = self.entry_xids(off, procno, false).xid;
+            if top == INVALID_TRANSACTION_ID || xid < top {
+                continue;
+            }
+            if top == xid {
+                return true;
+            }
+            let entry = self.entry_xids(off, procno, true);
+            if self.entry_has(procno, &entry, xid) {
+                return true;
+            }
+            if entry.overflowed {
+                overflowed.push(entry.xid);
+            }
+        }
+        false
+    }
+
     /// Models `TransactionIdIsInProgress` (procarray.c): whether `xid` belongs to a transaction
     /// that has not ended. `recent_xmin` is the backend's `RecentXmin` (its last snapshot's
     /// xmin, or 0 before any) and `known_completed` the xid whose status it last fetched from the
@@ -107,29 +136,7 @@ impl<K: RawLwLock> ProcArray<K> {
         }
         // The running top-level xids of backends whose subxid caches overflowed.
         let mut overflowed = Vec::new();
-        let mut found = false;
-        for off in 0..self.num_procs() {
-            let procno = self.pgprocnos[off].load(Relaxed) as usize;
-            if procno == me {
-                continue;
-            }
-            let top = self.entry_xids(off, procno, false).xid;
-            if top == INVALID_TRANSACTION_ID || xid < top {
-                continue;
-            }
-            if top == xid {
-                found = true;
-                break;
-            }
-            let entry = self.entry_xids(off, procno, true);
-            if self.entry_has(procno, &entry, xid) {
-                found = true;
-                break;
-            }
-            if entry.overflowed {
-                overflowed.push(entry.xid);
-            }
-        }
+        let found = independent(|| self.scan_for_xid(me, xid, &mut overflowed));
         self.proc_array_lock.release(b)?;
         if found || overflowed.is_empty() {
             return Ok(found);

@@ -59,12 +59,30 @@
 //!   lock; ≤ 13 computes `RecentGlobalXmin` from every backend's xmin during the scan. The scan of
 //!   xmins is modelled (it is the memory traffic), the result is returned as
 //!   [`Snapshot::global_xmin`]; the `GlobalVis*` bookkeeping is not.
-//! - Fields that are only read and written under a lock are relaxed std atomics (ordered by the
-//!   LWLock, as slru keeps page bytes); those PostgreSQL reads under a lock other than the
-//!   writer's (an xid is published under XidGenLock and read under ProcArrayLock; a backend
-//!   writes its own xmin under the shared lock) are the loom shim's atomics.
+//! - Fields that are only read and written under a lock are data words
+//!   ([`pglocks_sync::data`]: relaxed std atomics, ordered by the LWLock and charged to a
+//!   simulated CPU at their address), or, where the Rust form does not have PostgreSQL's layout
+//!   (`ProcArrayStruct`), std atomics charged on a region of the simulated shared-memory map
+//!   (see `shmem`); those PostgreSQL reads under a lock other than the writer's (an xid is
+//!   published under XidGenLock and read under ProcArrayLock; a backend writes its own xmin
+//!   under the shared lock) are the loom shim's atomics.
+//! - The walks of every backend (`GetSnapshotData`'s, `TransactionIdIsInProgress`') are
+//!   declared independent loads ([`pglocks_sync::shmem::independent`]): no iteration's loads
+//!   wait for the previous one's, so a simulated core overlaps their misses as an out-of-order
+//!   one does. Within an iteration the load of a `PGPROC` or `PGXACT` does depend on the proc
+//!   number read from the array just before; the simulator overlaps that pair too (the array
+//!   is read-mostly, so its lines are hits).
+//!
+//! # Memory layout
+//! `PGPROC`s, `PGXACT`s and 14's dense arrays are `ShmemArray`s: each starts on a
+//! 128-byte boundary with its elements back to back, as `ShmemAlloc` places PostgreSQL's.
+//! `VariableCacheData` is a `repr(C)` struct with 14's offsets. `ProcArrayStruct` lives in the
+//! simulated map. The stand-in commit bits and subtransaction parents
+//! ([`ProcArray::transaction_id_did_commit`]) are not charged at all: where a model has
+//! PostgreSQL's commit log (the slru crate's), they only shadow it.
 
 mod inprogress;
+mod shmem;
 mod snapshot;
 mod status;
 mod xact;
@@ -74,11 +92,11 @@ pub use snapshot::Snapshot;
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
+use pglocks_sync::data::{DataU32, DataU64, DataU8};
 use pglocks_sync::CachePadded;
+use shmem::{ProcArrayStruct, ShmemArray};
 use status::TransactionStatus;
 pub use status::XACTS_PER_PAGE;
-// Data ordered by ProcArrayLock or XidGenLock: std's atomics even under loom.
-use std::sync::atomic::{AtomicU32 as DataU32, AtomicU64 as DataU64, AtomicU8 as DataU8};
 
 /// proc.h's `PGPROC_MAX_CACHED_SUBXIDS`: subtransaction xids a backend advertises.
 pub const PGPROC_MAX_CACHED_SUBXIDS: usize = 64;
@@ -229,10 +247,20 @@ impl XidCacheStatus {
 }
 
 /// Models `PGPROC` (proc.h): one per possible backend, in one contiguous array as
-/// `InitProcGlobal` allocates them. The fields a snapshot reads sit where 9.1 had them: xid and
-/// xmin in the first cache line, the vacuum flags in the second, the subxid cache after the
-/// lock-queue heads (about 450 bytes in); the filler stands for the fields not modelled (list
-/// links, semaphore, latch, wait state, `myProcLocks`, fast-path slots). ≈ 860 bytes.
+/// `InitProcGlobal` allocates them. The fields a snapshot reads sit about where 9.1 had them:
+/// xid and xmin near the end of the first 64 bytes (9.1: 44 and 48), the vacuum flags past them
+/// (9.1: 69), the subxid cache after the lock-queue heads (9.1: 400; here 448); the filler
+/// stands for the fields not modelled (list links, semaphore, latch, wait state,
+/// `myProcLocks`), and the later releases' group-clear fields and fast-path slots follow. 864
+/// bytes (9.1's `PGPROC` is about 660): neither is a whole number of cache lines, so where the
+/// fields fall on lines changes from one `PGPROC` to the next (in every other `PGPROC` here the
+/// xid and the vacuum flags share a line), as it does in PostgreSQL's array.
+///
+/// `pgxactoff` is a data word (under ProcArrayLock); the other fields are the shim's atomics,
+/// being read by other backends under a lock their writer does not hold. The model keeps
+/// `pgxactoff` in every layout and reads it to check that a backend is in the array; before 14
+/// PostgreSQL has no such field, so there that read of the backend's own `PGPROC` line is one
+/// PostgreSQL does not make (a hit, as a rule: only its owner writes the line).
 #[repr(C)]
 pub(crate) struct Pgproc {
     _links_sem_latch: [u8; 48],
@@ -319,15 +347,27 @@ impl HotFields<'_> {
     }
 }
 
-/// Models `VariableCacheData` (transam.h), the parts used here: one struct, so `nextXid` and
-/// `latestCompletedXid` share cache lines as they do in PostgreSQL.
+/// Models `VariableCacheData` (transam.h; 17's `TransamVariablesData`), the parts used here,
+/// at 14–18's offsets: `nextOid` and `oidCount` (OidGenLock), `nextXid` at 8 (a 64-bit
+/// `FullTransactionId`, its low half here), the wraparound limits, `oldestXidDB` and the
+/// commit-timestamp bounds, `latestCompletedXid` at 48 (a `FullTransactionId`),
+/// `xactCompletionCount` at 56, `oldestClogXid`. 72 bytes, on a line of its own (its own
+/// `ShmemInitStruct`). 9.1 has `nextXid` at 8 and `latestCompletedXid` at 36 (4-byte xids, no
+/// commit-timestamp bounds); in every release both lie in the struct's first 64 bytes, so an
+/// xid assignment (XidGenLock) and a snapshot or commit (ProcArrayLock) touch the same line,
+/// as they do in PostgreSQL. The model keeps 14's offsets for every release.
+#[repr(C)]
 struct VariableCache {
+    _next_oid_oid_count: [u32; 2],
     /// `nextXid`, under XidGenLock.
     next_xid: DataU32,
+    _next_xid_epoch_limits_commit_ts: [u32; 9],
     /// `latestCompletedXid`, under ProcArrayLock.
     latest_completed_xid: DataU32,
+    _latest_completed_epoch: u32,
     /// `xactCompletionCount` (14), under ProcArrayLock.
     xact_completion_count: DataU64,
+    _oldest_clog_xid: u32,
 }
 
 /// The ProcArray and what surrounds it: `ProcArrayStruct`, `ProcGlobal`'s `PGPROC`s, `PGXACT`s
@@ -338,22 +378,21 @@ pub struct ProcArray<K: RawLwLock> {
     proc_array_lock: CachePadded<K>,
     xid_gen_lock: CachePadded<K>,
     cache: CachePadded<VariableCache>,
-    /// `procArray->numProcs`.
-    num_procs: CachePadded<DataU32>,
-    /// `procArray->pgprocnos` (9.1's `procs[]` held pointers to the same `PGPROC`s).
-    pgprocnos: Box<[DataU32]>,
-    /// `ProcGlobal->allProcs`.
-    all_procs: Box<[Pgproc]>,
+    /// `procArray`: `numProcs` and `pgprocnos` (9.1's `procs[]` held pointers to the same
+    /// `PGPROC`s).
+    proc_array: ProcArrayStruct,
+    /// `ProcGlobal->allProcs` (4 `PGPROC`s fill 27 blocks of 128 bytes).
+    all_procs: ShmemArray<Pgproc, 4>,
     /// `ProcGlobal->allPgXact` (9.2–13): backend `procno`'s entry is at `procno * pgxact_stride`.
-    all_pgxact: Box<[Pgxact]>,
+    all_pgxact: ShmemArray<Pgxact, 32>,
     /// Entries from one backend's `PGXACT` to the next (1 in PostgreSQL).
     pgxact_stride: usize,
     /// `ProcGlobal->xids` (14).
-    xids: Box<[AtomicU32]>,
+    xids: ShmemArray<AtomicU32, 32>,
     /// `ProcGlobal->subxidStates` (14).
-    subxid_states: Box<[XidCacheStatus]>,
+    subxid_states: ShmemArray<XidCacheStatus, 64>,
     /// `ProcGlobal->statusFlags` (14).
-    status_flags: Box<[DataU8]>,
+    status_flags: ShmemArray<DataU8, 128>,
     /// `ProcGlobal->procArrayGroupFirst` (9.6+).
     group_first: CachePadded<AtomicU32>,
     status: TransactionStatus,
@@ -384,37 +423,35 @@ impl<K: RawLwLock> ProcArray<K> {
             proc_array_lock: CachePadded::new(K::new("ProcArray")),
             xid_gen_lock: CachePadded::new(K::new("XidGen")),
             cache: CachePadded::new(VariableCache {
+                _next_oid_oid_count: [0; 2],
                 next_xid: DataU32::new(FIRST_NORMAL_TRANSACTION_ID),
+                _next_xid_epoch_limits_commit_ts: [0; 9],
                 latest_completed_xid: DataU32::new(FIRST_NORMAL_TRANSACTION_ID - 1),
+                _latest_completed_epoch: 0,
                 xact_completion_count: DataU64::new(1),
+                _oldest_clog_xid: 0,
             }),
-            num_procs: CachePadded::new(DataU32::new(0)),
-            pgprocnos: (0..n).map(|_| DataU32::new(INVALID_PGPROCNO)).collect(),
-            all_procs: (0..n).map(|_| Pgproc::new()).collect(),
+            proc_array: ProcArrayStruct::new(cfg.layout, n, INVALID_PGPROCNO),
+            all_procs: ShmemArray::new(n, Pgproc::new),
             pgxact_stride: pgxact_stride(cfg.pgxact_padding),
-            all_pgxact: (0..if pgxact {
-                n * pgxact_stride(cfg.pgxact_padding)
-            } else {
-                0
-            })
-                .map(|_| Pgxact {
+            all_pgxact: ShmemArray::new(
+                if pgxact {
+                    n * pgxact_stride(cfg.pgxact_padding)
+                } else {
+                    0
+                },
+                || Pgxact {
                     xid: AtomicU32::new(0),
                     xmin: AtomicU32::new(0),
                     vacuum_flags: AtomicU8::new(0),
                     overflowed: AtomicBool::new(false),
                     in_commit: AtomicBool::new(false),
                     nxids: AtomicU8::new(0),
-                })
-                .collect(),
-            xids: (0..if dense { n } else { 0 })
-                .map(|_| AtomicU32::new(0))
-                .collect(),
-            subxid_states: (0..if dense { n } else { 0 })
-                .map(|_| XidCacheStatus::default())
-                .collect(),
-            status_flags: (0..if dense { n } else { 0 })
-                .map(|_| DataU8::new(0))
-                .collect(),
+                },
+            ),
+            xids: ShmemArray::new(if dense { n } else { 0 }, || AtomicU32::new(0)),
+            subxid_states: ShmemArray::new(if dense { n } else { 0 }, XidCacheStatus::default),
+            status_flags: ShmemArray::new(if dense { n } else { 0 }, || DataU8::new(0)),
             group_first: CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
             status: TransactionStatus::new(),
         })
@@ -435,9 +472,9 @@ impl<K: RawLwLock> ProcArray<K> {
         self.all_procs.len()
     }
 
-    /// `numProcs`: backends in the array.
+    /// `numProcs`: backends in the array (read as ProcArrayLock's holder reads it).
     pub fn num_procs(&self) -> usize {
-        self.num_procs.load(Relaxed) as usize
+        self.proc_array.num_procs()
     }
 
     /// `nextXid` (`ReadNextTransactionId`, under XidGenLock shared).
@@ -457,10 +494,13 @@ impl<K: RawLwLock> ProcArray<K> {
     }
 
     fn proc_of(&self, procno: usize) -> Result<&Pgproc, ProcArrayError> {
-        self.all_procs.get(procno).ok_or(ProcArrayError::BadProc {
-            procno,
-            what: "out of range",
-        })
+        if procno >= self.all_procs.len() {
+            return Err(ProcArrayError::BadProc {
+                procno,
+                what: "out of range",
+            });
+        }
+        Ok(&self.all_procs[procno])
     }
 
     /// Models `ProcArrayAdd`: enters backend `procno` (a [`Backend::procno`], or an idle
@@ -484,7 +524,7 @@ impl<K: RawLwLock> ProcArray<K> {
             });
         }
         let n = self.num_procs();
-        if n == self.pgprocnos.len() {
+        if n == self.proc_array.max_procs() {
             return Err(ProcArrayError::TooManyClients);
         }
         // ≤ 9.1 appends; 9.2+ keeps proc-number order (PostgreSQL scans for the place; a
@@ -492,12 +532,21 @@ impl<K: RawLwLock> ProcArray<K> {
         let at = if self.layout == SnapshotLayout::ProcScan {
             n
         } else {
-            self.pgprocnos[..n].partition_point(|p| p.load(Relaxed) as usize <= procno)
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if self.proc_array.pgprocno(mid) as usize <= procno {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
         };
         for i in (at..n).rev() {
             self.move_entry(i, i + 1);
         }
-        self.pgprocnos[at].store(procno as u32, Relaxed);
+        self.proc_array.set_pgprocno(at, procno as u32);
         proc.pgxactoff.store(at as u32, Relaxed);
         if self.layout == SnapshotLayout::Dense {
             self.xids[at].store(proc.xid.load(Relaxed), Relaxed);
@@ -509,7 +558,7 @@ impl<K: RawLwLock> ProcArray<K> {
                 .store(proc.subxid_status.overflowed.load(Relaxed), Relaxed);
             self.status_flags[at].store(proc.vacuum_flags.load(Relaxed), Relaxed);
         }
-        self.num_procs.store(n as u32 + 1, Relaxed);
+        self.proc_array.set_num_procs(n + 1);
         Ok(())
     }
 
@@ -548,8 +597,8 @@ impl<K: RawLwLock> ProcArray<K> {
             }
         }
         proc.pgxactoff.store(INVALID_PGPROCNO, Relaxed);
-        self.pgprocnos[n - 1].store(INVALID_PGPROCNO, Relaxed);
-        self.num_procs.store(n as u32 - 1, Relaxed);
+        self.proc_array.set_pgprocno(n - 1, INVALID_PGPROCNO);
+        self.proc_array.set_num_procs(n - 1);
         Ok(())
     }
 
@@ -577,8 +626,8 @@ impl<K: RawLwLock> ProcArray<K> {
     /// Moves array entry `from` to `to` (ProcArrayLock exclusive): the proc number, the dense
     /// entries (14), and the moved backend's `pgxactoff`.
     fn move_entry(&self, from: usize, to: usize) {
-        let procno = self.pgprocnos[from].load(Relaxed);
-        self.pgprocnos[to].store(procno, Relaxed);
+        let procno = self.proc_array.pgprocno(from);
+        self.proc_array.set_pgprocno(to, procno);
         self.all_procs[procno as usize]
             .pgxactoff
             .store(to as u32, Relaxed);
@@ -736,5 +785,49 @@ mod tests {
         );
         assert!(line(std::mem::offset_of!(Pgproc, subxid_status)) >= line(p) + 6);
         assert_eq!(std::mem::size_of::<Pgxact>(), 12);
+        // 864 bytes: four fill 27 blocks of 128 bytes, so the array runs on without gaps.
+        assert_eq!(std::mem::size_of::<Pgproc>(), 864);
+    }
+
+    #[test]
+    fn next_xid_and_latest_completed_xid_sit_at_14s_offsets_on_one_line() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(offset_of!(VariableCache, next_xid), 8);
+        assert_eq!(offset_of!(VariableCache, latest_completed_xid), 48);
+        assert_eq!(offset_of!(VariableCache, xact_completion_count), 56);
+        assert_eq!(size_of::<VariableCache>(), 72);
+        // Both in the first 64 bytes of a struct that starts a line.
+        assert_eq!(
+            offset_of!(VariableCache, next_xid) / 64,
+            offset_of!(VariableCache, latest_completed_xid) / 64
+        );
+        let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Dense, true)).unwrap();
+        assert_eq!(&*pa.cache as *const VariableCache as usize % 128, 0);
+    }
+
+    #[test]
+    fn the_dense_arrays_and_pgxacts_start_on_128_byte_boundaries() {
+        let pa = Pa::new(&ProcArrayConfig::new(40, SnapshotLayout::Dense, true)).unwrap();
+        let at = |p: *const u8| p as usize;
+        assert_eq!(at(&pa.xids[0] as *const _ as *const u8) % 128, 0);
+        assert_eq!(
+            at(&pa.xids[39] as *const _ as *const u8) - at(&pa.xids[0] as *const _ as *const u8),
+            39 * 4
+        );
+        assert_eq!(at(&pa.status_flags[0] as *const _ as *const u8) % 128, 0);
+        assert_eq!(at(&pa.subxid_states[0] as *const _ as *const u8) % 128, 0);
+        assert_eq!(at(&pa.all_procs[0] as *const _ as *const u8) % 128, 0);
+        assert_eq!(
+            at(&pa.all_procs[5] as *const _ as *const u8)
+                - at(&pa.all_procs[0] as *const _ as *const u8),
+            5 * 864
+        );
+        let pa = Pa::new(&ProcArrayConfig::new(40, SnapshotLayout::Pgxact, true)).unwrap();
+        let first = at(pa.pgxact(0) as *const Pgxact as *const u8);
+        assert_eq!(first % 128, 0);
+        assert_eq!(
+            at(pa.pgxact(33) as *const Pgxact as *const u8) - first,
+            33 * 12
+        );
     }
 }

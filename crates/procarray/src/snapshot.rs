@@ -13,6 +13,7 @@ use crate::{
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::*;
+use pglocks_sync::shmem::independent;
 
 /// Models `SnapshotData` (snapshot.h), the MVCC fields. A backend keeps one and passes it to
 /// every [`ProcArray::get_snapshot_data`], as PostgreSQL passes its static `CurrentSnapshotData`:
@@ -83,11 +84,12 @@ impl<K: RawLwLock> ProcArray<K> {
         let xmax = self.cache.latest_completed_xid.load(Relaxed) + 1;
         snap.xip.clear();
         snap.subxip.clear();
-        let (xmin, global_xmin, suboverflowed) = match self.layout {
+        // No backend's loads wait for the previous one's: an out-of-order core overlaps them.
+        let (xmin, global_xmin, suboverflowed) = independent(|| match self.layout {
             SnapshotLayout::ProcScan => self.scan_procs(me, xmax, snap),
             SnapshotLayout::Pgxact => self.scan_pgxact(me, xmax, snap),
             SnapshotLayout::Dense => self.scan_dense(me, xmax, snap),
-        };
+        });
         let my_xmin = self.xmin_field(me);
         if my_xmin.load(Relaxed) == INVALID_TRANSACTION_ID {
             my_xmin.store(xmin, Relaxed);
@@ -127,7 +129,7 @@ impl<K: RawLwLock> ProcArray<K> {
     fn scan_procs(&self, me: usize, xmax: u32, snap: &mut Snapshot) -> (u32, Option<u32>, bool) {
         let (mut xmin, mut global_xmin, mut suboverflowed) = (xmax, xmax, false);
         for index in 0..self.num_procs() {
-            let procno = self.pgprocnos[index].load(Relaxed) as usize;
+            let procno = self.proc_array.pgprocno(index) as usize;
             let proc = &self.all_procs[procno];
             if proc.vacuum_flags.load(Relaxed) & PROC_IN_VACUUM != 0 {
                 continue;
@@ -161,7 +163,7 @@ impl<K: RawLwLock> ProcArray<K> {
     fn scan_pgxact(&self, me: usize, xmax: u32, snap: &mut Snapshot) -> (u32, Option<u32>, bool) {
         let (mut xmin, mut global_xmin, mut suboverflowed) = (xmax, xmax, false);
         for index in 0..self.num_procs() {
-            let procno = self.pgprocnos[index].load(Relaxed) as usize;
+            let procno = self.proc_array.pgprocno(index) as usize;
             let pgxact = self.pgxact(procno);
             if pgxact.vacuum_flags.load(Relaxed) & PROC_IN_VACUUM != 0 {
                 continue;
@@ -202,7 +204,7 @@ impl<K: RawLwLock> ProcArray<K> {
         if transaction_id_is_normal(my_xid) && my_xid < xmin {
             xmin = my_xid;
         }
-        for (off, x) in self.xids[..self.num_procs()].iter().enumerate() {
+        for (off, x) in self.xids.iter_to(self.num_procs()).enumerate() {
             let xid = x.load(Relaxed);
             if xid == INVALID_TRANSACTION_ID || off == my_off || xid >= xmax {
                 continue;
@@ -219,7 +221,7 @@ impl<K: RawLwLock> ProcArray<K> {
                 } else {
                     let n = state.count.load(Acquire) as usize;
                     if n > 0 {
-                        let procno = self.pgprocnos[off].load(Relaxed) as usize;
+                        let procno = self.proc_array.pgprocno(off) as usize;
                         snap.subxip.extend(
                             self.all_procs[procno].subxids[..n]
                                 .iter()

@@ -13,9 +13,17 @@
 //! The bits and parents are std atomics: a commit bit is set before the owner's
 //! `ProcArrayEndTransaction` and read after a snapshot taken under the same ProcArrayLock, so the
 //! LWLock orders them (a bit set concurrently with a read is `fetch_or`'d and read once).
+//!
+//! Unlike the ProcArray's other data they are not charged to a simulated CPU (they are std's
+//! atomics, not `pglocks_sync::data` words). Where a model has PostgreSQL's commit log (the
+//! pgbench workloads), the slru crate's `Clog` is it and charges its pages' lines; these bits
+//! are then a shadow kept in step with it, and charging them too would count every commit's
+//! status write twice. A model with no other commit log (the ProcArray workload) therefore
+//! reads and writes its commit statuses for free.
 
 use crate::{ProcArrayError, FIRST_NORMAL_TRANSACTION_ID, INVALID_TRANSACTION_ID, XID_STOP_LIMIT};
-use std::sync::atomic::{AtomicU32 as DataU32, Ordering::*};
+// Not charged (see above): std's atomics, even under loom.
+use std::sync::atomic::{AtomicU32 as StatusWord, Ordering::*};
 use std::sync::OnceLock;
 
 /// clog.c's `CLOG_XACTS_PER_PAGE`: xids per page.
@@ -23,9 +31,9 @@ pub const XACTS_PER_PAGE: u32 = 32768;
 
 struct Page {
     /// One commit bit per xid.
-    committed: Box<[DataU32]>,
+    committed: Box<[StatusWord]>,
     /// `pg_subtrans`: each xid's parent, once a subtransaction lands in the page.
-    parents: OnceLock<Box<[DataU32]>>,
+    parents: OnceLock<Box<[StatusWord]>>,
 }
 
 pub(crate) struct TransactionStatus {
@@ -55,13 +63,15 @@ impl TransactionStatus {
     /// (XidGenLock held, so pages are created by one backend at a time).
     pub(crate) fn extend(&self, xid: u32, parent: u32) {
         let page = self.pages[(xid / XACTS_PER_PAGE) as usize].get_or_init(|| Page {
-            committed: (0..XACTS_PER_PAGE / 32).map(|_| DataU32::new(0)).collect(),
+            committed: (0..XACTS_PER_PAGE / 32)
+                .map(|_| StatusWord::new(0))
+                .collect(),
             parents: OnceLock::new(),
         });
         if parent != INVALID_TRANSACTION_ID {
             let parents = page
                 .parents
-                .get_or_init(|| (0..XACTS_PER_PAGE).map(|_| DataU32::new(0)).collect());
+                .get_or_init(|| (0..XACTS_PER_PAGE).map(|_| StatusWord::new(0)).collect());
             parents[(xid % XACTS_PER_PAGE) as usize].store(parent, Relaxed);
         }
     }

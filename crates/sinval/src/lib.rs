@@ -60,6 +60,15 @@
 //!   back with its [`Backend`] to every call.
 //! - `ProcState` fields are relaxed atomics ordered by the locks as PostgreSQL's plain fields
 //!   are, the messages plain data in [`UnsafeCell`]s (which loom checks for races).
+//! - On a simulated CPU, the data behind the locks is charged as touches of its lines: the ring
+//!   slots a writer fills and a reader copies out (one touch per contiguous run of slots; a
+//!   reader's loads do not wait for each other), and the `ProcState` fields the locks order
+//!   (data words, laid out as 9.2–16's `ProcState`); `hasMessages` and the catch-up flag, read
+//!   without the lock their writer holds, are the shim's atomics. The counters and
+//!   `msgnumLock` share a line, as at the head of PostgreSQL's `SISeg`. The ring is its own
+//!   allocation of 16-byte slots, not part of `SISeg` as in PostgreSQL, where it starts 24 bytes
+//!   in (after the counters and `msgnumLock`), so that there one slot in four straddles two
+//!   64-byte lines and the first three share the counters' line; here none does.
 //! - The catch-up signal is a flag in the target's `ProcState` (standing for procsignal's slot,
 //!   `SIGUSR1` and the latch), honoured at the end of the target's next
 //!   [`receive`](SinvalQueue::receive_shared_invalid_messages) or by
@@ -82,8 +91,10 @@ pub use receive::{Received, MAXINVALMSGS};
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
 use pglocks_proc::{Backend, MAX_BACKENDS};
 use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError};
-use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::data::{touch_range, DataU32, DataU8};
+use pglocks_sync::shmem::independent;
 use pglocks_sync::CachePadded;
 
 /// `MAXNUMMESSAGES`: slots in the ring (a power of two).
@@ -259,32 +270,121 @@ pub enum Got {
     Reset,
 }
 
-/// Models `ProcState` (sinvaladt.c): one backend's entry.
-///
-/// As in PostgreSQL the entries are packed in one array, not padded: several backends' flags
-/// share a cache line.
+/// A `bool` of `ProcState` that the locks order: a data byte (charged to a simulated CPU).
 #[derive(Debug, Default)]
+#[repr(transparent)]
+struct Flag(DataU8);
+
+impl Flag {
+    #[inline]
+    fn load(&self, order: Ordering) -> bool {
+        self.0.load(order) != 0
+    }
+
+    #[inline]
+    fn store(&self, v: bool, order: Ordering) {
+        self.0.store(u8::from(v), order)
+    }
+}
+
+/// Models `ProcState` (sinvaladt.c): one backend's entry, laid out as 9.2–16's, 32 bytes:
+/// `procPid` (0), the `PGPROC *proc` pointer after 4 bytes of padding (8), `nextMsgNum` (16),
+/// `resetState`, `signaled`, `hasMessages`, `sendOnly` (20–23), `nextLXID` (24), 4 bytes of
+/// tail padding. 17 dropped the pointer (16 bytes, four entries to a 64-byte line rather than
+/// two); the model keeps 9.2–16's entry for every release.
+///
+/// As in PostgreSQL the entries are packed in one array, not padded: two backends' entries share
+/// a 64-byte line, so a writer setting every `hasMessages` dirties one line per two backends.
+/// The fields the locks order are data words; `hasMessages` (read without a lock) and the
+/// catch-up flag are the shim's atomics.
+#[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct ProcState {
-    /// `procPid != 0`: the entry is in use.
-    active: AtomicBool,
+    /// `procPid != 0`: the entry is in use (1 here).
+    active: DataU32,
+    _proc: [u32; 3],
     /// `nextMsgNum`: the next message to read (meaningless when reset or inactive).
-    next_msg_num: AtomicU32,
+    next_msg_num: DataU32,
     /// `resetState`: the backend fell too far behind and must reset its caches.
-    reset_state: AtomicBool,
+    reset_state: Flag,
     /// `signaled`: a catch-up interrupt was sent and not yet answered by catching up.
-    signaled: AtomicBool,
+    signaled: Flag,
     /// `hasMessages` (9.2+): there may be messages to read.
     has_messages: AtomicBool,
     /// `sendOnly`: never reads (the startup process in recovery); ignored by cleanup.
-    send_only: AtomicBool,
+    send_only: Flag,
+    _next_lxid: u32,
     /// `PROCSIG_CATCHUP_INTERRUPT` delivered and not yet handled (procsignal's flag and
-    /// sinval.c's `catchupInterruptPending` in one).
+    /// sinval.c's `catchupInterruptPending` in one; PostgreSQL's is in the target's procsignal
+    /// slot, here in the entry's tail padding, on the line of the target's own fields).
     catchup_interrupt: AtomicBool,
 }
 
-/// The counters of `SISeg` that only lock holders touch.
+impl ProcState {
+    /// Whether the entry is in use.
+    #[inline]
+    fn active(&self) -> bool {
+        self.active.load(Relaxed) != 0
+    }
+
+    fn set_active(&self, v: bool) {
+        self.active.store(u32::from(v), Relaxed);
+    }
+}
+
+/// Four `ProcState`s: a 128-byte block.
+#[derive(Debug, Default)]
+#[repr(C, align(128))]
+struct ProcStateBlock([ProcState; 4]);
+
+/// `procState[MaxBackends]`: the entries back to back from a 128-byte boundary, as in
+/// PostgreSQL's array (which starts 24 bytes into a line, after the ring: the model's entries
+/// pair up on lines differently, two to a line all the same).
 #[derive(Debug)]
-struct SegmentHeader {
+struct ProcStates {
+    blocks: Box<[ProcStateBlock]>,
+    len: usize,
+}
+
+impl ProcStates {
+    fn new(len: usize) -> Self {
+        Self {
+            blocks: (0..len.div_ceil(4)).map(|_| Default::default()).collect(),
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> Option<&ProcState> {
+        (i < self.len).then(|| &self.blocks[i / 4].0[i % 4])
+    }
+
+    /// The first `n` entries.
+    fn iter_to(&self, n: usize) -> impl Iterator<Item = &ProcState> + '_ {
+        assert!(n <= self.len, "{n} entries of {}", self.len);
+        self.blocks.iter().flat_map(|b| b.0.iter()).take(n)
+    }
+}
+
+impl std::ops::Index<usize> for ProcStates {
+    type Output = ProcState;
+
+    #[inline]
+    fn index(&self, i: usize) -> &ProcState {
+        self.get(i)
+            .unwrap_or_else(|| panic!("entry {i} of {}", self.len))
+    }
+}
+
+/// The head of `SISeg`: the counters that only lock holders touch, and `msgnumLock`, in
+/// PostgreSQL's order (9.2–16: `minMsgNum`, `maxMsgNum`, `nextThreshold`, `lastBackend`,
+/// `maxBackends`, then the `slock_t` at byte 20; 17 drops the two backend counts). So a reader
+/// that takes `msgnumLock` and reads `maxMsgNum` touches one cache line, as in PostgreSQL.
+#[repr(C)]
+struct SegmentHeader<R> {
     /// `minMsgNum`: written under both locks exclusively.
     min_msg_num: AtomicU32,
     /// `maxMsgNum`: written under `SInvalWriteLock` and `msgnumLock`; read under either.
@@ -293,6 +393,9 @@ struct SegmentHeader {
     next_threshold: AtomicU32,
     /// `lastBackend`: entries in use are below it (under `SInvalWriteLock`).
     last_backend: AtomicU32,
+    _max_backends: u32,
+    /// `msgnumLock` (8.4+): guards `maxMsgNum` between writers and readers.
+    msgnum_lock: R,
 }
 
 /// A registered backend's own sinval state: which entry is its (`MyBackendId`) and sinval.c's
@@ -318,13 +421,12 @@ pub struct SinvalQueue<K: RawLwLock, R: RawSpinLock = PgSpinLock> {
     read_lock: CachePadded<K>,
     /// `SInvalWriteLock`.
     write_lock: CachePadded<K>,
-    header: CachePadded<SegmentHeader>,
-    /// `msgnumLock` (8.4+): guards `maxMsgNum` between writers and readers.
-    msgnum_lock: CachePadded<R>,
+    /// The counters and `msgnumLock`, on a line of their own.
+    header: CachePadded<SegmentHeader<R>>,
     /// `buffer[MAXNUMMESSAGES]`.
     buffer: Box<[UnsafeCell<SharedInvalidationMessage>]>,
     /// `procState[MaxBackends]`.
-    proc_state: Box<[ProcState]>,
+    proc_state: ProcStates,
     mask: u32,
     max_messages: u32,
     msgnum_wraparound: u32,
@@ -359,14 +461,13 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
                 max_msg_num: AtomicU32::new(0),
                 next_threshold: AtomicU32::new(n / 2),
                 last_backend: AtomicU32::new(0),
+                _max_backends: cfg.max_backends as u32,
+                msgnum_lock: R::new(),
             }),
-            msgnum_lock: CachePadded::new(R::new()),
             buffer: (0..n)
                 .map(|_| UnsafeCell::new(SharedInvalidationMessage::default()))
                 .collect(),
-            proc_state: (0..cfg.max_backends)
-                .map(|_| ProcState::default())
-                .collect(),
+            proc_state: ProcStates::new(cfg.max_backends),
             mask: n - 1,
             max_messages: n,
             msgnum_wraparound: cfg.msgnum_wraparound,
@@ -411,7 +512,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     ) -> Result<SinvalBackend, SinvalError> {
         self.write_lock.acquire(b, LwLockMode::Exclusive)?;
         let last = self.header.last_backend.load(Relaxed) as usize;
-        let free = (0..last).find(|&i| !self.proc_state[i].active.load(Relaxed));
+        let free = (0..last).find(|&i| !self.proc_state[i].active());
         let index = match free {
             Some(i) => i,
             None if last < self.proc_state.len() => {
@@ -434,7 +535,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         s.has_messages.store(false, Relaxed);
         s.send_only.store(send_only, Relaxed);
         s.catchup_interrupt.store(false, Relaxed);
-        s.active.store(true, Relaxed);
+        s.set_active(true);
         self.write_lock.release(b)?;
         Ok(SinvalBackend {
             index,
@@ -452,12 +553,12 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     ) -> Result<(), SinvalError> {
         let s = self.state(&me)?;
         self.write_lock.acquire(b, LwLockMode::Exclusive)?;
-        s.active.store(false, Relaxed);
+        s.set_active(false);
         s.next_msg_num.store(0, Relaxed);
         s.reset_state.store(false, Relaxed);
         s.signaled.store(false, Relaxed);
         let mut last = self.header.last_backend.load(Relaxed) as usize;
-        while last > 0 && !self.proc_state[last - 1].active.load(Relaxed) {
+        while last > 0 && !self.proc_state[last - 1].active() {
             last -= 1;
         }
         self.header.last_backend.store(last as u32, Relaxed);
@@ -468,7 +569,8 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     /// Takes `msgnumLock`.
     #[inline]
     fn lock_msgnum(&self, b: &mut Backend) -> Result<(), SinvalError> {
-        self.msgnum_lock
+        self.header
+            .msgnum_lock
             .lock(b)
             .map_err(|stuck| SpinError::StuckSpinlock {
                 lock: "msgnumLock",
@@ -482,7 +584,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     #[inline]
     fn unlock_msgnum(&self) {
         // SAFETY: every caller took it with `lock_msgnum` just before.
-        unsafe { self.msgnum_lock.unlock() }
+        unsafe { self.header.msgnum_lock.unlock() }
     }
 
     /// Models `SIInsertDataEntries`: appends `data` in chunks of `WRITE_QUANTUM`, each under
@@ -508,6 +610,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
                 }
             }
             let mut max = self.header.max_msg_num.load(Relaxed);
+            self.touch_slots(max, chunk.len(), true);
             for m in chunk {
                 let slot = &self.buffer[(max & self.mask) as usize];
                 // SAFETY: slot `max` lies in [maxMsgNum, minMsgNum + ring size), which no
@@ -523,7 +626,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
                 // Now that maxMsgNum is out, tell everyone; releasing SInvalWriteLock is the
                 // barrier that makes these plain stores visible.
                 let last = self.header.last_backend.load(Relaxed) as usize;
-                for s in &self.proc_state[..last] {
+                for s in self.proc_state.iter_to(last) {
                     s.has_messages.store(true, Relaxed);
                 }
             }
@@ -597,6 +700,9 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         }
 
         let mut next = s.next_msg_num.load(Relaxed);
+        let n = (max.saturating_sub(next) as usize).min(data.len());
+        // The copy's loads do not wait for each other.
+        independent(|| self.touch_slots(next, n, false));
         let mut n = 0;
         while n < data.len() && next < max {
             let slot = &self.buffer[(next & self.mask) as usize];
@@ -645,23 +751,27 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         let last = h.last_backend.load(Relaxed) as usize;
         let mut need_sig = None;
         let mut resets = 0;
-        for (i, s) in self.proc_state[..last].iter().enumerate() {
-            if !s.active.load(Relaxed) || s.reset_state.load(Relaxed) || s.send_only.load(Relaxed) {
-                continue;
+        // A walk of every entry: no entry's loads wait for another's (a reset's store waits
+        // for those in flight).
+        independent(|| {
+            for (i, s) in self.proc_state.iter_to(last).enumerate() {
+                if !s.active() || s.reset_state.load(Relaxed) || s.send_only.load(Relaxed) {
+                    continue;
+                }
+                let n = i64::from(s.next_msg_num.load(Relaxed));
+                if n < lowbound {
+                    // It holds up the room we need: reset it and leave it out from now on.
+                    s.reset_state.store(true, Relaxed);
+                    resets += 1;
+                    continue;
+                }
+                min = min.min(n);
+                if n < minsig && !s.signaled.load(Relaxed) {
+                    minsig = n;
+                    need_sig = Some(i);
+                }
             }
-            let n = i64::from(s.next_msg_num.load(Relaxed));
-            if n < lowbound {
-                // It holds up the room we need: reset it and leave it out from now on.
-                s.reset_state.store(true, Relaxed);
-                resets += 1;
-                continue;
-            }
-            min = min.min(n);
-            if n < minsig && !s.signaled.load(Relaxed) {
-                minsig = n;
-                need_sig = Some(i);
-            }
-        }
+        });
         // min is between 0 and maxMsgNum.
         let mut min = min as u32;
         if min >= self.msgnum_wraparound {
@@ -669,7 +779,7 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
             h.max_msg_num.store(max - self.msgnum_wraparound, Relaxed);
             // Readers are locked out, so maxMsgNum needs no msgnumLock; inactive and reset
             // entries are lowered too (their numbers are meaningless).
-            for s in &self.proc_state[..last] {
+            for s in self.proc_state.iter_to(last) {
                 let n = s.next_msg_num.load(Relaxed);
                 s.next_msg_num
                     .store(n.wrapping_sub(self.msgnum_wraparound), Relaxed);
@@ -721,6 +831,21 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
     #[inline]
     pub fn catchup_pending(&self, me: &SinvalBackend) -> Result<bool, SinvalError> {
         Ok(self.state(me)?.catchup_interrupt.load(Relaxed))
+    }
+
+    /// Charges a touch of the ring slots of messages `from..from + n`: one contiguous run, or
+    /// two where the ring wraps.
+    fn touch_slots(&self, from: u32, n: usize, write: bool) {
+        let first = (from & self.mask) as usize;
+        let to_end = n.min(self.buffer.len() - first);
+        for run in [
+            &self.buffer[first..first + to_end],
+            &self.buffer[..n - to_end],
+        ] {
+            if !run.is_empty() {
+                touch_range(run.as_ptr(), std::mem::size_of_val(run), write);
+            }
+        }
     }
 
     /// Clears this backend's pending catch-up interrupt; whether one was pending.
@@ -805,6 +930,29 @@ mod tests {
         );
         assert_eq!(MSGNUMWRAPAROUND, 1 << 30);
         assert_eq!(std::mem::size_of::<SharedInvalidationMessage>(), 16);
+    }
+
+    #[test]
+    fn ring_slots_and_proc_states_have_postgresqls_sizes() {
+        use std::mem::{offset_of, size_of};
+        let q = queue(16, 9);
+        assert_eq!(size_of::<UnsafeCell<SharedInvalidationMessage>>(), 16);
+        let slot = |i: usize| &q.buffer[i] as *const _ as usize;
+        assert_eq!(slot(15) - slot(0), 15 * 16);
+        // 9.2-16's ProcState: 32 bytes, nextMsgNum at 16, the flags at 20-23.
+        assert_eq!(size_of::<ProcState>(), 32);
+        assert_eq!(offset_of!(ProcState, next_msg_num), 16);
+        assert_eq!(offset_of!(ProcState, reset_state), 20);
+        assert_eq!(offset_of!(ProcState, has_messages), 22);
+        assert_eq!(offset_of!(ProcState, send_only), 23);
+        let entry = |i: usize| &q.proc_state[i] as *const ProcState as usize;
+        assert_eq!(entry(0) % 128, 0);
+        assert_eq!(entry(8) - entry(0), 8 * 32);
+        assert_eq!(q.proc_state.iter_to(9).count(), 9);
+        assert!(q.proc_state.get(9).is_none());
+        // SISeg's head: msgnumLock at byte 20, with maxMsgNum on one line.
+        assert_eq!(offset_of!(SegmentHeader<PgSpinLock>, max_msg_num), 4);
+        assert_eq!(offset_of!(SegmentHeader<PgSpinLock>, msgnum_lock), 20);
     }
 
     #[test]

@@ -31,7 +31,9 @@
 //!   released by the caller around it through [`Slru::lock_bank`] / [`Slru::unlock_bank`], as
 //!   PostgreSQL's callers do.
 //! - Page bytes are relaxed atomics (ordered by the bank and I/O locks), so the buffers need no
-//!   `unsafe`.
+//!   `unsafe`. Each slot's page is an allocation of its own on a 128-byte boundary (how that
+//!   compares with `SimpleLruInit`'s buffers is told at the private `Page` type), and the bytes a backend reads or
+//!   writes are charged to a simulated CPU as touches of their lines.
 //! - An I/O error leaves the slot in a clean state at once (empty after a failed read, valid
 //!   and dirty after a failed write), releases the slot's I/O lock, and is then raised, as
 //!   `SimpleLruReadPage` and `SlruInternalWritePage` do before `SlruReportIOError`; so
@@ -57,11 +59,14 @@ pub use store::{FileStore, MemoryStore, PageStore, BLCKSZ, SLRU_PAGES_PER_SEGMEN
 use pglocks_lwlock::{LwLockError, LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use pglocks_sync::data::touch_range;
+use pglocks_sync::shmem::independent;
 use pglocks_sync::time::Instant;
 use pglocks_sync::CachePadded;
 use std::path::PathBuf;
-// Page bytes are data ordered by the locks, so std's atomics even under loom.
-use std::sync::atomic::AtomicU8 as DataByte;
+// Page bytes are data ordered by the locks, so std's atomics even under loom; their touches
+// are charged explicitly (see `Page`).
+use std::sync::atomic::AtomicU8 as PageByte;
 
 /// `SLRU_BANK_SIZE` (17+): slots per bank.
 pub const SLRU_BANK_SIZE: usize = 16;
@@ -183,6 +188,35 @@ struct Bank<K> {
     cur_lru_count: AtomicU32,
 }
 
+/// One slot's page buffer (`page_buffer[slotno]`): `BLCKSZ` bytes on a 128-byte boundary.
+///
+/// `SimpleLruInit` (slru.c) carves PostgreSQL's buffers out of the SLRU's shared struct: after
+/// `SlruSharedData` and its per-slot arrays (the `page_buffer` pointers, statuses, dirty flags,
+/// page numbers, LRU counts, buffer locks and group LSNs), the offset is `BUFFERALIGN`ed (32
+/// bytes, `ALIGNOF_BUFFER`) and the pages follow back to back, `BLCKSZ` each. Here every page
+/// is an allocation of its own starting a line. A page's bytes lie on lines at the same offsets
+/// from its start as PostgreSQL's would if its page started a line; PostgreSQL's may start 32
+/// bytes into one, which moves which 256 xids' statuses share a 64-byte line but not how many
+/// lines anything touches. That pages of different slots are not neighbours is invisible: a page
+/// is a whole number of lines.
+///
+/// Touches (on a simulated CPU): the byte a status lookup reads (`TransactionIdGetStatus`) and
+/// the byte a status update reads and writes (`TransactionIdSetStatusBit`), each one line; a
+/// page copied out to be written (`SlruPhysicalWritePage`'s `write`), all its lines, as loads
+/// that do not wait for each other. A page written whole — zeroed (`SimpleLruZeroPage`'s
+/// `MemSet`) or read in (`SlruPhysicalReadPage`'s `read`) — is not charged: the simulator has no
+/// store buffer, so its 128 line stores would be charged one after the other, about ten times
+/// what a core that overlaps their ownership requests pays; its lines move at their next
+/// charged touch instead.
+#[repr(C, align(128))]
+struct Page([PageByte; BLCKSZ]);
+
+impl Page {
+    fn new() -> Box<Page> {
+        Box::new(Page(std::array::from_fn(|_| PageByte::new(0))))
+    }
+}
+
 struct Slot<K> {
     page_number: AtomicU64,
     status: AtomicU8,
@@ -190,7 +224,7 @@ struct Slot<K> {
     lru_count: AtomicU32,
     /// `buffer_locks[slotno]`: held exclusively during the slot's I/O.
     io_lock: K,
-    page: Box<[DataByte]>,
+    page: Box<Page>,
 }
 
 /// One SLRU: slots, banks and their locks, over a [`PageStore`] (models `SlruSharedData` and
@@ -234,7 +268,7 @@ impl<K: RawLwLock> Slru<K> {
                     dirty: AtomicBool::new(false),
                     lru_count: AtomicU32::new(0),
                     io_lock: K::new(cfg.buffer_lock_name),
-                    page: (0..BLCKSZ).map(|_| DataByte::new(0)).collect(),
+                    page: Page::new(),
                 })
                 .collect(),
             latest_page_number: CachePadded::new(AtomicU64::new(0)),
@@ -323,17 +357,22 @@ impl<K: RawLwLock> Slru<K> {
         self.slots[slotno].dirty.load(Relaxed)
     }
 
-    /// Byte `i` of the page in `slotno` (bank lock held, any mode).
+    /// Byte `i` of the page in `slotno` (bank lock held, any mode); charged as a touch of its
+    /// line.
     #[inline]
     pub fn byte(&self, slotno: usize, i: usize) -> u8 {
-        self.slots[slotno].page[i].load(Relaxed)
+        let byte = &self.slots[slotno].page.0[i];
+        touch_range(byte.as_ptr(), 1, false);
+        byte.load(Relaxed)
     }
 
     /// Sets byte `i` of the page in `slotno` (bank lock held exclusively); the caller marks the
-    /// page dirty.
+    /// page dirty. Charged as a store to its line.
     #[inline]
     pub fn set_byte(&self, slotno: usize, i: usize, v: u8) {
-        self.slots[slotno].page[i].store(v, Relaxed);
+        let byte = &self.slots[slotno].page.0[i];
+        touch_range(byte.as_ptr(), 1, true);
+        byte.store(v, Relaxed);
     }
 
     /// Marks the page in `slotno` dirty (`page_dirty[slotno] = true`; bank lock held exclusively).
@@ -387,7 +426,8 @@ impl<K: RawLwLock> Slru<K> {
         slot.status.store(VALID, Relaxed);
         slot.dirty.store(true, Relaxed);
         self.recently_used(slotno);
-        for byte in slot.page.iter() {
+        // Not charged: see `Page`.
+        for byte in slot.page.0.iter() {
             byte.store(0, Relaxed);
         }
         self.zero_lsns(slotno);
@@ -433,7 +473,8 @@ impl<K: RawLwLock> Slru<K> {
                 .waits
                 .record("SLRURead", "IO", t.elapsed().as_nanos() as u64);
             if read.is_ok() {
-                for (byte, &v) in slot.page.iter().zip(buf.iter()) {
+                // Not charged: see `Page`.
+                for (byte, &v) in slot.page.0.iter().zip(buf.iter()) {
                     byte.store(v, Relaxed);
                 }
             }
@@ -581,10 +622,13 @@ impl<K: RawLwLock> Slru<K> {
         slot.dirty.store(false, Relaxed);
         slot.io_lock.acquire(b, LwLockMode::Exclusive)?;
         let mut buf = [0u8; BLCKSZ];
-        for (v, byte) in buf.iter_mut().zip(slot.page.iter()) {
+        for (v, byte) in buf.iter_mut().zip(slot.page.0.iter()) {
             *v = byte.load(Relaxed);
         }
         self.unlock_bank(b, pageno)?;
+        // PostgreSQL's `write` reads the page here, without the bank lock: every line, no load
+        // waiting for another.
+        independent(|| touch_range(slot.page.0.as_ptr(), BLCKSZ, false));
         let t = Instant::now();
         let written = self.store.write_page(pageno, &buf);
         b.stats
@@ -648,6 +692,15 @@ mod tests {
 
     fn holds(s: &Slru<AtomicLwLock<Pg96Layout>>, page: u64) -> bool {
         (0..s.slots()).any(|i| s.status(i) != EMPTY && s.page_number(i) == page)
+    }
+
+    #[test]
+    fn every_page_buffer_starts_a_line_and_is_blcksz_long() {
+        let s = slru(3, Victim::AvoidIoBusy);
+        assert_eq!(std::mem::size_of::<Page>(), BLCKSZ);
+        for slot in s.slots.iter() {
+            assert_eq!(slot.page.0.as_ptr() as usize % 128, 0);
+        }
     }
 
     #[test]

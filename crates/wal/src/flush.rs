@@ -341,6 +341,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         pages: usize,
     ) -> Result<(), WalError> {
         let len = pages * XLOG_BLCKSZ as usize;
+        // `pg_pwrite` reads the pages, whatever the device does with the bytes.
+        self.buffers.charge_write_out(first, pages);
         let data = if wr.device.wants_bytes() {
             wr.bytes.clear();
             self.buffers.copy_out(first, pages, &mut wr.bytes);
