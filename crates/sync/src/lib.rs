@@ -170,21 +170,6 @@ pub mod hint {
         loom::thread::yield_now();
     }
 
-    /// The CPU time of copying `words` words of plain data with std's memory operations (a WAL
-    /// record into the WAL buffers), which a simulated CPU does not see: on one, charged as
-    /// `words` [`busy_work`] steps (about half a cycle a word on the built-in profiles, a copy
-    /// streaming through the cache); nothing anywhere else, where the copy costs what it costs.
-    /// The copy's cache traffic is not modelled, only its time.
-    #[inline(always)]
-    pub fn data_copy(words: usize) {
-        #[cfg(not(loom))]
-        if pglocks_sim::hook::active() {
-            pglocks_sim::hook::work(words as u64);
-        }
-        #[cfg(loom)]
-        let _ = words;
-    }
-
     /// `n` dependent multiply-adds from `seed`: CPU time that touches no shared memory, standing
     /// for work a model does not do (a critical section's body, think time, a row's executor
     /// work). Pass the result to `std::hint::black_box` so it is not optimized away. On a

@@ -19,13 +19,11 @@
 //! - `CopyXLogRecordToWAL`: each piece of a record copied into a page is a store to the lines
 //!   it covers, and a page it continues onto has the `xlp_info` and `xlp_rem_len` of its header
 //!   written. The copy's time is the touches' time: a line in the copier's cache costs a hit
-//!   (5 cycles on Westmere, about what copying its 8 words takes — the 0.6 cycle a word
-//!   `pglocks_sync::hint::data_copy` would charge), a line elsewhere its transfer. So the copy is
-//!   no longer also charged as `data_copy`: that would count an in-cache copy twice.
-//! - `AdvanceXLInsertBuffer`: the header written into a new page (24 bytes, 40 at a segment's
-//!   start). Its `MemSet` of the whole page is not charged: the simulator has no store buffer,
-//!   so 128 line stores would be charged one after the other, about ten times what a core that
-//!   overlaps their ownership requests pays; the lines move to the inserters at their copies.
+//!   (5 cycles on Westmere, about what copying its 8 words takes), a line elsewhere its
+//!   transfer, and no separate charge for the copy's CPU time is made.
+//! - `AdvanceXLInsertBuffer`: its `MemSet` of the whole page, a store to every line (a
+//!   simulated core's store buffer overlaps their ownership requests, up to its fill
+//!   buffers), then the header (24 bytes, 40 at a segment's start).
 //! - `XLogWrite`: `write` reads every line of the pages it writes, loads that do not wait for
 //!   each other ([`pglocks_sync::shmem::independent`]), whether or not the device keeps the
 //!   bytes.
@@ -151,9 +149,10 @@ impl Buffers {
 
     /// Zeroes buffer `idx` and writes the header of the page starting at `page_start`, as
     /// `AdvanceXLInsertBuffer` does (`XLP_BKP_REMOVABLE`: no backup is forcing full-page writes).
-    /// Only the header's store is charged (see the module's documentation).
     fn init_page(&self, idx: usize, page_start: u64, layout: &Layout) {
-        for w in self.pages[idx].0.iter() {
+        let page = &self.pages[idx].0;
+        touch_range(page.as_ptr(), std::mem::size_of_val(page), true);
+        for w in page.iter() {
             w.store(0, Relaxed);
         }
         let long = layout.page_header_size(page_start) == SIZE_OF_XLOG_LONG_PHD;

@@ -1,11 +1,13 @@
 //! The store buffer: a store retires at once and becomes visible later, in order, as x86's TSO
 //! has it.
 //!
-//! A core does not wait for a store: it writes it into its store buffer and goes on. The buffer
-//! drains in program order, one store after the other, each taking its line exclusive as the
-//! cost model says (a hit, or a transfer queued behind the line's earlier ones); a store becomes
-//! visible to the other cores when its line's holder answers, which is when its value reaches
-//! memory. Until then the core's own loads of that word read it from the buffer (store-to-load
+//! A core does not wait for a store: it writes it into its store buffer and goes on. Each
+//! store's request for its line exclusive goes out as it enters the buffer, as long as one of
+//! the core's fill buffers (`cycles.outstanding_misses`, which serve stores' ownership requests
+//! as they serve loads' misses) is free, and costs what the cost model says (a hit, or a
+//! transfer queued behind the line's earlier ones); the stores become visible to the other
+//! cores in program order, each when its line's holder has answered and every store before it
+//! is visible. Until then the core's own loads of that word read it from the buffer (store-to-load
 //! forwarding), and everyone else's read the old value: the one reordering TSO allows, a load
 //! passing an earlier store to another address. A locked instruction (every read-modify-write)
 //! and a fence wait until the buffer is empty, and so does a system call (a futex wait or wake,
@@ -23,8 +25,8 @@
 //! visible after it, and the core does not wait for it (a shortcut: it does not fill an entry).
 //!
 //! Shortcuts: a store's transfer is booked when the store enters the buffer, at the moment its
-//! drain will start (after the stores before it), which may be later than the other threads'
-//! clocks; a load that overlaps a buffered store without being the same word waits for the
+//! request will go out (once a fill buffer is free), which may be later than the other
+//! threads' clocks; a load that overlaps a buffered store without being the same word waits for the
 //! buffer to drain, as a core whose forwarding fails does.
 
 use super::order::Kind;
@@ -54,9 +56,40 @@ struct Pending {
 pub(super) struct StoreBuffer {
     /// Stores not yet visible, oldest first.
     entries: VecDeque<Pending>,
-    /// When the last store booked (a buffered one or a touch's) has its line: the next one's
-    /// drain starts then.
+    /// When the last store booked (a buffered one or a touch's) has its line: every store is
+    /// visible, and the buffer empty, then.
     tail: Picos,
+    /// When the last store booked becomes visible: the next one becomes visible no earlier.
+    last_visible: Picos,
+    /// When the ownership requests in flight complete (at most the fill buffers').
+    requests: VecDeque<Picos>,
+}
+
+impl StoreBuffer {
+    /// When the next store's ownership request may go out, at `now` or later: once one of the
+    /// `limit` fill buffers is free.
+    fn request_at(&mut self, now: Picos, limit: usize) -> Picos {
+        while self.requests.front().is_some_and(|&done| done <= now) {
+            self.requests.pop_front();
+        }
+        if self.requests.len() < limit {
+            return now;
+        }
+        let free = self.requests.len() + 1 - limit;
+        let at = self.requests[free - 1];
+        self.requests.drain(..free);
+        at.max(now)
+    }
+
+    /// A store booked: its request completes at `done`, and it is visible at `visible` at
+    /// the earliest; returns when it is visible (after the stores before it).
+    fn booked(&mut self, answer: Picos, done: Picos) -> Picos {
+        let i = self.requests.partition_point(|&d| d <= done);
+        self.requests.insert(i, done);
+        self.tail = self.tail.max(done);
+        self.last_visible = self.last_visible.max(answer);
+        self.last_visible
+    }
 }
 
 /// What a store does.
@@ -136,7 +169,8 @@ impl Engine {
             (t.place, t.clock)
         };
         let empty = self.me().stores.entries.is_empty();
-        let start = clock.max(self.me().stores.tail);
+        let limit = self.costs.outstanding;
+        let start = self.me().stores.request_at(clock, limit);
         let c = self
             .caches
             .access(&self.costs, place, addr, Access::Store, start);
@@ -145,9 +179,11 @@ impl Engine {
         self.advance(issue);
         self.me().spin.forget();
         match c.served {
-            Served::Hit { version } if empty && start == clock => {
+            Served::Hit { version }
+                if empty && start == clock && c.answer >= self.me().stores.last_visible =>
+            {
                 // Visible at once: nothing to wait for.
-                self.me().stores.tail = c.done;
+                self.me().stores.booked(c.answer, c.done);
                 let _ = version;
                 let now = self.me().clock;
                 self.wake_watchers(c.line, now);
@@ -160,17 +196,17 @@ impl Engine {
                     }
                 }
                 let t = self.me();
-                t.stores.tail = c.done;
+                let visible = t.stores.booked(c.answer, c.done);
                 t.stores.entries.push_back(Pending {
                     host,
                     bits,
                     size,
                     line: c.line,
                     miss: served == Served::Miss,
-                    visible: c.answer,
+                    visible,
                 });
                 let tid = self.current;
-                self.push(c.answer, tid, Kind::Drain);
+                self.push(visible, tid, Kind::Drain);
                 Stored::Buffered
             }
         }
@@ -186,7 +222,8 @@ impl Engine {
             let t = &self.threads[self.current];
             (t.place, t.clock)
         };
-        let start = clock.max(self.me().stores.tail);
+        let limit = self.costs.outstanding;
+        let start = self.me().stores.request_at(clock, limit);
         let c = self
             .caches
             .access(&self.costs, place, addr, Access::Store, start);
@@ -196,7 +233,7 @@ impl Engine {
             }
             self.caches.effect(c.line, Access::Store);
         }
-        self.me().stores.tail = c.done;
+        self.me().stores.booked(c.answer, c.done);
         let issue = self.costs.private(self.costs.hit, self.smt_busy());
         self.advance(issue);
         self.me().spin.forget();
@@ -431,5 +468,35 @@ mod tests {
             rmw.get() >= costs.transfer(crate::cache::Distance::Hop1) / 2,
             "{rmw:?}"
         );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn the_ownership_requests_of_buffered_stores_overlap_up_to_the_fill_buffers() {
+        // CPU 10 owns 30 lines; CPU 0 stores to each, then fences: the fence waits for all
+        // 30 transfers, which went out ten at a time.
+        let w = Words::new(30);
+        let took = Cell::new(Picos::ZERO);
+        let team = vec![
+            on(10, || (0..30).for_each(|i| st(w.get(i), 1))),
+            on(0, || {
+                ops::work(1_000_000);
+                let t0 = clock();
+                (0..30).for_each(|i| st(w.get(i), 2));
+                ops::fence();
+                took.set(clock() - t0);
+            }),
+        ];
+        let p = westmere();
+        let hop = crate::cache::Costs::new(&p).transfer(crate::cache::Distance::Hop1);
+        run(&p, team, Duration::from_millis(1)).unwrap();
+        assert!(
+            took.get() > hop * 3 * 80 / 100 && took.get() < hop * 3 * 160 / 100,
+            "{took:?} against 3 × {hop:?}"
+        );
+        assert!((0..30).all(|i| w.get(i).load(SeqCst) == 2));
     }
 }

@@ -1,0 +1,45 @@
+//! The invalidation queue on a simulated machine: the ring slots a writer fills and a reader
+//! copies out are charged as touches of their lines.
+
+use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
+use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_sinval::{SharedInvalidationMessage, SinvalCheck, SinvalConfig, SinvalQueue};
+use std::time::Duration;
+
+/// Touches of a simulated run in which one backend queues `n` messages and another reads them.
+fn touches(n: u32) -> u64 {
+    let profile = Profile::find("westmere-80").unwrap();
+    let q: SinvalQueue<AtomicLwLock<Pg96Layout>> =
+        SinvalQueue::new(&SinvalConfig::new(2, SinvalCheck::WaitFree)).unwrap();
+    let procs = ProcTable::new(2);
+    let msgs: Vec<_> = (0..n)
+        .map(|i| SharedInvalidationMessage::relcache(1, i))
+        .collect();
+    let team = vec![SimThread {
+        placement: Placement::Cpu(0),
+        body: Box::new(|| {
+            let mut b = procs.attach().unwrap();
+            let mut reader = q.backend_init(&mut b, false).unwrap();
+            q.insert_data_entries(&mut b, &msgs).unwrap();
+            let got = q.accept_invalidation_messages(&mut b, &mut reader).unwrap();
+            assert_eq!(got.messages, u64::from(n));
+        }) as Box<dyn FnOnce() + '_>,
+    }];
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .touches
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_slots_written_and_read_are_charged() {
+    // 32 messages fill 8 lines of the ring (16 bytes each) where one message fills one: 7 more
+    // lines written and 7 more read, with the same lock operations (one chunk, one batch).
+    let one = touches(1);
+    let many = touches(32);
+    assert!(many >= one + 14, "{one} -> {many}");
+}

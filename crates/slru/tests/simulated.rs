@@ -1,0 +1,62 @@
+//! The commit log on a simulated machine: the status bytes a commit writes and the pages a
+//! checkpoint writes out are charged as touches of their lines.
+
+use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
+use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_slru::clog::{Clog, ClogConfig, XidStatus};
+use pglocks_slru::{MemoryStore, Victim};
+use std::time::Duration;
+
+/// Touches of a simulated run that commits xid 3 with `subxids` subtransactions (all on page
+/// 0) and then writes out every dirty page, after extending the log to `pages` pages.
+fn touches(subxids: u32, pages: u32) -> u64 {
+    let profile = Profile::find("westmere-80").unwrap();
+    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
+        &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
+        Box::new(MemoryStore::new(Duration::ZERO)),
+    )
+    .unwrap();
+    let procs = ProcTable::new(1);
+    let team = vec![SimThread {
+        placement: Placement::Cpu(0),
+        body: Box::new(|| {
+            let mut b = procs.attach().unwrap();
+            clog.extend(&mut b, 3).unwrap();
+            for p in 1..pages {
+                clog.extend(&mut b, p * 32768).unwrap();
+            }
+            let subs: Vec<u32> = (4..4 + subxids).collect();
+            clog.set_tree_status(&mut b, 3, &subs, XidStatus::Committed, 0)
+                .unwrap();
+            clog.slru().write_all(&mut b).unwrap();
+        }) as Box<dyn FnOnce() + '_>,
+    }];
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .touches
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_status_update_reads_and_writes_its_byte() {
+    // One call either way; 100 more statuses set: 100 more bytes read and written.
+    let alone = touches(0, 1);
+    let tree = touches(100, 1);
+    assert!(tree >= alone + 200, "{alone} -> {tree}");
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_page_written_out_is_read_whole() {
+    // Two more dirty pages: 256 more lines read by the writes.
+    let one = touches(0, 1);
+    let three = touches(0, 3);
+    assert!(three >= one + 256, "{one} -> {three}");
+}

@@ -1,0 +1,64 @@
+//! The WAL on a simulated machine: a record's copy into the WAL buffers is charged for the
+//! lines it covers (`CopyXLogRecordToWAL`), and a write for the lines of the pages it writes.
+
+use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
+use pglocks_proc::ProcTable;
+use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_wal::{NullDevice, Record, Wal, WalConfig};
+use std::time::Duration;
+
+/// Touches of a simulated run that inserts `records` records of `payload` bytes, without
+/// flushing, or flushing each when `flush`.
+fn touches(payload: usize, records: usize, flush: bool) -> u64 {
+    let profile = Profile::find("westmere-80").unwrap();
+    let wal: Wal<AtomicLwLock<Pg96Layout>> =
+        Wal::new(WalConfig::new(1), Box::new(NullDevice)).unwrap();
+    let procs = ProcTable::new(1);
+    let data = vec![7u8; payload];
+    let team = vec![SimThread {
+        placement: Placement::Cpu(0),
+        body: Box::new(|| {
+            let mut b = procs.attach().unwrap();
+            let mut w = wal.backend();
+            let rec = Record {
+                xid: 1,
+                rmid: 10,
+                info: 0,
+                payload: &data,
+            };
+            for _ in 0..records {
+                let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                if flush {
+                    wal.flush(&mut b, &mut w, end).unwrap();
+                }
+            }
+        }) as Box<dyn FnOnce() + '_>,
+    }];
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .touches
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_records_copy_touches_the_lines_it_covers() {
+    // A 4 KB record covers 64 more lines than a 40-byte one.
+    let small = touches(40, 20, false);
+    let large = touches(4096, 20, false);
+    assert!(large >= small + 20 * 63, "{small} -> {large}");
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_write_reads_every_line_of_its_pages() {
+    // Each flush writes the record's page: 128 lines read.
+    let unflushed = touches(40, 20, false);
+    let flushed = touches(40, 20, true);
+    assert!(flushed >= unflushed + 20 * 128, "{unflushed} -> {flushed}");
+}
