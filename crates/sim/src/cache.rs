@@ -49,10 +49,10 @@
 //! its release behind every waiter's attempt.
 //!
 //! Shortcuts the model takes: no capacity or conflict misses (every line stays cached until
-//! another CPU takes it); no prefetching or false-sharing beyond the line size; loads are not
-//! reordered past stores (the host executes every operation in one sequentially consistent
-//! order); a transfer's latency does not depend on the load of the interconnect, only on the
-//! line's own queue.
+//! another CPU takes it); no prefetching or false-sharing beyond the line size; a transfer's
+//! latency does not depend on the load of the interconnect, only on the line's own queue. (The
+//! reordering of a load past an earlier store is the engine's store buffer's, not this
+//! model's.)
 
 use crate::keyed::Keyed;
 use crate::picos::Picos;

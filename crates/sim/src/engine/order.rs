@@ -24,8 +24,8 @@
 //! panic in a virtual thread ends the run with [`SimError::Panicked`].
 //!
 //! Not modelled: out-of-order execution beyond the loads a model declares independent
-//! (`super::touch`), store buffers (every operation takes effect at one instant, in one
-//! sequentially consistent order), and the host's own time, which never shows in a clock.
+//! (`super::touch`) and the store buffer (`super::store_buffer`), and the host's own time, which
+//! never shows in a clock.
 
 use super::os::State;
 use super::{with, Engine, SimError, ENGINE};

@@ -25,9 +25,12 @@
 //! complete. Anything else (a store, a read-modify-write, a fence, a pause, a system call) and
 //! the end of the scope first wait for every miss in flight. An atomic load in the scope still
 //! takes effect in virtual-time order at its answer, as outside one.
+//! (A store inside a scope waits for the loads in flight, then goes into the store buffer,
+//! `super::store_buffer`: a shortcut, as a core's stores do not wait for its loads.)
 //!
-//! Not modelled yet: a store buffer (a store inside a scope waits for the misses in flight, and
-//! then for its own transfer, as outside one).
+//! A touch's store goes into the store buffer like any other (it takes its turn in the drain,
+//! and the core goes on); a touch's load does not look in the buffer (the data it stands for
+//! was written by the host at once).
 
 use super::Engine;
 use crate::cache::{Access, Served};
