@@ -398,6 +398,10 @@ fn control(
     let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
     sleep_unless_stopped(phase, spec.warmup);
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
+    if pglocks_sim::hook::active() {
+        // The hot-lines tally covers what is measured, not the warm-up.
+        pglocks_sim::hook::measurement_starts();
+    }
     let start = Instant::now();
     let timeline = sample_timeline(phase, published, start, spec.duration);
     sleep_unless_stopped(phase, spec.duration.saturating_sub(start.elapsed()));
@@ -482,28 +486,6 @@ where
     // time is stuck (a lock never released, a livelock).
     let limit = (spec.warmup + spec.duration) * 4 + Duration::from_secs(1);
     let outcome = pglocks_sim::run(profile, threads, limit)?;
-    if !outcome.hot_lines.is_empty() {
-        // Asked for with PGLOCKS_SIM_HOT_LINES: a diagnostic, on stderr beside the progress.
-        let mut text = format!(
-            "hot lines of a simulated run of {} threads on {}:\n",
-            spec.threads, profile.name
-        );
-        for h in &outcome.hot_lines {
-            text += &format!(
-                "  {:>10.1} us waited, {:>8} transfers: {}\n",
-                h.waited.as_secs_f64() * 1e6,
-                h.transfers,
-                h.data
-                    .clone()
-                    .unwrap_or_else(|| format!("[not in the map] {}", h.site))
-            );
-        }
-        text += "transfers by structure (a region of the shared-memory map, or where a line outside it was first missed on):\n";
-        for s in outcome.by_structure.iter().take(outcome.hot_lines.len()) {
-            text += &format!("  {:>8} transfers: {}\n", s.transfers, s.name);
-        }
-        eprint!("{text}");
-    }
     let (elapsed, timeline) = measured;
     let results = results.into_iter().map(|r| {
         r.ok_or(HarnessError::ThreadPanicked)?
@@ -513,7 +495,41 @@ where
         host_time: outcome.host_time,
         ops: outcome.ops,
     };
-    assemble(spec.threads, results, elapsed, &timeline, Some(cost))
+    let run = assemble(spec.threads, results, elapsed, &timeline, Some(cost))?;
+    if !outcome.hot_lines.is_empty() {
+        print_hot_lines(spec, profile, &outcome, run.per_thread_ops.iter().sum());
+    }
+    Ok(run)
+}
+
+/// The `PGLOCKS_SIM_HOT_LINES` diagnostic of a simulated run that measured `ops` operations, on
+/// stderr beside the progress: the lines waited on most, and the transfers by structure (the
+/// tally covers the measured phase only).
+fn print_hot_lines(spec: &TeamSpec, profile: &Profile, outcome: &pglocks_sim::Outcome, ops: u64) {
+    let mut text = format!(
+        "hot lines of a simulated run of {} threads on {} ({ops} operations measured):\n",
+        spec.threads, profile.name
+    );
+    for h in &outcome.hot_lines {
+        text += &format!(
+            "  {:>10.1} us waited, {:>8} transfers: {}\n",
+            h.waited.as_secs_f64() * 1e6,
+            h.transfers,
+            h.data
+                .clone()
+                .unwrap_or_else(|| format!("[not in the map] {}", h.site))
+        );
+    }
+    text += "transfers by structure (a region of the shared-memory map, or where a line outside it was first missed on), per operation:\n";
+    for s in outcome.by_structure.iter().take(outcome.hot_lines.len()) {
+        text += &format!(
+            "  {:>8} transfers, {:>7.2} per operation: {}\n",
+            s.transfers,
+            s.transfers as f64 / ops.max(1) as f64,
+            s.name
+        );
+    }
+    eprint!("{text}");
 }
 
 /// A run's throughput against time, in bounded memory: operations and seconds per point, each

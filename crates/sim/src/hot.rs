@@ -77,6 +77,14 @@ impl HotLines {
         })
     }
 
+    /// Starts the tally again from zero (the lines keep their sites).
+    pub fn restart(&mut self) {
+        self.lines.values_mut().for_each(|l| {
+            l.transfers = 0;
+            l.waited = Picos::ZERO;
+        });
+    }
+
     /// The first address of `line`.
     fn addr(&self, line: u64) -> usize {
         (line << self.shift) as usize
@@ -98,7 +106,11 @@ impl HotLines {
     pub fn top(self) -> (Vec<HotLine>, Vec<Structure>) {
         let (shift, wanted) = (self.shift, self.wanted);
         let size = 1usize << shift;
-        let mut lines: Vec<(u64, Line)> = self.lines.into_entries().collect();
+        let mut lines: Vec<(u64, Line)> = self
+            .lines
+            .into_entries()
+            .filter(|(_, l)| l.transfers > 0)
+            .collect();
         let mut by: Vec<Structure> = Vec::new();
         for (key, l) in &lines {
             let name = crate::shmem::region_name((key << shift) as usize).map_or_else(

@@ -58,6 +58,11 @@ impl<T> Keyed<T> {
         Some(&mut self.values[i])
     }
 
+    /// The values, in the order their keys were first seen.
+    pub fn values_mut(&mut self) -> std::slice::IterMut<'_, T> {
+        self.values.iter_mut()
+    }
+
     /// The keys and their values, in the order the keys were first seen.
     pub fn into_entries(self) -> impl Iterator<Item = (u64, T)> {
         let mut keys = vec![0; self.values.len()];

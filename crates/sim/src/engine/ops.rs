@@ -107,6 +107,18 @@ pub fn independent(begin: bool) {
     with(|e| e.independent(begin));
 }
 
+/// The run's measured phase starts now: the hot-lines tally, if asked for, starts again from
+/// zero (each line keeps the site that first missed on it).
+#[cold]
+#[inline(never)]
+pub fn measurement_starts() {
+    with(|e| {
+        if let Some(hot) = e.hot.as_mut() {
+            hot.restart();
+        }
+    });
+}
+
 /// A full fence.
 #[cold]
 #[inline(never)]
