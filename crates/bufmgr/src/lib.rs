@@ -148,6 +148,10 @@ pub enum BufMgrError {
     /// A tag to delete was not in the table (`BufTableDelete`).
     #[error("shared buffer hash table corrupted")]
     TableCorrupted,
+    /// The mapping table has no free element left (`hash_search_with_hash_value`'s
+    /// `HASH_ENTER`; not expected, the table having an element per buffer and partition).
+    #[error("out of shared memory")]
+    OutOfSharedMemory,
     /// A spinlock (a buffer header, `buffer_strategy_lock`) was never released.
     #[error("stuck spinlock detected at {lock} (gave up after {delays} sleeps)")]
     StuckSpinlock {
@@ -219,8 +223,21 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
 }
 
 impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
-    /// Models `InitBufferPool`: `nbuffers` empty buffers, all on the freelist.
+    /// Models `InitBufferPool`: `nbuffers` empty buffers, all on the freelist. The mapping
+    /// table has the dynahash free lists of the release `cfg.pin` marks: one up to 9.5,
+    /// `NUM_FREELISTS` from 9.6, which brought both (a stand-in for a setting of its own; see
+    /// [`Self::with_hash_freelists`]).
     pub fn new(cfg: &BufMgrConfig) -> Result<Self, BufMgrError> {
+        let freelists = match cfg.pin {
+            PinMethod::HeaderLock => 1,
+            PinMethod::Cas => buf_table::NUM_FREELISTS,
+        };
+        Self::with_hash_freelists(cfg, freelists)
+    }
+
+    /// Models `InitBufferPool` with a mapping table of `freelists` dynahash free lists (1 up to
+    /// 9.5, `NUM_FREELISTS` from 9.6), placed in the simulated shared-memory map.
+    pub fn with_hash_freelists(cfg: &BufMgrConfig, freelists: usize) -> Result<Self, BufMgrError> {
         cfg.validate()?;
         let n = cfg.nbuffers;
         Ok(Self {
@@ -235,7 +252,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
                 })
                 .collect(),
             io_locks: (0..n).map(|_| K::new("BufferIO")).collect(),
-            table: BufTable::new(cfg.partitions),
+            // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
+            table: BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin),
             strategy: StrategyControl::new(n),
             victim_search: cfg.victim_search,
             pin: cfg.pin,
