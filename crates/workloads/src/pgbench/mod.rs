@@ -124,6 +124,8 @@ mod heap;
 mod init;
 mod page;
 mod schema;
+#[cfg(test)]
+mod simulated;
 mod transactions;
 
 pub(crate) use init::build;
