@@ -222,7 +222,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             };
 
             // SAFETY: the new tag's partition lock is held exclusively.
-            if let Some(existing) = unsafe { self.table.insert(tag, new_hash, buf_id) } {
+            if let Some(existing) = unsafe { self.table.insert(b, tag, new_hash, buf_id)? } {
                 // Someone else read the page in meanwhile: use theirs.
                 self.unpin_buffer(b, refs, buf_id)?;
                 release_old(b)?;
@@ -238,7 +238,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             }
             desc.unlock(state);
             // SAFETY: the new tag's partition lock is held exclusively.
-            unsafe { self.table.delete(&tag, new_hash) };
+            unsafe { self.table.delete(b, &tag, new_hash)? };
             release_old(b)?;
             new_lock.release(b)?;
             self.unpin_buffer(b, refs, buf_id)?;
@@ -262,7 +262,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         if let Some((old_tag, old_hash, old_part)) = old {
             // SAFETY: the old tag's partition lock is held exclusively (it is the new tag's
             // partition, or was taken beside it).
-            deleted = unsafe { self.table.delete(&old_tag, old_hash) };
+            deleted = unsafe { self.table.delete(b, &old_tag, old_hash)? };
             b.stats.events.count("bufmgr.evictions", 1);
             if old_part != new_part {
                 self.table.lock(old_part).release(b)?;
@@ -417,7 +417,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             state &= !(BUF_FLAG_MASK | BUF_USAGECOUNT_MASK);
             desc.unlock(state);
             // SAFETY: the old tag's partition lock is held exclusively.
-            let deleted = unsafe { self.table.delete(&old_tag, old_hash) };
+            let deleted = unsafe { self.table.delete(b, &old_tag, old_hash)? };
             lock.release(b)?;
             if !deleted {
                 return Err(BufMgrError::TableCorrupted);

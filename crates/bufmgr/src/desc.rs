@@ -34,12 +34,13 @@
 //! - Under loom the header lock is taken with a compare-exchange instead of a fetch-or, which
 //!   loom would count as a store on every failed try (as `TestAndSet` explains).
 
-use crate::tag::{BufferTag, PassThrough};
+use crate::tag::{BufferTag, PassThrough, BUFFER_TAG_SIZE};
 use crate::BufMgrError;
 use pglocks_proc::Backend;
 use pglocks_spin::SpinDelayStatus;
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::data;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -150,6 +151,12 @@ impl<K> std::ops::Deref for PaddedDesc<K> {
 
 /// Models `BufferDesc`: the tag, the state word and the freelist link (the content lock is
 /// beside it in [`PaddedDesc`]).
+///
+/// The tag is PostgreSQL's first field in every release, at offset 0 of the 64-byte padded
+/// descriptor, as here: its reads and writes are charged at its host address, on the line of
+/// the state word and the content lock, as in PostgreSQL. The fields after it are laid out
+/// differently (`buf_id` at 20 and `state` at 24 in PostgreSQL, `state` at 20 here), on the
+/// same line.
 #[repr(C)]
 pub(crate) struct BufferDesc {
     /// `tag`: read and written only with the header lock held.
@@ -176,18 +183,26 @@ impl BufferDesc {
     }
 
     /// The tag. The caller holds the header lock (the `u32` it got from [`Self::lock`]).
+    /// Charged as a read of the descriptor's first [`BUFFER_TAG_SIZE`] bytes.
     #[inline]
     pub fn tag(&self, _locked: u32) -> BufferTag {
-        // SAFETY: the header lock is held (the caller shows its locked state word), so no
-        // writer runs meanwhile.
-        self.tag.with(|t| unsafe { *t })
+        self.tag.with(|t| {
+            data::touch_range(t, BUFFER_TAG_SIZE, false);
+            // SAFETY: the header lock is held (the caller shows its locked state word), so no
+            // writer runs meanwhile.
+            unsafe { *t }
+        })
     }
 
-    /// Sets the tag. The caller holds the header lock.
+    /// Sets the tag. The caller holds the header lock. Charged as a write of the descriptor's
+    /// first [`BUFFER_TAG_SIZE`] bytes.
     #[inline]
     pub fn set_tag(&self, _locked: u32, tag: BufferTag) {
-        // SAFETY: the header lock is held, so no other reader or writer runs meanwhile.
-        self.tag.with_mut(|t| unsafe { *t = tag });
+        self.tag.with_mut(|t| {
+            data::touch_range(t, BUFFER_TAG_SIZE, true);
+            // SAFETY: the header lock is held, so no other reader or writer runs meanwhile.
+            unsafe { *t = tag }
+        });
     }
 
     /// `BM_LOCKED`'s test-and-set: sets the bit and returns the word as it was before.
@@ -393,6 +408,16 @@ mod tests {
             let (start, after) = spins_after(HeaderLock::SLock { tas_spin }, 5);
             assert_eq!(after, start);
         }
+    }
+
+    #[test]
+    fn the_tag_is_the_padded_descriptors_first_20_bytes() {
+        let d = PaddedDesc {
+            desc: BufferDesc::new(FREENEXT_NOT_IN_LIST),
+            content_lock: 0u64,
+        };
+        let base = &d as *const PaddedDesc<u64> as usize;
+        assert_eq!(d.tag.with(|t| t as usize), base);
     }
 
     #[test]

@@ -40,9 +40,12 @@
 //! # Differences from PostgreSQL
 //! - Backends are explicit [`Backend`] handles, and each carries its own
 //!   [`PrivateRefCount`] alongside (PostgreSQL's is backend-global).
-//! - No real pages and no writes: buffers never become dirty, so the victim's write-out
+//! - No page contents and no writes: buffers never become dirty, so the victim's write-out
 //!   (`FlushBuffer`) and buffer access strategies (rings) are out of scope. A read is a sleep of
-//!   [`BufMgrConfig::read_latency`] (0 by default) with `BM_IO_IN_PROGRESS` set.
+//!   [`BufMgrConfig::read_latency`] (0 by default) with `BM_IO_IN_PROGRESS` set. The pages have
+//!   their place in the simulated shared-memory map ([`BufMgr::blocks`]), where a model charges
+//!   the bytes it reads and writes under a content lock; the read that fills a buffer (a copy
+//!   of all its lines) is not charged.
 //! - The I/O wait uses a per-buffer I/O LWLock (`BufferIOLWLockArray`, 9.6–13); 14 moved to a
 //!   condition variable, which is not modelled.
 //! - `BufferAlloc` has the 9.5–15 shape (both partition locks held while remapping) for every
@@ -70,10 +73,14 @@ use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_proc::Backend;
+use pglocks_sync::shmem::Region;
 use pglocks_sync::time::Duration;
 
 /// lwlock.h's `NUM_BUFFER_PARTITIONS` from 9.5 (16 in 8.2–9.4).
 pub use pglocks_lwlock::tranche::NUM_BUFFER_PARTITIONS;
+
+/// pg_config.h's `BLCKSZ`: the bytes of a page, and of a buffer.
+pub const BLCKSZ: usize = 8192;
 
 /// The shape of the buffer pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +155,10 @@ pub enum BufMgrError {
     /// A tag to delete was not in the table (`BufTableDelete`).
     #[error("shared buffer hash table corrupted")]
     TableCorrupted,
+    /// The mapping table has no free element left (`hash_search_with_hash_value`'s
+    /// `HASH_ENTER`; not expected, the table having an element per buffer and partition).
+    #[error("out of shared memory")]
+    OutOfSharedMemory,
     /// A spinlock (a buffer header, `buffer_strategy_lock`) was never released.
     #[error("stuck spinlock detected at {lock} (gave up after {delays} sleeps)")]
     StuckSpinlock {
@@ -202,11 +213,14 @@ pub struct BufferInfo {
     pub valid: bool,
 }
 
-/// The buffer pool: descriptors, the mapping table with its partition locks (an array padded
-/// as `P` says), and the strategy control. Models `BufferDescriptors`, `SharedBufHash` and
-/// `StrategyControl`.
+/// The buffer pool: descriptors, the pages' place in the simulated shared-memory map, the
+/// mapping table with its partition locks (an array padded as `P` says), and the strategy
+/// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`.
 pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     descs: Box<[PaddedDesc<K>]>,
+    /// `BufferBlocks`: `NBuffers` pages of [`BLCKSZ`] bytes, buffer `buf_id`'s page element
+    /// `buf_id`.
+    blocks: Region,
     /// Per-buffer I/O locks (`BufferIOLWLockArray`).
     io_locks: Box<[K]>,
     table: BufTable<K, P>,
@@ -219,11 +233,28 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
 }
 
 impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
-    /// Models `InitBufferPool`: `nbuffers` empty buffers, all on the freelist.
+    /// Models `InitBufferPool`: `nbuffers` empty buffers, all on the freelist. The mapping
+    /// table has the dynahash free lists of the release `cfg.pin` marks: one up to 9.5,
+    /// `NUM_FREELISTS` from 9.6, which brought both (a stand-in for a setting of its own; see
+    /// [`Self::with_hash_freelists`]).
     pub fn new(cfg: &BufMgrConfig) -> Result<Self, BufMgrError> {
+        let freelists = match cfg.pin {
+            PinMethod::HeaderLock => 1,
+            PinMethod::Cas => buf_table::NUM_FREELISTS,
+        };
+        Self::with_hash_freelists(cfg, freelists)
+    }
+
+    /// Models `InitBufferPool` with a mapping table of `freelists` dynahash free lists (1 up to
+    /// 9.5, `NUM_FREELISTS` from 9.6). The simulated shared-memory map gets, in
+    /// `InitBufferPool`'s order, the pages (`BufferBlocks`, after the descriptors, which are host
+    /// memory here) and then the table (`StrategyInitialize`'s `InitBufTable`).
+    pub fn with_hash_freelists(cfg: &BufMgrConfig, freelists: usize) -> Result<Self, BufMgrError> {
         cfg.validate()?;
         let n = cfg.nbuffers;
+        let blocks = Region::new("Buffer Blocks", BLCKSZ, n);
         Ok(Self {
+            blocks,
             descs: (0..n)
                 .map(|i| PaddedDesc {
                     desc: BufferDesc::new(if i + 1 == n {
@@ -235,7 +266,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
                 })
                 .collect(),
             io_locks: (0..n).map(|_| K::new("BufferIO")).collect(),
-            table: BufTable::new(cfg.partitions),
+            // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
+            table: BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin),
             strategy: StrategyControl::new(n),
             victim_search: cfg.victim_search,
             pin: cfg.pin,
@@ -253,6 +285,13 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// `NUM_BUFFER_PARTITIONS`.
     pub fn partitions(&self) -> usize {
         self.table.partitions()
+    }
+
+    /// `BufferBlocks`' place in the simulated shared-memory map: the page of buffer `buf_id`
+    /// is element `buf_id`, [`BLCKSZ`] bytes. A model that reads or writes a page's bytes
+    /// under its content lock charges them here (`BufferGetPage`).
+    pub fn blocks(&self) -> &Region {
+        &self.blocks
     }
 
     /// `completePasses`: full turns of the clock hand so far.

@@ -3,11 +3,11 @@
 //! `BufferMapping` partition.
 //!
 //! Differences from PostgreSQL: the hash is a 64-bit multiply-xorshift mix of the five fields
-//! rather than `hash_bytes` over the struct's bytes; only its spread over partitions matters
-//! here. The table's own hash maps reuse that mix, as dynahash reuses the hash code it was
-//! handed (`hash_search_with_hash_value`).
+//! rather than `hash_bytes` over the struct's bytes; only its spread over partitions, buckets
+//! and free lists matters here. The table uses the hash code it is handed for all three, as
+//! dynahash does (`hash_search_with_hash_value`).
 
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
 /// `ForkNumber` (relpath.h): which file of a relation a page belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,6 +22,12 @@ pub enum ForkNumber {
     /// `INIT_FORKNUM`: an unlogged relation's initial contents.
     Init = 3,
 }
+
+/// `sizeof(BufferTag)` from 8.4 (buf_internals.h): `RelFileNode` (three `Oid`s), `ForkNumber`
+/// and `BlockNumber` up to 15, 16's `spcOid`, `dbOid`, `relNumber`, `forkNum`, `blockNum`: 20
+/// bytes either way (8.1–8.3 had no fork number: 16). The key of the mapping table's entries,
+/// and the first field of a buffer descriptor.
+pub const BUFFER_TAG_SIZE: usize = 20;
 
 /// Models `BufferTag`: which page of which relation fork a buffer holds.
 ///
@@ -54,7 +60,7 @@ impl BufferTag {
         }
     }
 
-    /// The 64-bit mix behind [`Self::hash_code`], also the table maps' hash.
+    /// The 64-bit mix behind [`Self::hash_code`].
     #[inline]
     fn mix(&self) -> u64 {
         const K: u64 = 0xff51_afd7_ed55_8ccd;
@@ -79,7 +85,8 @@ impl Hash for BufferTag {
     }
 }
 
-/// The hasher of the table's maps: takes the tag's mix as it is (see the module docs).
+/// A fixed hasher (the private pin counts' maps use it): takes a tag's mix as it is, and mixes
+/// anything else byte by byte.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct PassThrough(u64);
 
@@ -96,10 +103,6 @@ impl Hasher for PassThrough {
         self.0 = v;
     }
 }
-
-/// A map keyed by buffer tags.
-pub(crate) type TagMap<V> =
-    std::collections::HashMap<BufferTag, V, BuildHasherDefault<PassThrough>>;
 
 #[cfg(test)]
 mod tests {
@@ -121,5 +124,10 @@ mod tests {
             ..a
         };
         assert_ne!(a.hash_code(), b.hash_code());
+    }
+
+    #[test]
+    fn a_tag_has_postgresql_size() {
+        assert_eq!(std::mem::size_of::<BufferTag>(), BUFFER_TAG_SIZE);
     }
 }

@@ -51,15 +51,29 @@
 //!   own LSN, which may allow it earlier, is not modelled.
 //! - When the B-tree's rightmost-leaf fast path cannot lock the cached leaf at once, the model
 //!   waits for its lock instead of descending from the root.
+//! - The bytes of a page that each step reads and writes are charged to the buffer's page in
+//!   the simulated map (positions from `super::page`), all while the content lock is held: the
+//!   executor's reads of a row it keeps pinned after unlocking, and `heap_page_prune_opt`'s
+//!   unlocked look at `pd_prune_xid`, are charged with the lock (the latter by the read under
+//!   it). A page read into a buffer, and the zeroing of a new one, are not charged.
 
-use super::schema::{btree_levels, Table, DATABASE, INSERTS_PKEY, XMAX_COMMITTED};
+use super::page::{
+    item_id, item_ids, BtPage, HeapPage, INDEX_TUPLE_KEY, INDEX_TUPLE_TID, PAGE_HEADER,
+    PD_LOWER_TO_VERSION, PD_LOWER_UPPER, PD_LSN, SIZEOF_HEAP_TUPLE_HEADER, T_HOFF, T_INFOMASK,
+    T_XMAX_TO_INFOMASK,
+};
+use super::schema::{
+    btree_levels, btree_page, Table, DATABASE, INSERTS_PKEY, KEYS_PER_INDEX_PAGE, XMAX_COMMITTED,
+};
 use super::{Cluster, Txn, TxnError};
 use pglocks_bufmgr::{Buffer, BufferTag};
 use pglocks_lmgr::{LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock, VarProtocol};
 use pglocks_procarray::INVALID_TRANSACTION_ID;
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::shmem::independent;
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
+use std::ops::Range;
 use std::sync::atomic::{
     AtomicU32,
     Ordering::{AcqRel, Acquire, Relaxed},
@@ -109,14 +123,82 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(())
     }
 
-    /// A page looked at: read, content lock shared, unlock, release.
-    pub(super) fn touch(
+    /// Charges a read of `bytes` of the page in `buffer` (`BufferGetPage`), which the caller
+    /// has pinned and locked.
+    #[inline]
+    pub(super) fn page_read(&self, buffer: Buffer, bytes: Range<usize>) {
+        self.buffers.blocks().read(buffer.id() as usize, bytes);
+    }
+
+    /// Charges a write of `bytes` of the page in `buffer`, which the caller has pinned and
+    /// locked exclusively (or, for a hint bit, shared).
+    #[inline]
+    pub(super) fn page_write(&self, buffer: Buffer, bytes: Range<usize>) {
+        self.buffers.blocks().write(buffer.id() as usize, bytes);
+    }
+
+    /// Charges a read of item `off` of B-tree page `page`: its line pointer, and `bytes` of its
+    /// tuple.
+    fn btree_item_read(&self, buffer: Buffer, page: &BtPage, off: u16, bytes: Range<usize>) {
+        self.page_read(buffer, item_id(off));
+        let t = page.tuple(off);
+        self.page_read(buffer, t.start + bytes.start..t.start + bytes.end);
+    }
+
+    /// What `_bt_search` reads of one page on its way down, the page locked (`_bt_getbuf` /
+    /// `_bt_relandgetbuf`, `_bt_checkpage`, `_bt_moveright`, `_bt_binsrch`), `item` being the
+    /// item it takes there: the header's `pd_lower` to `pd_pagesize_version`, the special
+    /// space, the high key if the page has one (the key is not beyond it: no move right), each
+    /// item the binary search compares with; then, on an internal page, the downlink it follows
+    /// (`BTreeTupleGetDownLink`).
+    fn btree_search_page(&self, buffer: Buffer, page: &BtPage, item: u16) {
+        self.page_read(buffer, PD_LOWER_TO_VERSION);
+        self.page_read(buffer, BtPage::OPAQUE);
+        if !page.rightmost {
+            self.btree_item_read(buffer, page, 1, INDEX_TUPLE_KEY);
+        }
+        for off in page.probes(item) {
+            if let Some(t) = page.compared(off) {
+                self.page_read(buffer, item_id(off));
+                self.page_read(buffer, t);
+            }
+        }
+        if !page.leaf {
+            self.btree_item_read(buffer, page, item, INDEX_TUPLE_TID);
+        }
+    }
+
+    /// What an index scan reads of the leaf holding its key after `_bt_binsrch` found it
+    /// (`_bt_readpage`: the key's item, whose `t_tid` is the row's, then the next item, or the
+    /// high key at the page's end, to see the scan is done).
+    fn btree_read_leaf(&self, buffer: Buffer, page: &BtPage, item: u16) {
+        self.btree_item_read(buffer, page, item, INDEX_TUPLE_KEY);
+        if item < page.max_offset() {
+            self.btree_item_read(buffer, page, item + 1, INDEX_TUPLE_KEY);
+        } else if !page.rightmost {
+            self.btree_item_read(buffer, page, 1, INDEX_TUPLE_KEY);
+        }
+    }
+
+    /// What `heap_hot_search_buffer` reads of the page holding a row (its content lock held):
+    /// `pd_lower` (the offset's bound), the row's line pointer, and its tuple — the header
+    /// (visibility, the HOT chain) and the data the executor takes from it.
+    fn heap_fetch_read(&self, buffer: Buffer, page: &HeapPage, lp: u16) {
+        self.page_read(buffer, PD_LOWER_UPPER);
+        self.page_read(buffer, item_id(lp));
+        self.page_read(buffer, page.tuple(lp));
+    }
+
+    /// A row fetched by its `ctid` (14+'s refetch of an updated row, `heapam_fetch_row_version`):
+    /// read, content lock shared, the tuple read, unlock, release.
+    pub(super) fn fetch_tid(
         &self,
         t: &mut Txn<'_, K, V, R>,
-        relid: u32,
-        block: u32,
+        table: &Table,
+        (block, lp): (u32, u16),
     ) -> Result<(), TxnError> {
-        let buffer = self.read_locked(t, relid, block, LwLockMode::Shared)?;
+        let buffer = self.read_locked(t, table.relid, block, LwLockMode::Shared)?;
+        self.heap_fetch_read(buffer, &table.heap_page(block), lp);
         self.unlock_release(t, buffer)
     }
 
@@ -136,36 +218,58 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             // Every page, each under its content lock shared while its tuples are checked
             // (`heapgetpage`): the scan does not know the key is unique.
             for block in 0..table.pages() {
-                self.heap_page(t, table, block)?;
+                self.heap_page(t, table, block, None)?;
             }
             return Ok(());
         }
-        for level in table.index.iter().rev() {
-            let block = level.first_block + row / level.keys_per_page;
-            self.touch(t, table.pkey, block as u32)?;
+        for level in (0..table.index.len()).rev() {
+            let (block, page, item) = btree_page(&table.index, table.rows, level, row);
+            let buffer = self.read_locked(t, table.pkey, block, LwLockMode::Shared)?;
+            self.btree_search_page(buffer, &page, item);
+            if page.leaf {
+                self.btree_read_leaf(buffer, &page, item);
+            }
+            self.unlock_release(t, buffer)?;
         }
-        self.heap_page(t, table, table.tid(row).0)
+        let (block, lp) = table.tid(row);
+        self.heap_page(t, table, block, Some(lp))
     }
 
     /// A heap page a scan moves to: `heap_page_prune_opt` first (below), then read under its
-    /// content lock shared (a sequential scan checks every tuple's visibility meanwhile). Only
-    /// a transaction that writes prunes and hints (the model's prune and hint need its WAL and
-    /// commit log).
+    /// content lock shared: by an index scan, the row at line pointer `lp`
+    /// (`heap_hot_search_buffer`); by a sequential scan (`lp` none), every tuple's line pointer
+    /// and header, whose visibility `heapgetpage` checks, and the key the qual compares — a walk
+    /// whose loads do not wait on each other. Only a transaction that writes prunes and hints
+    /// (the model's prune and hint need its WAL and commit log).
     fn heap_page(
         &self,
         t: &mut Txn<'_, K, V, R>,
         table: &Table,
         block: u32,
+        lp: Option<u16>,
     ) -> Result<(), TxnError> {
         let tag = BufferTag::main(DATABASE, table.relid, block);
         let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+        let page = table.heap_page(block);
         let writes = t.writer.is_some();
         if let (true, Some((dead, prune_xid))) = (writes, table.dead.get(block as usize)) {
-            self.prune_opt(t, buffer, dead, prune_xid, table.room)?;
+            self.prune_opt(t, buffer, &page, dead, prune_xid, table.room)?;
         }
         self.buffers.lock_buffer(t.b, buffer, LwLockMode::Shared)?;
+        match lp {
+            Some(lp) => self.heap_fetch_read(buffer, &page, lp),
+            None => independent(|| {
+                self.page_read(buffer, PD_LOWER_UPPER);
+                for lp in 1..=page.rows {
+                    self.page_read(buffer, item_id(lp));
+                    let tuple = page.tuple(lp);
+                    // The header, and the first column of the data (the key the qual tests).
+                    self.page_read(buffer, tuple.start..tuple.start + T_HOFF + 4);
+                }
+            }),
+        }
         if table.seq_scan && writes {
-            self.hint_page(t, table, block)?;
+            self.hint_page(t, table, block, buffer)?;
         }
         self.unlock_release(t, buffer)
     }
@@ -175,10 +279,14 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// this backend's snapshot's xmin, the `GlobalVisState` test), is pruned if its content
     /// lock can be had exclusively at once (`ConditionalLockBufferForCleanup`; the sole-pin
     /// test is not modelled): its dead versions go, and a `XLOG_HEAP2_PRUNE` record says so.
+    ///
+    /// A prune writes the page header (`pd_prune_xid`, `pd_flags`, then `pd_lsn`) and the
+    /// line pointer array (the chains' redirects and the dead items), having read them.
     fn prune_opt(
         &self,
         t: &mut Txn<'_, K, V, R>,
         buffer: Buffer,
+        page: &HeapPage,
         dead: &AtomicU32,
         prune_xid: &AtomicU32,
         room: u32,
@@ -190,15 +298,22 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         if !self.buffers.conditional_lock_buffer(t.b, buffer)? {
             return Ok(());
         }
-        if dead.load(Relaxed) > room && prune_xid.load(Relaxed) == xid {
+        let versions = dead.load(Relaxed);
+        if versions > room && prune_xid.load(Relaxed) == xid {
+            let lps = item_ids(page.rows.saturating_add(versions as u16));
+            self.page_read(buffer, PAGE_HEADER);
+            self.page_read(buffer, lps.clone());
             dead.store(0, Relaxed);
             prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
+            self.page_write(buffer, lps);
+            self.page_write(buffer, PAGE_HEADER);
             t.log(
                 INVALID_TRANSACTION_ID,
                 RM_HEAP2_ID,
                 XLOG_HEAP2_PRUNE,
                 &HEAP_PRUNE_PAYLOAD,
             )?;
+            self.page_write(buffer, PD_LSN);
             t.b.stats.events.count("tpcb.prunes", 1);
         }
         self.buffers.unlock_buffer(t.b, buffer)?;
@@ -210,12 +325,17 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// whose last updater has ended but carries no hint bit is looked up
     /// ([`Self::did_commit_and_may_hint`]) and hinted, so the page's rows are hinted once by
     /// the first scan after each update; an updater the snapshot still sees running is left.
+    ///
+    /// A hint is a write of the tuple's `t_infomask` (under the shared content lock, as
+    /// `SetHintBits` does).
     fn hint_page(
         &self,
         t: &mut Txn<'_, K, V, R>,
         table: &Table,
         block: u32,
+        buffer: Buffer,
     ) -> Result<(), TxnError> {
+        let page = table.heap_page(block);
         let first = u64::from(block) * table.rows_per_page;
         let last = (first + table.rows_per_page).min(table.xmax.len() as u64);
         for row in first..last {
@@ -231,6 +351,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             }
             if self.did_commit_and_may_hint(t, xid)? {
                 let _ = word.compare_exchange(seen, xid | XMAX_COMMITTED, Relaxed, Relaxed);
+                let tuple = page.tuple((row - first) as u16 + 1).start;
+                self.page_write(buffer, tuple + T_INFOMASK.start..tuple + T_INFOMASK.end);
             }
         }
         Ok(())
@@ -267,6 +389,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// `XactLockTableWait`), hinting an ended one — and the HOT update's WAL record. Counts
     /// `tpcb.row_waits` (waits for an updater) and `tpcb.xmax_lookups` (commit-log lookups of
     /// an unhinted xmax).
+    ///
+    /// Under the exclusive content lock, each look at the row reads `pd_lower`, its line
+    /// pointer and its tuple header (`HeapTupleSatisfiesUpdate`), and a hint writes
+    /// `t_infomask`; the update writes the old version's `t_xmax` to `t_infomask`, the new
+    /// version's line pointer and tuple (`RelationPutHeapTuple`, at the page's free space: see
+    /// `page`), and the header (`pd_lower`, `pd_upper`, `pd_flags`, `pd_prune_xid`), and after
+    /// its WAL record `pd_lsn`.
     pub(super) fn update_row(
         &self,
         t: &mut Txn<'_, K, V, R>,
@@ -278,7 +407,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let rel = (DATABASE, table.relid);
         let tid = table.tid(row);
         if self.refetch_updated_row {
-            self.touch(t, table.relid, tid.0)?;
+            self.fetch_tid(t, table, tid)?;
         }
         if !t.s.oldest_member_set {
             // heap_update's MultiXactIdSetOldestMember, once per transaction.
@@ -291,8 +420,10 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         // heap_update reads the page again (a pin the backend may hold already, but a
         // mapping-table lookup all the same) and locks it exclusively; it lets the lock go
         // while it waits for another updater, and takes it again after.
-        let page = BufferTag::main(DATABASE, table.relid, tid.0);
-        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, page)?;
+        let tag = BufferTag::main(DATABASE, table.relid, tid.0);
+        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+        let page = table.heap_page(tid.0);
+        let old = page.tuple(tid.1);
         let mut locked = false;
         loop {
             if !locked {
@@ -300,6 +431,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                     .lock_buffer(t.b, buffer, LwLockMode::Exclusive)?;
                 locked = true;
             }
+            self.page_read(buffer, PD_LOWER_UPPER);
+            self.page_read(buffer, item_id(tid.1));
+            self.page_read(buffer, old.start..old.start + SIZEOF_HEAP_TUPLE_HEADER);
             let word = xmax_word.load(Acquire);
             let xmax = word & !XMAX_COMMITTED;
             if xmax == INVALID_TRANSACTION_ID || word & XMAX_COMMITTED != 0 {
@@ -360,18 +494,33 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 }
                 let hinted = xmax | XMAX_COMMITTED;
                 let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
+                self.page_write(
+                    buffer,
+                    old.start + T_INFOMASK.start..old.start + T_INFOMASK.end,
+                );
             }
         }
         // The old version is dead once this transaction commits: the page's next visitor may
         // prune it (`PageSetPrunable`).
+        let mut versions = 0;
         if let Some((dead, prune_xid)) = table.dead.get(tid.0 as usize) {
-            dead.fetch_add(1, Relaxed);
+            versions = dead.fetch_add(1, Relaxed);
             if prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
                 prune_xid.store(xid, Relaxed);
             }
         }
-        // The new version and its record are written with the page still locked.
+        // The old version's xmax and HOT flags, the new version beside it, the header.
+        self.page_write(
+            buffer,
+            old.start + T_XMAX_TO_INFOMASK.start..old.start + T_XMAX_TO_INFOMASK.end,
+        );
+        let (lp, new) = page.free_tuple(versions as u16 + 1);
+        self.page_write(buffer, item_id(lp));
+        self.page_write(buffer, new);
+        self.page_write(buffer, PAGE_HEADER);
+        // The record is written with the page still locked, and its LSN set on the page.
         t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
+        self.page_write(buffer, PD_LSN);
         self.unlock_release(t, buffer)?;
         if tuple_locked {
             self.locks
@@ -383,13 +532,19 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// The heap insert into the append table and its WAL record: the backend's target page,
     /// or a new one read in (`P_NEW`) under the relation extension lock and kept for the
     /// insert, as PostgreSQL keeps it pinned: one read of the page per insert either way.
+    ///
+    /// `RelationPutHeapTuple` writes the row's line pointer and tuple, below the page's rows so
+    /// far (see `page`), and `PageAddItem` the header's `pd_lower` and `pd_upper`; a new page
+    /// is first `PageInit`ed (its header written; the zeroing of the rest is not charged), and
+    /// after the WAL record `pd_lsn` is set.
     pub(super) fn heap_insert(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
         let xid = t.xid;
         let table = &t.writes()?.append;
-        let buffer = match t.s.target {
+        let (buffer, row) = match t.s.target {
             Some((block, rows)) if rows < table.rows_per_page => {
                 t.s.target = Some((block, rows + 1));
-                self.read_locked(t, table.relid, block, LwLockMode::Exclusive)?
+                let buffer = self.read_locked(t, table.relid, block, LwLockMode::Exclusive)?;
+                (buffer, rows + 1)
             }
             _ => {
                 let extend = LockTag::relation_extend(DATABASE, table.relid);
@@ -400,11 +555,22 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 self.locks
                     .release(t.b, t.local, extend, LockMode::Exclusive, owner)?;
                 t.s.target = Some((block, 1));
-                buffer
+                self.page_write(buffer, PAGE_HEADER);
+                (buffer, 1)
             }
         };
         // The tuple goes in and its record is written with the page locked exclusively.
+        let page = HeapPage {
+            rows: 0,
+            len: table.tuple_len,
+        };
+        let (lp, tuple) = page.free_tuple(row as u16);
+        self.page_read(buffer, PD_LOWER_UPPER);
+        self.page_write(buffer, item_id(lp));
+        self.page_write(buffer, tuple);
+        self.page_write(buffer, PD_LOWER_UPPER);
         t.log(xid, RM_HEAP_ID, 0, &HEAP_INSERT_PAYLOAD)?;
+        self.page_write(buffer, PD_LSN);
         self.unlock_release(t, buffer)
     }
 
@@ -414,25 +580,65 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// anyway instead of descending); below that, the descent from the root, each inner page
     /// shared, the leaf exclusive. The tree's height follows the rows inserted so far; page
     /// splits are not modelled (the leaf stays block 1, the inner pages blocks 2 and up).
+    ///
+    /// The pages are read as a search reads them (`_bt_search`, shaped as `CREATE INDEX` would
+    /// have built the tree's rightmost path: see `page`); the fast path instead reads the
+    /// leaf's header, special space and first data item (`_bt_search_insert`'s checks). The
+    /// rightmost leaf is taken to hold `rows % 367` keys, as if split at every 367 (a serial
+    /// key's splits leave the right page nearly empty). Then `_bt_binsrch_insert` on the leaf,
+    /// and `_bt_insertonpg`'s `PageAddItem` at its end (no line pointer to shift for a key
+    /// greater than all): the new line pointer and tuple, `pd_lower` and `pd_upper`, and after
+    /// the WAL record `pd_lsn`.
     pub(super) fn serial_index_insert(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
         let xid = t.xid;
         let append = &t.writes()?.append;
         let rows = u64::from(append.pages.load(Relaxed)) * u64::from(append.rows_per_page);
-        let levels = btree_levels(rows.max(1)).len();
+        let index = btree_levels(rows.max(1));
+        let levels = index.len();
+        let leaf_page = BtPage {
+            leaf: true,
+            rightmost: true,
+            items: (rows % KEYS_PER_INDEX_PAGE) as u16,
+        };
         let leaf = if self.btree_rightmost_fastpath && levels > BTREE_FASTPATH_MIN_LEVEL {
             let tag = BufferTag::main(DATABASE, INSERTS_PKEY, 1);
             let leaf = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
             if !self.buffers.conditional_lock_buffer(t.b, leaf)? {
                 self.buffers.lock_buffer(t.b, leaf, LwLockMode::Exclusive)?;
             }
+            self.page_read(leaf, BtPage::OPAQUE);
+            self.page_read(leaf, PD_LOWER_TO_VERSION);
+            if leaf_page.items > 0 {
+                self.btree_item_read(leaf, &leaf_page, 1, INDEX_TUPLE_KEY);
+            }
             leaf
         } else {
             for level in (1..levels).rev() {
-                self.touch(t, INSERTS_PKEY, 1 + level as u32)?;
+                let (_, page, item) = btree_page(&index, rows.max(1), level, rows.max(1) - 1);
+                let buffer =
+                    self.read_locked(t, INSERTS_PKEY, 1 + level as u32, LwLockMode::Shared)?;
+                self.btree_search_page(buffer, &page, item);
+                self.unlock_release(t, buffer)?;
             }
-            self.read_locked(t, INSERTS_PKEY, 1, LwLockMode::Exclusive)?
+            let leaf = self.read_locked(t, INSERTS_PKEY, 1, LwLockMode::Exclusive)?;
+            self.page_read(leaf, PD_LOWER_TO_VERSION);
+            self.page_read(leaf, BtPage::OPAQUE);
+            leaf
         };
+        // _bt_binsrch_insert: the new key is greater than every item.
+        let new_off = leaf_page.max_offset() + 1;
+        for off in leaf_page.probes(new_off) {
+            self.btree_item_read(leaf, &leaf_page, off, INDEX_TUPLE_KEY);
+        }
+        let grown = BtPage {
+            items: leaf_page.items + 1,
+            ..leaf_page
+        };
+        self.page_write(leaf, item_id(new_off));
+        self.page_write(leaf, grown.tuple(new_off));
+        self.page_write(leaf, PD_LOWER_UPPER);
         t.log(xid, RM_BTREE_ID, 0, &BTREE_INSERT_PAYLOAD)?;
+        self.page_write(leaf, PD_LSN);
         self.unlock_release(t, leaf)
     }
 }

@@ -20,9 +20,10 @@
 //!   and the buffer pool starts empty, so a run's first visit to a page reads it in.
 
 use super::schema::{
-    AppendTable, Table, ACCOUNTS, ACCOUNTS_PER_SCALE, ACCOUNTS_PKEY, BRANCHES, BRANCHES_PKEY,
-    HISTORY, INSERTS, ROWS_PER_HEAP_PAGE, ROWS_PER_HISTORY_PAGE, ROWS_PER_INSERT_PAGE,
-    SMALL_ROWS_PER_HEAP_PAGE, TELLERS, TELLERS_PER_SCALE, TELLERS_PKEY,
+    AppendTable, Table, ACCOUNTS, ACCOUNTS_PER_SCALE, ACCOUNTS_PKEY, ACCOUNTS_TUPLE_LEN, BRANCHES,
+    BRANCHES_PKEY, HISTORY, HISTORY_TUPLE_LEN, INSERTS, INSERTS_TUPLE_LEN, ROWS_PER_HEAP_PAGE,
+    ROWS_PER_HISTORY_PAGE, ROWS_PER_INSERT_PAGE, SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN,
+    TELLERS, TELLERS_PER_SCALE, TELLERS_PKEY,
 };
 use super::{Cluster, Kind, Session, Writes};
 use crate::preset::Settings;
@@ -63,9 +64,9 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         Kind::TpcbLike | Kind::InsertCommit => {
             let cfg = crate::wal::wal_config(settings, backends + aux);
             let device = crate::wal::device(settings, cfg.segment_size)?;
-            let (relid, rows_per_page) = match kind {
-                Kind::TpcbLike => (HISTORY, ROWS_PER_HISTORY_PAGE),
-                _ => (INSERTS, ROWS_PER_INSERT_PAGE),
+            let (relid, rows_per_page, tuple_len) = match kind {
+                Kind::TpcbLike => (HISTORY, ROWS_PER_HISTORY_PAGE, HISTORY_TUPLE_LEN),
+                _ => (INSERTS, ROWS_PER_INSERT_PAGE, INSERTS_TUPLE_LEN),
             };
             Some(Writes {
                 wal: Wal::new(cfg, device).map_err(workload_error)?,
@@ -77,6 +78,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                 append: AppendTable {
                     relid,
                     rows_per_page,
+                    tuple_len,
                     pages: AtomicU32::new(0),
                     seq_values: AtomicU32::new(0),
                 },
@@ -88,27 +90,32 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         sinval: SinvalQueue::new(&SinvalConfig::new(backends, settings.sinval_check))
             .map_err(workload_error)?,
         procs: ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?,
-        buffers: BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?,
+        // The mapping table's free lists are dynahash's, as the lock table's are.
+        buffers: BufMgr::with_hash_freelists(
+            &settings.bufmgr_config(),
+            settings.lock_hash_freelists,
+        )
+        .map_err(workload_error)?,
         writes,
         accounts: Table::new(
             ACCOUNTS,
             ACCOUNTS_PKEY,
             ACCOUNTS_PER_SCALE * scale,
-            ROWS_PER_HEAP_PAGE,
+            (ROWS_PER_HEAP_PAGE, ACCOUNTS_TUPLE_LEN),
             updates,
         ),
         tellers: Table::new(
             TELLERS,
             TELLERS_PKEY,
             TELLERS_PER_SCALE * scale,
-            SMALL_ROWS_PER_HEAP_PAGE,
+            (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN),
             updates,
         ),
         branches: Table::new(
             BRANCHES,
             BRANCHES_PKEY,
             scale,
-            SMALL_ROWS_PER_HEAP_PAGE,
+            (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN),
             updates,
         ),
         multixact_gen: K::new("MultiXactGen"),

@@ -93,14 +93,17 @@
 //!   update where PostgreSQL 15 in its steady state prunes about one in four (`heap`'s module
 //!   doc says why).
 //!
-//! The code is in four parts:
+//! The code is in five parts:
 //!
-//! - `schema`: the tables, as `pgbench -i` makes them (relation oids, rows per page, the
-//!   primary keys' levels, the rows' `xmax` words);
+//! - `schema`: the tables, as `pgbench -i` makes them (relation oids, rows per page, tuple
+//!   sizes, the primary keys' levels and pages, the rows' `xmax` words);
+//! - `page`: where a page's header, line pointers, tuples and special space lie, and the items
+//!   a B-tree binary search compares with;
 //! - `init`: building a run's cluster ([`build`]): the shared memory, the tables and the
 //!   registered connections;
 //! - `heap`: the heap and index access of a statement: a row fetched by key, a page pruned and
-//!   hinted, a row updated or inserted, a key inserted, and their WAL records;
+//!   hinted, a row updated or inserted, a key inserted, and their WAL records, each charging
+//!   the bytes of the page it reads or writes (the buffer pool's `BufferBlocks` region);
 //! - `transactions`: the transactions themselves — start, statements, commit and end, the three
 //!   workloads — and the run.
 //!
@@ -112,13 +115,17 @@
 //! The executor's own work (tuple deforming, expression evaluation, the protocol) is not
 //! modelled — only the shared-memory calls are, so the figure is the locking ceiling of the
 //! transaction, not PostgreSQL's throughput. Every page is looked at under its content lock
-//! (`LockBuffer`: shared to read, exclusive to change). Each part's own shortcuts are in its
-//! module doc: the tables' in `schema`, the heap's (hint bits, HOT updates only, pruning, the
-//! tuple lock) in `heap`, the transactions' in `transactions`.
+//! (`LockBuffer`: shared to read, exclusive to change), and the bytes of it that PostgreSQL's
+//! code reads or writes there are charged to the simulated machine. Each part's own shortcuts
+//! are in its module doc: the tables' in `schema`, the pages' in `page`, the heap's (hint bits,
+//! HOT updates only, pruning, the tuple lock) in `heap`, the transactions' in `transactions`.
 
 mod heap;
 mod init;
+mod page;
 mod schema;
+#[cfg(test)]
+mod simulated;
 mod transactions;
 
 pub(crate) use init::build;

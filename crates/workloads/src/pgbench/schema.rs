@@ -28,6 +28,7 @@
 //! - A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
 //!   tag. Page splits, the free-space map and the row's own bytes are not modelled.
 
+use super::page::{BtPage, HeapPage};
 use pglocks_procarray::INVALID_TRANSACTION_ID;
 use std::sync::atomic::AtomicU32;
 
@@ -41,12 +42,24 @@ pub(super) const ACCOUNTS_PKEY: u32 = 16_403;
 pub(super) const ACCOUNTS_PER_SCALE: u64 = 100_000;
 /// Rows of `pgbench_accounts` per 8 KB heap page (a 121-byte tuple and its line pointer).
 pub(super) const ROWS_PER_HEAP_PAGE: u64 = 61;
+/// A `pgbench_accounts` tuple: the 24-byte header (`t_hoff`) and its data, `aid`, `bid`,
+/// `abalance` (`int4` each) and `filler` (`char(84)`, a short varlena of 85 bytes).
+pub(super) const ACCOUNTS_TUPLE_LEN: usize = 121;
 /// Rows of `pgbench_tellers` and `pgbench_branches` per heap page: pgbench leaves their
 /// `filler` NULL, so a row is a 40-byte tuple and its line pointer.
 pub(super) const SMALL_ROWS_PER_HEAP_PAGE: u64 = 185;
+/// A `pgbench_tellers` tuple: the header with its null bitmap (24 bytes) and `tid`, `bid`,
+/// `tbalance`. `pgbench_branches`' (`bid`, `bbalance`: 32 bytes) is taken to be the same, as
+/// its rows per page are.
+pub(super) const SMALL_TUPLE_LEN: usize = 36;
+/// A `pgbench_history` tuple: the header, `tid`, `bid`, `aid`, `delta` (`int4` each), `mtime`
+/// (`timestamp`) and `filler` (`char(22)`, 23 bytes).
+pub(super) const HISTORY_TUPLE_LEN: usize = 71;
+/// An `insert-commit` tuple: the size its 61 rows per page imply, taken as `pgbench_accounts`'.
+pub(super) const INSERTS_TUPLE_LEN: usize = 121;
 /// Keys per B-tree page of `pgbench_accounts_pkey` (an int4 key and its index tuple header,
 /// leaf pages filled to 90 %).
-const KEYS_PER_INDEX_PAGE: u64 = 367;
+pub(super) const KEYS_PER_INDEX_PAGE: u64 = 367;
 
 /// `pgbench_branches`, one row per scale unit, and its primary key.
 pub(super) const BRANCHES: u32 = 16_394;
@@ -79,6 +92,8 @@ pub(super) struct Table {
     pub(super) pkey: u32,
     pub(super) rows: u64,
     pub(super) rows_per_page: u64,
+    /// A tuple's bytes, header and data.
+    pub(super) tuple_len: usize,
     /// The plan reads the table whole (a sequential scan) rather than through its key: the
     /// planner's choice for a table of a few pages (see [`Table::new`]).
     pub(super) seq_scan: bool,
@@ -106,7 +121,13 @@ impl Table {
     /// row) against the key's descent and the heap page (`random_page_cost` 4 each). For
     /// pgbench that scans `pgbench_branches` below scale 280 or so and `pgbench_tellers` below
     /// scale 28, as PostgreSQL 15 was seen to at scale 10.
-    pub(super) fn new(relid: u32, pkey: u32, rows: u64, rows_per_page: u64, updated: bool) -> Self {
+    pub(super) fn new(
+        relid: u32,
+        pkey: u32,
+        rows: u64,
+        (rows_per_page, tuple_len): (u64, usize),
+        updated: bool,
+    ) -> Self {
         let index = btree_levels(rows);
         let pages = rows.div_ceil(rows_per_page);
         // A version takes as much room as a row; the first page holds the most rows.
@@ -119,6 +140,7 @@ impl Table {
             pkey,
             rows,
             rows_per_page,
+            tuple_len,
             seq_scan: seq_cost < index_cost,
             index,
             xmax: (0..if updated { rows } else { 0 })
@@ -142,6 +164,15 @@ impl Table {
     /// Heap pages.
     pub(super) fn pages(&self) -> u32 {
         self.rows.div_ceil(self.rows_per_page) as u32
+    }
+
+    /// Heap page `block` as loaded: its rows and their length.
+    pub(super) fn heap_page(&self, block: u32) -> HeapPage {
+        let first = u64::from(block) * self.rows_per_page;
+        HeapPage {
+            rows: self.rows.saturating_sub(first).min(self.rows_per_page) as u16,
+            len: self.tuple_len,
+        }
     }
 }
 
@@ -173,10 +204,42 @@ pub(super) fn btree_levels(keys: u64) -> Vec<IndexLevel> {
     }
 }
 
+/// The page of a B-tree over `keys` keys (levels `levels`, from [`btree_levels`]) that holds
+/// key `key` at `level` (0 the leaves): its block, its shape as `CREATE INDEX` built it, and
+/// the item the descent to `key` takes there (the key's own on a leaf, the downlink on an
+/// internal page).
+pub(super) fn btree_page(
+    levels: &[IndexLevel],
+    keys: u64,
+    level: usize,
+    key: u64,
+) -> (u32, BtPage, u16) {
+    let here = levels[level];
+    let page = key / here.keys_per_page;
+    let pages = keys.div_ceil(here.keys_per_page).max(1);
+    let under = keys
+        .saturating_sub(page * here.keys_per_page)
+        .min(here.keys_per_page);
+    let below = if level == 0 {
+        1
+    } else {
+        levels[level - 1].keys_per_page
+    };
+    let shape = BtPage {
+        leaf: level == 0,
+        rightmost: page + 1 >= pages,
+        items: under.div_ceil(below).max(1) as u16,
+    };
+    let item = shape.first_data() + ((key % here.keys_per_page) / below) as u16;
+    ((here.first_block + page) as u32, shape, item)
+}
+
 /// A table that only grows: each backend fills its target page, then extends the relation.
 pub(super) struct AppendTable {
     pub(super) relid: u32,
     pub(super) rows_per_page: u32,
+    /// A tuple's bytes, header and data.
+    pub(super) tuple_len: usize,
     /// Its size in pages, changed under its relation extension lock.
     pub(super) pages: AtomicU32,
     /// Its key sequence's `log_cnt` countdown, as `nextval` keeps it in the sequence page:
@@ -199,5 +262,47 @@ mod tests {
         assert_eq!(hundred.len(), 3);
         assert_eq!(hundred[2].first_block, 1 + 27_248 + 75);
         assert_eq!(btree_levels(1).len(), 1);
+    }
+
+    #[test]
+    fn a_keys_pages_are_the_descents_blocks_with_their_items() {
+        // Scale 1: the root (block 274, rightmost, 273 downlinks) and the leaves.
+        let levels = btree_levels(100_000);
+        let (block, root, item) = btree_page(&levels, 100_000, 1, 0);
+        assert_eq!(
+            (block, root.leaf, root.rightmost, root.items),
+            (274, false, true, 273)
+        );
+        assert_eq!(item, 1);
+        let (_, _, item) = btree_page(&levels, 100_000, 1, 99_999);
+        assert_eq!(item, 273);
+        // Key 400 is the 33rd key of the second leaf, which has a high key.
+        let (block, leaf, item) = btree_page(&levels, 100_000, 0, 400);
+        assert_eq!(
+            (block, leaf.leaf, leaf.rightmost, leaf.items),
+            (2, true, false, 367)
+        );
+        assert_eq!(item, 2 + 33);
+        // The last leaf holds what is left, and no high key.
+        let (block, last, item) = btree_page(&levels, 100_000, 0, 99_999);
+        assert_eq!((block, last.rightmost, last.items), (273, true, 176));
+        assert_eq!(item, last.max_offset());
+        // Every level's block is the one the descent reads (first block + key / keys per page).
+        for key in [0, 366, 367, 50_000, 99_999] {
+            for (level, l) in levels.iter().enumerate() {
+                let (block, ..) = btree_page(&levels, 100_000, level, key);
+                assert_eq!(u64::from(block), l.first_block + key / l.keys_per_page);
+            }
+        }
+    }
+
+    #[test]
+    fn tuple_lengths_fit_the_rows_per_page() {
+        use super::super::page::{maxalign, ITEM_ID_SIZE, SIZE_OF_PAGE_HEADER_DATA};
+        let fit = |len: usize| (8192 - SIZE_OF_PAGE_HEADER_DATA) / (maxalign(len) + ITEM_ID_SIZE);
+        assert_eq!(fit(ACCOUNTS_TUPLE_LEN) as u64, ROWS_PER_HEAP_PAGE);
+        assert_eq!(fit(SMALL_TUPLE_LEN) as u64, SMALL_ROWS_PER_HEAP_PAGE);
+        assert_eq!(fit(HISTORY_TUPLE_LEN) as u32, ROWS_PER_HISTORY_PAGE);
+        assert_eq!(fit(INSERTS_TUPLE_LEN) as u32, ROWS_PER_INSERT_PAGE);
     }
 }

@@ -34,6 +34,7 @@
 //!   `select-only` only).
 
 use super::init::build;
+use super::page::{item_id, PD_LSN, SEQUENCE_DATA, SEQUENCE_TUPLE};
 use super::schema::{Table, DATABASE, HISTORY, INSERTS, INSERTS_PKEY, INSERTS_SEQ};
 use super::{Cluster, Kind, Session, Txn, TxnError, Writer};
 use crate::preset::Settings;
@@ -252,10 +253,14 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// Models `nextval_internal`: the sequence locked `RowExclusiveLock` once per transaction
     /// (`lock_and_open_sequence`, owned by the top transaction), its one page read and locked
     /// exclusively while the value is taken, and a WAL record once per [`SEQ_LOG_VALS`]
-    /// values (the sequence's `log_cnt`, shared by every backend).
+    /// values (the sequence's `log_cnt`, shared by every backend). On the page, `read_seq_tuple`
+    /// reads the tuple's line pointer and the tuple, and the new value is written into it
+    /// (`last_value`, `log_cnt`, `is_called`), and `pd_lsn` after a record.
     fn nextval(&self, t: &mut Txn<'_, K, V, R>) -> Result<(), TxnError> {
         self.lock_relation(t, INSERTS_SEQ, LockMode::RowExclusive)?;
         let page = self.read_locked(t, INSERTS_SEQ, 0, LwLockMode::Exclusive)?;
+        self.page_read(page, item_id(1));
+        self.page_read(page, SEQUENCE_TUPLE);
         let seq = &t.writes()?.append.seq_values;
         // The page's content lock orders the countdown's changes.
         let n = seq.load(Relaxed);
@@ -267,7 +272,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 XLOG_SEQ_LOG,
                 &SEQ_LOG_PAYLOAD,
             )?;
+            self.page_write(page, PD_LSN);
         }
+        self.page_write(page, SEQUENCE_DATA);
         self.unlock_release(t, page)
     }
 
