@@ -5,19 +5,17 @@
 //!   waits out `BM_LOCKED`, and `BufferAlloc` re-checks the refcount before retagging);
 //! - two backends missing on the same page: `BufTableInsert` under the exclusive partition
 //!   lock lets only one buffer take the tag, and both backends end up with that buffer (with
-//!   either victim search);
-//! - two backends missing on pages of different partitions whose hash codes pick the same
-//!   dynahash free list (9.6+: 64 partitions over 32 lists): each partition lock orders only
-//!   its own partition, and the list's spinlock orders the two inserts' use of the list, so
-//!   each page gets an element of its own.
+//!   either victim search).
+//!
+//! The mapping table's free lists, shared by partitions, have their loom models in the dynahash
+//! crate (`loom_dynahash`).
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-bufmgr --test loom_bufmgr --release`
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use pglocks_bufmgr::{
-    buf_table::NUM_FREELISTS, BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod,
-    PrivateRefCount, VictimSearch,
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
@@ -135,45 +133,5 @@ fn two_misses(locked: bool) {
             .count();
         assert_eq!(holders, 1, "the page in two buffers");
         assert_eq!(pool.table_entries(&mut b).unwrap(), vec![(x, mine.id())]);
-    });
-}
-
-#[test]
-fn two_partitions_sharing_a_free_list_take_an_element_each() {
-    // Two pages in different partitions (of 64) whose hash codes pick the same free list (of
-    // 32), so each backend's partition lock leaves the other's insert free to run beside it.
-    const PARTITIONS: usize = 64;
-    let page = |n: u32| BufferTag::main(5, 16384, n);
-    let x = page(0);
-    let hx = x.hash_code() as usize;
-    let y = (1..)
-        .map(page)
-        .find(|t| {
-            let h = t.hash_code() as usize;
-            h % NUM_FREELISTS == hx % NUM_FREELISTS && h % PARTITIONS != hx % PARTITIONS
-        })
-        .unwrap();
-    pglocks_sync::loom_builder(2).check(move || {
-        let pool = Arc::new(
-            Pool::with_hash_freelists(&config(2, PARTITIONS, false), NUM_FREELISTS).unwrap(),
-        );
-        let procs = ProcTable::new(3);
-        let (p1, procs1) = (Arc::clone(&pool), procs.clone());
-        let other = loom::thread::spawn(move || {
-            let mut b = procs1.attach().unwrap();
-            let mut refs = PrivateRefCount::new();
-            let buf = p1.read_buffer(&mut b, &mut refs, y).unwrap();
-            p1.release_buffer(&mut b, &mut refs, buf).unwrap();
-            buf
-        });
-        let mut b = procs.attach().unwrap();
-        let mut refs = PrivateRefCount::new();
-        let mine = pool.read_buffer(&mut b, &mut refs, x).unwrap();
-        pool.release_buffer(&mut b, &mut refs, mine).unwrap();
-        let theirs = other.join().unwrap();
-        assert_ne!(mine, theirs);
-        let mut want = vec![(x, mine.id()), (y, theirs.id())];
-        want.sort_unstable_by_key(|e| e.1);
-        assert_eq!(pool.table_entries(&mut b).unwrap(), want);
     });
 }
