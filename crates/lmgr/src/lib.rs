@@ -27,9 +27,7 @@
 //! - Waiting, the deadlock check and timeouts: see [`proc`] and [`deadlock`].
 
 pub mod deadlock;
-mod dynahash;
 pub mod fastpath;
-mod freelist;
 pub mod locktag;
 pub mod mode;
 pub mod proc;
@@ -83,11 +81,32 @@ pub enum LmgrError {
     /// An LWLock underneath failed.
     #[error(transparent)]
     LwLock(#[from] LwLockError),
+    /// A spinlock (a shared hash table's free list) was never released (s_lock.c's
+    /// `s_lock_stuck`).
+    #[error("stuck spinlock detected at {lock} (gave up after {delays} sleeps)")]
+    StuckSpinlock {
+        /// Which spinlock.
+        lock: &'static str,
+        /// Sleeps taken before giving up.
+        delays: u32,
+    },
     /// A configuration PostgreSQL would refuse at start-up: more than `MAX_BACKENDS` backends
     /// (`InitializeMaxBackends`), or tables whose size overflows (`mul_size`'s "requested
     /// shared memory size overflows size_t").
     #[error("invalid lock manager setting: {0}")]
     Config(String),
+}
+
+impl From<pglocks_dynahash::HashError> for LmgrError {
+    fn from(e: pglocks_dynahash::HashError) -> Self {
+        match e {
+            pglocks_dynahash::HashError::StuckSpinlock(e) => LmgrError::StuckSpinlock {
+                lock: "dynahash free list",
+                delays: e.delays,
+            },
+            pglocks_dynahash::HashError::OutOfSharedMemory | _ => LmgrError::OutOfSharedMemory,
+        }
+    }
 }
 
 impl LmgrError {
@@ -165,6 +184,9 @@ pub struct LockManagerConfig {
     /// The free lists of the shared `LOCK` and `PROCLOCK` hash tables: one (behind one
     /// spinlock) up to 9.5, `NUM_FREELISTS` (32) from 9.6.
     pub hash_freelists: usize,
+    /// s_lock.h's `TAS_SPIN` reads the free lists' spinlocks before the exchange (x86_64 from
+    /// 9.4).
+    pub tas_spin: bool,
 }
 
 impl LockManagerConfig {
@@ -201,7 +223,8 @@ impl LockManagerConfig {
             fast_path: FastPathLayout::Slots16,
             nowait_checks_queue: false,
             relock_after_sleep: true,
-            hash_freelists: freelist::NUM_FREELISTS,
+            hash_freelists: pglocks_dynahash::NUM_FREELISTS,
+            tas_spin: true,
         }
     }
 }
@@ -322,6 +345,7 @@ impl<K: RawLwLock> LockManager<K> {
                 config.partitions,
                 config.max_locks_per_transaction * config.max_backends,
                 config.hash_freelists,
+                config.tas_spin,
             ),
             fast_path: FastPath::new(config.fast_path, config.max_backends),
             waits: WaitSlots::new(config.max_backends),
@@ -501,7 +525,7 @@ impl<K: RawLwLock> LockManager<K> {
                     self.join_wait_queue(lock, tag, me, mode, wait.is_none())
                 };
                 if matches!(joined, Joined::WouldWait | Joined::EarlyDeadlock(_)) {
-                    part.abandon_request(&tag, me, mode);
+                    part.abandon_request(&tag, me, mode)?;
                 }
                 Ok(joined)
             })??;
@@ -636,9 +660,8 @@ impl<K: RawLwLock> LockManager<K> {
                     wakeup_needed = lock.ungrant(procno, mode);
                 }
             }
-            let procs = part.procs;
-            part.clean_up_and_wake(&tag, procno, wakeup_needed, &mut self.wake_into(procs));
-        })?;
+            part.clean_up_and_wake(&tag, procno, wakeup_needed, &mut self.wake_into())
+        })??;
         Ok(())
     }
 

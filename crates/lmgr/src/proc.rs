@@ -347,11 +347,10 @@ impl<K: RawLwLock> LockManager<K> {
         let still_waiting = self.table.with_partition(b, p, |part| {
             let waiting = self.waits.status(me) == STATUS_WAITING;
             if waiting {
-                let procs = part.procs;
-                self.remove_from_wait_queue(part, tag, me, &mut self.wake_into(procs));
+                self.remove_from_wait_queue(part, tag, me, &mut self.wake_into())?;
             }
-            waiting
-        })?;
+            Ok::<_, LmgrError>(waiting)
+        })??;
         if !still_waiting {
             // Granted meanwhile (a grant is never taken back by others): give it back.
             self.release_in_table(b, tag, me, mode)?;
@@ -366,13 +365,13 @@ impl<K: RawLwLock> LockManager<K> {
         part: &mut PartitionLocks<'_>,
         tag: LockTag,
         procno: u32,
-        wake: &mut impl FnMut(u32),
-    ) {
+        wake: &mut impl FnMut(&ProcTable, u32),
+    ) -> Result<(), LmgrError> {
         if let Some(lock) = part.get(&tag) {
             lock.remove_waiter(procno);
         }
         self.waits.finish_waiting(procno, STATUS_ERROR);
-        part.clean_up_and_wake(&tag, procno, true, wake);
+        part.clean_up_and_wake(&tag, procno, true, wake)
     }
 
     /// Models `CheckDeadLock`: with every partition lock held, runs the deadlock check for this
@@ -393,21 +392,22 @@ impl<K: RawLwLock> LockManager<K> {
                 max_backends,
                 me,
             );
-            let mut wake = self.wake_into(all.procs);
+            let mut wake = self.wake_into();
             match state {
                 DeadlockState::NoDeadlock => Ok(()),
                 DeadlockState::Soft(orders) => {
                     for order in orders {
-                        if let Some(lock) = all.partition(&order.lock).get(&order.lock) {
-                            lock.wait_queue = order.procs;
-                            lock.wake_waiters(&mut wake);
-                        }
+                        all.partition(&order.lock).rewrite_queue(
+                            &order.lock,
+                            order.procs,
+                            &mut wake,
+                        );
                     }
                     Ok(())
                 }
                 DeadlockState::Hard(cycle) => {
                     let tag = self.waits.wait_lock(me).expect("a waiter has a wait lock");
-                    self.remove_from_wait_queue(all.partition(&tag), tag, me, &mut wake);
+                    self.remove_from_wait_queue(&mut all.partition(&tag), tag, me, &mut wake)?;
                     Err(LmgrError::Deadlock { cycle })
                 }
             }
@@ -446,8 +446,8 @@ impl<K: RawLwLock> LockManager<K> {
     /// Models `ProcWakeup` for a grant made while a partition lock is held: sets the waiter's
     /// status and posts its semaphore at once, still under the partition lock, as PostgreSQL
     /// does (a woken backend that then wants the partition lock queues for it).
-    pub(crate) fn wake_into<'w>(&'w self, procs: &'w ProcTable) -> impl FnMut(u32) + 'w {
-        move |procno| {
+    pub(crate) fn wake_into(&self) -> impl FnMut(&ProcTable, u32) + '_ {
+        move |procs, procno| {
             self.waits.finish_waiting(procno, STATUS_OK);
             procs.slot(procno as usize).sem.unlock();
         }

@@ -9,24 +9,25 @@
 //! memory". A lock object lives while anyone holds or awaits it; a proclock while its backend
 //! holds or awaits the object.
 //!
-//! Differences from PostgreSQL: each partition is a `HashMap` of lock objects, and a lock's
-//! proclocks are a small vector inside it rather than a second shared hash table. Where the two
-//! shared hash tables would keep them, and what PostgreSQL reads and writes of them, is modelled
-//! beside the maps (`crate::dynahash`): every lock object and proclock has an element of its
-//! table, taken from and given back to the table's free lists (one list behind one spinlock up
-//! to 9.5, 32 from 9.6), chained in its bucket, and touched at `LOCK`'s and `PROCLOCK`'s
-//! offsets (lock.h, 64-bit) where lock.c reads or writes a field, so a simulated machine moves
-//! their lines between CPUs as it would move PostgreSQL's. The limits are exact: PostgreSQL's
-//! tables (through 18) start at half of `NLOCKENTS` and take further entries from the shared
-//! segment as they grow, so a full table there may borrow some spare memory before "out of
-//! shared memory"; here the `NLOCKENTS`-th entry is the last. Not charged: the `PGPROC`'s own
-//! list of its proclocks (`myProcLocks`, its own backend's line), and the deadlock checker's
-//! reads.
+//! The two tables are shared dynahash tables ([`pglocks_dynahash`]), "LOCK hash" and "PROCLOCK
+//! hash", made as `InitLocks` makes them (`ShmemInitHash` with half of their largest size
+//! initially, `NUM_LOCK_PARTITIONS` partitions, the release's free lists: one behind one
+//! spinlock up to 9.5, 32 from 9.6), so a simulated machine moves their header, bucket and
+//! element lines between CPUs as it would move PostgreSQL's; each partition keeps its share of
+//! both. `LOCK` and `PROCLOCK` fields are charged at their offsets (lock.h, 64-bit) where lock.c
+//! reads or writes them.
+//!
+//! Differences from PostgreSQL: a lock's proclocks are a small vector inside its `LOCK` (beside
+//! their `PROCLOCK` entries, which hold no data here) rather than a list threaded through the
+//! `PROCLOCK` table's entries. The limits are exact, as the dynahash model's are: the
+//! `NLOCKENTS`-th lock object is the last (PostgreSQL's tables, through 18, take their second
+//! half from the shared segment as they grow, and may find some spare memory before "out of
+//! shared memory"). Not charged: the `PGPROC`'s own list of its proclocks (`myProcLocks`, its
+//! own backend's line), and the deadlock checker's reads.
 
-use crate::dynahash::{Chains, Entry, SharedHash};
-use crate::locktag::TagMap;
 use crate::mode::{LockMask, LockMode, MAX_LOCK_MODES};
 use crate::{LmgrError, LockTag};
+use pglocks_dynahash::{Chains, Entry, HashSpec, RegionNames, SharedHash};
 use pglocks_lwlock::{AtomicLwLock, LwLockMode, RawLwLock};
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_sync::cell::UnsafeCell;
@@ -38,7 +39,7 @@ use pglocks_sync::CachePadded;
 /// `MAX_LOCKMODES` (10) request and grant counts).
 mod lock_at {
     use std::ops::Range;
-    /// `tag`, the key.
+    /// `tag`'s size: the key.
     pub const KEY: usize = 16;
     /// `grantMask` and `waitMask`.
     pub const MASKS: Range<usize> = 16..24;
@@ -282,12 +283,14 @@ impl Lock {
     }
 }
 
-/// What one partition's lock guards: its lock objects, and its share of the two tables' chains.
-#[derive(Default)]
+/// `PROCLOCKTAG`: the lock and the backend (PostgreSQL's `LOCK` and `PGPROC` pointers).
+type ProcLockTag = (LockTag, u32);
+
+/// What one partition's lock guards: its share of the two tables, its lock objects in the
+/// `LOCK` table's chains.
 struct PartitionData {
-    locks: TagMap<LockTag, Lock>,
-    lock_chains: Chains,
-    proclock_chains: Chains,
+    locks: Chains<LockTag, Lock>,
+    proclocks: Chains<ProcLockTag, ()>,
 }
 
 /// One partition: its `LockManager` LWLock and the lock objects it guards.
@@ -296,17 +299,33 @@ struct Partition<K> {
     data: UnsafeCell<PartitionData>,
 }
 
-/// The shared lock table: partitions plus the two shared hash tables' layout and free lists.
+/// The regions of "LOCK hash" in the simulated map.
+const LOCK_HASH: RegionNames = RegionNames {
+    header: "LOCK hash header",
+    directory: "LOCK hash directory",
+    buckets: "LOCK hash buckets",
+    elements: "LOCK hash entries",
+};
+
+/// The regions of "PROCLOCK hash" in the simulated map.
+const PROCLOCK_HASH: RegionNames = RegionNames {
+    header: "PROCLOCK hash header",
+    directory: "PROCLOCK hash directory",
+    buckets: "PROCLOCK hash buckets",
+    elements: "PROCLOCK hash entries",
+};
+
+/// The shared lock table: partitions plus the two shared hash tables.
 pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
     partitions: Box<[CachePadded<Partition<K>>]>,
     /// The partitions' place in a simulated machine's shared-memory map: their LWLocks, as
-    /// `MainLWLockArray`'s `LockManager` tranche (the maps beside them are not PostgreSQL's
-    /// and are charged through `crate::dynahash` instead).
+    /// `MainLWLockArray`'s `LockManager` tranche (the chains beside them are not PostgreSQL's
+    /// and are charged through the hash tables instead).
     _placed: Placed,
     /// The `LOCK` hash table.
-    lock_hash: SharedHash,
+    lock_hash: SharedHash<LockTag, Lock>,
     /// The `PROCLOCK` hash table.
-    proclock_hash: SharedHash,
+    proclock_hash: SharedHash<ProcLockTag, ()>,
     /// `PROCLOCK`'s layout.
     proclock_layout: ProcLockLayout,
 }
@@ -318,44 +337,45 @@ unsafe impl<K: RawLwLock> Sync for LockTable<K> {}
 
 impl<K: RawLwLock> LockTable<K> {
     /// A table of `partitions` partitions holding at most `max_locks` lock objects and twice as
-    /// many proclocks, each hash table's elements on `freelists` free lists. 9.6 split the free
-    /// lists and gave `PROCLOCK` its `groupLeader` in the same release, so more than one free
-    /// list also means the larger `PROCLOCK`.
-    pub fn new(partitions: usize, max_locks: usize, freelists: usize) -> Self {
+    /// many proclocks (`InitLocks`: `ShmemInitHash` of half that size initially), each hash
+    /// table's elements on `freelists` free lists whose spinlocks retry as `tas_spin` says.
+    /// 9.6 split the free lists and gave `PROCLOCK` its `groupLeader` in the same release, so
+    /// more than one free list also means the larger `PROCLOCK`.
+    pub fn new(partitions: usize, max_locks: usize, freelists: usize, tas_spin: bool) -> Self {
         let proclock_layout = ProcLockLayout::new(freelists > 1);
+        let spec = |names, max_size, entry_size, key_size| HashSpec {
+            names,
+            init_size: max_size / 2,
+            max_size,
+            entry_size,
+            key_size,
+            partitions: partitions.max(1),
+            freelists,
+            tas_spin,
+        };
+        let lock_hash = SharedHash::new(&spec(LOCK_HASH, max_locks, lock_at::SIZE, lock_at::KEY));
+        let proclock_hash = SharedHash::new(&spec(
+            PROCLOCK_HASH,
+            2 * max_locks,
+            proclock_layout.size(),
+            ProcLockLayout::KEY,
+        ));
         let partitions: Box<[CachePadded<Partition<K>>]> = (0..partitions.max(1))
             .map(|_| {
                 CachePadded::new(Partition {
                     lwlock: K::new("LockManager"),
-                    data: UnsafeCell::new(PartitionData::default()),
+                    data: UnsafeCell::new(PartitionData {
+                        locks: lock_hash.chains(),
+                        proclocks: proclock_hash.chains(),
+                    }),
                 })
             })
             .collect();
         Self {
             _placed: Placed::slice("LockManager partitions", &partitions),
             partitions,
-            lock_hash: SharedHash::new(
-                [
-                    "LOCK hash free lists",
-                    "LOCK hash buckets",
-                    "LOCK hash entries",
-                ],
-                max_locks,
-                lock_at::SIZE,
-                lock_at::KEY,
-                freelists,
-            ),
-            proclock_hash: SharedHash::new(
-                [
-                    "PROCLOCK hash free lists",
-                    "PROCLOCK hash buckets",
-                    "PROCLOCK hash entries",
-                ],
-                2 * max_locks,
-                proclock_layout.size(),
-                ProcLockLayout::KEY,
-                freelists,
-            ),
+            lock_hash,
+            proclock_hash,
             proclock_layout,
         }
     }
@@ -370,10 +390,10 @@ impl<K: RawLwLock> LockTable<K> {
         self.partitions.len()
     }
 
-    /// A partition's view, over `data`.
-    fn view<'a>(&'a self, procs: &'a ProcTable, data: &'a mut PartitionData) -> PartitionLocks<'a> {
+    /// A partition's view, over `data`, for backend `b`.
+    fn view<'a>(&'a self, b: &'a mut Backend, data: &'a mut PartitionData) -> PartitionLocks<'a> {
         PartitionLocks {
-            procs,
+            b,
             data,
             lock_hash: &self.lock_hash,
             proclock_hash: &self.proclock_hash,
@@ -390,11 +410,10 @@ impl<K: RawLwLock> LockTable<K> {
     ) -> Result<R, LmgrError> {
         let part = &self.partitions[p];
         part.lwlock.acquire(b, LwLockMode::Exclusive)?;
-        let procs = b.procs();
         // SAFETY: the partition's LWLock is held exclusively until the release below.
         let r = part
             .data
-            .with_mut(|d| f(&mut self.view(procs, unsafe { &mut *d })));
+            .with_mut(|d| f(&mut self.view(b, unsafe { &mut *d })));
         part.lwlock.release(b)?;
         Ok(r)
     }
@@ -414,16 +433,18 @@ impl<K: RawLwLock> LockTable<K> {
                 return Err(e.into());
             }
         }
-        let procs = b.procs();
         let mut all = AllPartitions {
-            procs,
+            b: &mut *b,
             parts: self
                 .partitions
                 .iter()
                 // SAFETY: every partition's LWLock is held exclusively until the releases
                 // below, and each pointer is to a different partition's data.
-                .map(|part| self.view(procs, part.data.with_mut(|d| unsafe { &mut *d })))
+                .map(|part| part.data.with_mut(|d| unsafe { &mut *d }))
                 .collect(),
+            lock_hash: &self.lock_hash,
+            proclock_hash: &self.proclock_hash,
+            proclock_layout: self.proclock_layout,
         };
         let r = f(&mut all);
         drop(all);
@@ -439,36 +460,45 @@ impl<K: RawLwLock> LockTable<K> {
     }
 }
 
-/// One partition's lock objects, while its LWLock is held.
+/// One partition's lock objects, while its LWLock is held by backend `b`, which takes the hash
+/// tables' free-list spinlocks when it adds or removes an entry.
 pub(crate) struct PartitionLocks<'a> {
-    /// Every backend's `PGPROC`, for `ProcWakeup`'s semaphore post under the partition lock.
-    pub procs: &'a ProcTable,
+    b: &'a mut Backend,
     data: &'a mut PartitionData,
-    lock_hash: &'a SharedHash,
-    proclock_hash: &'a SharedHash,
+    lock_hash: &'a SharedHash<LockTag, Lock>,
+    proclock_hash: &'a SharedHash<ProcLockTag, ()>,
     proclock_layout: ProcLockLayout,
 }
 
-/// Every partition's lock objects, while all their LWLocks are held.
+/// Every partition's lock objects, while backend `b` holds all their LWLocks.
 pub(crate) struct AllPartitions<'a> {
-    /// Every backend's `PGPROC`.
-    pub procs: &'a ProcTable,
-    parts: Vec<PartitionLocks<'a>>,
+    b: &'a mut Backend,
+    parts: Vec<&'a mut PartitionData>,
+    lock_hash: &'a SharedHash<LockTag, Lock>,
+    proclock_hash: &'a SharedHash<ProcLockTag, ()>,
+    proclock_layout: ProcLockLayout,
 }
 
-impl<'a> AllPartitions<'a> {
+impl AllPartitions<'_> {
     /// The partition `tag` hashes to.
-    pub fn partition(&mut self, tag: &LockTag) -> &mut PartitionLocks<'a> {
+    pub fn partition(&mut self, tag: &LockTag) -> PartitionLocks<'_> {
         let n = self.parts.len();
-        &mut self.parts[tag.hash_code() as usize % n]
+        PartitionLocks {
+            b: &mut *self.b,
+            data: &mut *self.parts[tag.hash_code() as usize % n],
+            lock_hash: self.lock_hash,
+            proclock_hash: self.proclock_hash,
+            proclock_layout: self.proclock_layout,
+        }
     }
 
-    /// The lock object of `tag`, if anyone holds or awaits it.
+    /// The lock object of `tag`, if anyone holds or awaits it (not charged: the deadlock
+    /// checker's reads).
     pub fn get(&self, tag: &LockTag) -> Option<&Lock> {
-        self.parts[tag.hash_code() as usize % self.parts.len()]
-            .data
+        let hash = tag.hash_code();
+        self.parts[hash as usize % self.parts.len()]
             .locks
-            .get(tag)
+            .get(hash, tag)
     }
 }
 
@@ -481,11 +511,9 @@ fn proclock_hash(tag: &LockTag, procno: u32) -> u32 {
 impl PartitionLocks<'_> {
     /// The lock object of `tag`, if anyone holds or awaits it: a lookup in the `LOCK` table.
     pub fn get(&mut self, tag: &LockTag) -> Option<&mut Lock> {
-        let lock = self.data.locks.get_mut(tag);
-        let elem = lock.as_ref().map(|l| l.at);
         self.lock_hash
-            .find(&self.data.lock_chains, tag.hash_code(), elem);
-        lock
+            .lookup_mut(&mut self.data.locks, tag.hash_code(), tag)
+            .map(|(_, lock)| lock)
     }
 
     /// Models `SetupLockInTable`: finds or makes the lock object of `tag` and `procno`'s
@@ -499,60 +527,56 @@ impl PartitionLocks<'_> {
     ) -> Result<&mut Lock, LmgrError> {
         let hash = tag.hash_code();
         let d = &mut *self.data;
-        match d.locks.get(&tag) {
-            Some(lock) => self.lock_hash.find(&d.lock_chains, hash, Some(lock.at)),
-            None => {
-                let at = self.lock_hash.enter(&mut d.lock_chains, hash)?;
-                // A new lock object: every field after the tag set.
-                at.write(lock_at::KEY..lock_at::SIZE);
-                d.locks.insert(
-                    tag,
-                    Lock {
-                        at,
-                        ..Lock::default()
-                    },
-                );
-            }
-        }
-        let phash = proclock_hash(&tag, procno);
-        let mine = d.locks[&tag]
-            .proc_locks
-            .iter()
-            .find(|p| p.procno == procno)
-            .map(|p| p.at);
-        match mine {
-            Some(at) => self.proclock_hash.find(&d.proclock_chains, phash, Some(at)),
-            None => {
-                let at = match self.proclock_hash.enter(&mut d.proclock_chains, phash) {
-                    Ok(at) => at,
-                    Err(e) => {
-                        let lock = &d.locks[&tag];
-                        if lock.n_requested == 0 {
-                            let at = lock.at;
-                            d.locks.remove(&tag);
-                            self.lock_hash.remove(&mut d.lock_chains, hash, at);
-                        }
-                        return Err(e);
-                    }
-                };
-                let layout = self.proclock_layout;
-                at.write(ProcLockLayout::KEY..layout.size());
-                // Linked at the end of the lock's list (`SHMQueueInsertBefore`): the list
-                // head's back link, and the old last proclock's forward link.
-                let lock = d.locks.get_mut(&tag).expect("inserted above");
-                lock.at.write(lock_at::PROC_LOCKS);
-                if let Some(last) = lock.proc_locks.last() {
-                    last.at.write(last.layout.lock_link());
-                }
-                lock.proc_locks.push(ProcLock {
-                    procno,
-                    hold_mask: 0,
+        // SAFETY (here and below): the partition's LWLock is held exclusively, and it is the
+        // partition of both hash codes (`ProcLockHashCode` keeps the lock's partition bits);
+        // an unpartitioned table's one LWLock is held for every change of it.
+        let entered = unsafe {
+            self.lock_hash
+                .enter(self.b, &mut d.locks, hash, tag, |at| Lock {
                     at,
-                    layout,
-                });
-            }
+                    ..Lock::default()
+                })?
+        };
+        if !entered.found {
+            // A new lock object: every field after the tag set.
+            entered.entry.write(lock_at::KEY..lock_at::SIZE);
         }
-        let lock = d.locks.get_mut(&tag).expect("present");
+        let requested = entered.value.n_requested;
+        let phash = proclock_hash(&tag, procno);
+        // SAFETY: as above.
+        let entered = unsafe {
+            self.proclock_hash
+                .enter(self.b, &mut d.proclocks, phash, (tag, procno), |_| ())
+        };
+        let new_proclock = match entered {
+            Ok(p) => (!p.found).then_some(p.entry),
+            Err(e) => {
+                if requested == 0 {
+                    // SAFETY: as above.
+                    let gone = unsafe { self.lock_hash.remove(self.b, &mut d.locks, hash, &tag)? };
+                    debug_assert!(gone.is_some(), "lock table corrupted");
+                }
+                return Err(e.into());
+            }
+        };
+        // The entry just found or made (the model's own reach for it, uncharged).
+        let lock = d.locks.get_mut(hash, &tag).expect("entered above");
+        if let Some(at) = new_proclock {
+            let layout = self.proclock_layout;
+            at.write(ProcLockLayout::KEY..layout.size());
+            // Linked at the end of the lock's list (`SHMQueueInsertBefore`): the list head's
+            // back link, and the old last proclock's forward link.
+            lock.at.write(lock_at::PROC_LOCKS);
+            if let Some(last) = lock.proc_locks.last() {
+                last.at.write(last.layout.lock_link());
+            }
+            lock.proc_locks.push(ProcLock {
+                procno,
+                hold_mask: 0,
+                at,
+                layout,
+            });
+        }
         lock.at.write(lock_at::requested(mode as usize));
         lock.at.write(lock_at::N_REQUESTED);
         lock.requested[mode as usize] += 1;
@@ -568,21 +592,42 @@ impl PartitionLocks<'_> {
         tag: &LockTag,
         procno: u32,
         wakeup_needed: bool,
-        wake: &mut impl FnMut(u32),
-    ) {
-        self.clean_up(tag, procno);
+        wake: &mut impl FnMut(&ProcTable, u32),
+    ) -> Result<(), LmgrError> {
+        self.clean_up(tag, procno)?;
         if wakeup_needed {
-            if let Some(lock) = self.data.locks.get_mut(tag) {
-                lock.wake_waiters(wake);
+            let procs = self.b.procs();
+            if let Some(lock) = self.data.locks.get_mut(tag.hash_code(), tag) {
+                lock.wake_waiters(&mut |p| wake(procs, p));
             }
+        }
+        Ok(())
+    }
+
+    /// The queue rewrite of a soft deadlock (`CheckDeadLock` with `waitOrders`): `tag`'s wait
+    /// queue becomes `queue`, and the waiters it lets in are woken (`wake` is told each one).
+    pub fn rewrite_queue(
+        &mut self,
+        tag: &LockTag,
+        queue: Vec<Waiter>,
+        wake: &mut impl FnMut(&ProcTable, u32),
+    ) {
+        let procs = self.b.procs();
+        if let Some((_, lock)) =
+            self.lock_hash
+                .lookup_mut(&mut self.data.locks, tag.hash_code(), tag)
+        {
+            lock.wait_queue = queue;
+            lock.wake_waiters(&mut |p| wake(procs, p));
         }
     }
 
     /// `CleanUpLock` without the wake-up.
-    pub fn clean_up(&mut self, tag: &LockTag, procno: u32) {
+    pub fn clean_up(&mut self, tag: &LockTag, procno: u32) -> Result<(), LmgrError> {
         let d = &mut *self.data;
-        let Some(lock) = d.locks.get_mut(tag) else {
-            return;
+        let hash = tag.hash_code();
+        let Some(lock) = d.locks.get_mut(hash, tag) else {
+            return Ok(());
         };
         if let Some(i) = lock
             .proc_locks
@@ -590,7 +635,7 @@ impl PartitionLocks<'_> {
             .position(|p| p.procno == procno && p.hold_mask == 0)
         {
             // In order: the deadlock checker follows holders in the order they came.
-            let gone = lock.proc_locks.remove(i);
+            lock.proc_locks.remove(i);
             // Unlinked from the lock's list (`SHMQueueDelete`): its neighbours' links, each
             // the lock's list head at an end.
             for side in [i.checked_sub(1), Some(i)] {
@@ -599,28 +644,41 @@ impl PartitionLocks<'_> {
                     None => lock.at.write(lock_at::PROC_LOCKS),
                 }
             }
-            self.proclock_hash
-                .remove(&mut d.proclock_chains, proclock_hash(tag, procno), gone.at);
+            // SAFETY: as in `setup`.
+            let gone = unsafe {
+                self.proclock_hash.remove(
+                    self.b,
+                    &mut d.proclocks,
+                    proclock_hash(tag, procno),
+                    &(*tag, procno),
+                )?
+            };
+            debug_assert!(gone.is_some(), "proclock table corrupted");
         }
         if lock.n_requested == 0 {
             debug_assert!(lock.proc_locks.is_empty());
-            let at = lock.at;
-            d.locks.remove(tag);
-            self.lock_hash
-                .remove(&mut d.lock_chains, tag.hash_code(), at);
+            // SAFETY: as in `setup`.
+            let gone = unsafe { self.lock_hash.remove(self.b, &mut d.locks, hash, tag)? };
+            debug_assert!(gone.is_some(), "lock table corrupted");
         }
+        Ok(())
     }
 
     /// Takes back a request that will not be granted (the `dontWait` exit of
     /// `LockAcquireExtended`): uncounts it and cleans up.
-    pub fn abandon_request(&mut self, tag: &LockTag, procno: u32, mode: LockMode) {
-        if let Some(lock) = self.data.locks.get_mut(tag) {
+    pub fn abandon_request(
+        &mut self,
+        tag: &LockTag,
+        procno: u32,
+        mode: LockMode,
+    ) -> Result<(), LmgrError> {
+        if let Some(lock) = self.data.locks.get_mut(tag.hash_code(), tag) {
             lock.at.write(lock_at::requested(mode as usize));
             lock.at.write(lock_at::N_REQUESTED);
             lock.requested[mode as usize] -= 1;
             lock.n_requested -= 1;
         }
-        self.clean_up(tag, procno);
+        self.clean_up(tag, procno)
     }
 }
 
@@ -649,14 +707,15 @@ mod tests {
     fn full_tables_report_out_of_shared_memory_and_take_nothing() {
         let procs = ProcTable::new(1);
         let mut b = procs.attach().unwrap();
-        let t: LockTable = LockTable::new(1, 1, 1);
+        let t: LockTable = LockTable::new(1, 1, 1, true);
         t.with_partition(&mut b, 0, |p| {
             p.setup(LockTag::relation(1, 1), 0, AccessShare).unwrap();
             let e = p
                 .setup(LockTag::relation(1, 2), 0, AccessShare)
                 .unwrap_err();
             assert_eq!(e, LmgrError::OutOfSharedMemory);
-            p.abandon_request(&LockTag::relation(1, 1), 0, AccessShare);
+            p.abandon_request(&LockTag::relation(1, 1), 0, AccessShare)
+                .unwrap();
         })
         .unwrap();
         assert_eq!(t.entries_in_use(), (0, 0));

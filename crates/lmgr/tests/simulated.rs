@@ -1,6 +1,7 @@
 //! The lock table on a simulated many-core machine: the `LOCK` and `PROCLOCK` entries a
 //! relation lock goes through are charged as the data they are, so their lines move between
-//! the CPUs that share the lock.
+//! the CPUs that share the lock; and the hash tables' headers are placed in the shared-memory
+//! map, so up to 9.5 the one free list's line moves between CPUs that lock different objects.
 
 use pglocks_lmgr::{FastPathLayout, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag};
 use pglocks_proc::ProcTable;
@@ -8,18 +9,21 @@ use pglocks_sim::{Outcome, Placement, Profile, SimThread};
 use pglocks_sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Two backends of 9.1 (no fast path: every relation lock goes through the shared table), on
-/// two packages of the simulated Westmere, both holding a relation's `AccessShareLock` for the
-/// session, then taking turns (`rounds` each) at taking and giving back its `RowShareLock`:
-/// every turn updates the same `LOCK` entry's counts from the other CPU.
-fn taking_turns(rounds: usize) -> Outcome {
+/// Two backends without a fast path (as 9.1: every relation lock goes through the shared
+/// table), on two packages of the simulated Westmere, taking turns (`rounds` each) at taking
+/// and giving back a `RowShareLock`. With `shared`, both hold the same relation's
+/// `AccessShareLock` for the session and lock that relation: every turn updates the same `LOCK`
+/// entry's counts from the other CPU. Without, each locks a relation of its own: every turn
+/// makes and removes a `LOCK` and a `PROCLOCK` entry, through the tables' free lists
+/// (`freelists` of them).
+fn taking_turns(rounds: usize, shared: bool, freelists: usize) -> Outcome {
     let profile = Profile::find("westmere-80").unwrap();
     let procs = ProcTable::new(2);
     let lm: LockManager = LockManager::new(LockManagerConfig {
         fast_path: FastPathLayout::None,
+        hash_freelists: freelists,
         ..LockManagerConfig::new(2)
     });
-    let tag = LockTag::relation(5, 16384);
     let turn = AtomicUsize::new(0);
     let team = (0..2)
         .map(|me| SimThread {
@@ -29,16 +33,19 @@ fn taking_turns(rounds: usize) -> Outcome {
                 move || {
                     let mut b = procs.attach().unwrap();
                     let mut local = lm.connect(&mut b, 5).unwrap();
+                    let tag = LockTag::relation(5, 16384 + if shared { 0 } else { me as u32 });
                     let lock = |b: &mut _, local: &mut _, mode, owner| {
                         lm.acquire(b, local, tag, mode, owner, &Default::default())
                             .unwrap();
                     };
-                    lock(
-                        &mut b,
-                        &mut local,
-                        LockMode::AccessShare,
-                        LockOwner::Session,
-                    );
+                    if shared {
+                        lock(
+                            &mut b,
+                            &mut local,
+                            LockMode::AccessShare,
+                            LockOwner::Session,
+                        );
+                    }
                     for round in 0..rounds {
                         while turn.load(Ordering::Acquire) != 2 * round + me {
                             pglocks_sync::hint::spin_wait();
@@ -66,23 +73,26 @@ fn taking_turns(rounds: usize) -> Outcome {
     pglocks_sim::run(&profile, team, Duration::from_secs(10)).unwrap()
 }
 
+/// Transfers of the lines of region `name` in `out`.
+fn transfers(out: &Outcome, name: &str) -> u64 {
+    out.by_structure
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0, |s| s.transfers)
+}
+
 #[test]
 #[cfg_attr(
     not(pglocks_sim),
     ignore = "needs the simulator's build (--cfg pglocks_sim)"
 )]
-fn a_lock_entry_shared_by_two_cpus_moves_between_them_at_every_turn() {
+fn lock_entries_and_free_lists_move_between_the_cpus_that_use_them() {
     // The hot-lines tally adds transfers up by structure (the variable is read when a
     // simulation starts; this file's only test sets it).
     std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
     let rounds = 40;
-    let out = taking_turns(rounds);
-    let of = |name: &str| {
-        out.by_structure
-            .iter()
-            .find(|s| s.name == name)
-            .map_or(0, |s| s.transfers)
-    };
+    let out = taking_turns(rounds, true, 32);
+    let of = |name: &str| transfers(&out, name);
     // Each turn updates the entry's request and grant counts (two lines of its element) on
     // the other CPU's copy.
     let lock_entries = of("LOCK hash entries");
@@ -94,4 +104,18 @@ fn a_lock_entry_shared_by_two_cpus_moves_between_them_at_every_turn() {
     );
     // The bucket is only read: after the first turns both CPUs keep a copy.
     assert!(of("LOCK hash buckets") <= 4, "{:?}", out.by_structure);
+
+    // Up to 9.5 each table has one free list, at the head of its HASHHDR: a turn on a
+    // relation of one's own takes an element from it and gives it back, on the line the other
+    // CPU wrote in its turn (and whose masks both read at every search).
+    let own = taking_turns(rounds, false, 1);
+    for header in ["LOCK hash header", "PROCLOCK hash header"] {
+        let n = transfers(&own, header);
+        assert!(
+            n >= 2 * rounds as u64,
+            "{n} transfers of {header} in {} turns: {:?}",
+            2 * rounds,
+            own.by_structure
+        );
+    }
 }
