@@ -16,12 +16,44 @@ const NAMES: RegionNames = RegionNames {
     elements: "simulated hash elements",
 };
 
-/// Two CPUs on two packages of the simulated Westmere take turns (`rounds` each) on a table of
-/// 16 partitions and `freelists` free lists: the inserter enters and removes a key of
-/// partition 1 (its hash code picks free list 1 when there are 32), the reader looks up a key
-/// of partition 2. Each alone uses its partition, so no partition lock is needed.
-fn taking_turns(freelists: usize, rounds: usize) -> Outcome {
-    let profile = Profile::find("westmere-80").unwrap();
+#[test]
+#[cfg_attr(not(pglocks_sim), ignore = "the simulator's build runs it")]
+fn the_one_free_list_of_9_5_shares_its_line_with_the_masks_every_search_reads() {
+    let searches = 40;
+    let of = |out: &Outcome, name: &str| {
+        let s = out.by_structure.iter().find(|s| s.name == name);
+        s.map_or(0, |s| s.transfers)
+    };
+    let (one, split) = (in_turn(1, searches), in_turn(NUM_FREELISTS, searches));
+    // Up to 9.5 each of the reader's lookups fetches the line the inserter's spinlock, count
+    // and head were just written on (and the inserter then fetches it back).
+    let one_hdr = of(&one, NAMES.header);
+    assert!(
+        one_hdr >= searches as u64,
+        "{one_hdr} header transfers for {searches} lookups: {:?}",
+        one.by_structure
+    );
+    // From 9.6 the masks lie on a line no list shares: the reader keeps its copy (the few
+    // transfers are the first touches of the header's lines, however many the lookups).
+    let split_hdr = of(&split, NAMES.header);
+    assert!(
+        split_hdr <= 10,
+        "{split_hdr} header transfers with 32 lists: {:?}",
+        split.by_structure
+    );
+    // Either way the element the inserter takes is the one it gave back (last in, first
+    // out), which nobody else touches, and the reader's bucket and entry are only read.
+    for out in [&one, &split] {
+        assert!(of(out, NAMES.elements) <= 4, "{:?}", out.by_structure);
+        assert!(of(out, NAMES.buckets) <= 4, "{:?}", out.by_structure);
+    }
+}
+
+/// A run on two packages of the simulated Westmere, on a table of 16 partitions and
+/// `freelists` free lists: an inserter enters and removes a key of partition 1 (its hash code
+/// picks free list 1 when there are 32), and a reader looks a key of partition 2 up, in turn,
+/// `searches` times each. Each alone uses its partition, so no partition lock is needed.
+fn in_turn(freelists: usize, searches: usize) -> Outcome {
     let procs = ProcTable::new(2);
     let table: SharedHash<u32, u32> = SharedHash::new(&HashSpec {
         names: NAMES,
@@ -35,82 +67,58 @@ fn taking_turns(freelists: usize, rounds: usize) -> Outcome {
         tas_spin: true,
     });
     let (inserted, looked_up) = (1 + 2 * NUM_FREELISTS as u32, 2 + 3 * NUM_FREELISTS as u32);
-    let turn = AtomicUsize::new(0);
-    let team = (0..2)
-        .map(|me| SimThread {
-            placement: Placement::Cpu(me * 10),
-            body: Box::new({
-                let (table, procs, turn) = (&table, &procs, &turn);
-                move || {
-                    let mut b = procs.attach().unwrap();
-                    let mut mine = table.chains();
-                    if me == 1 {
-                        // SAFETY: this thread alone uses partition 2.
-                        unsafe { table.enter(&mut b, &mut mine, looked_up, 7, |_| 7) }.unwrap();
-                    }
-                    for round in 0..rounds {
-                        while turn.load(Ordering::Acquire) != 2 * round + me {
-                            pglocks_sync::hint::spin_wait();
-                        }
-                        if me == 0 {
-                            // SAFETY: this thread alone uses partition 1.
-                            unsafe {
-                                table.enter(&mut b, &mut mine, inserted, 5, |_| 5).unwrap();
-                                assert_eq!(
-                                    table.remove(&mut b, &mut mine, inserted, &5).unwrap(),
-                                    Some(5)
-                                );
-                            }
-                        } else {
-                            assert!(table.lookup(&mine, looked_up, &7).is_some());
-                        }
-                        turn.fetch_add(1, Ordering::Release);
-                    }
-                }
-            }) as Box<dyn FnOnce() + '_>,
-        })
-        .collect();
-    pglocks_sim::run(&profile, team, Duration::from_secs(10)).unwrap()
-}
-
-#[test]
-#[cfg_attr(
-    not(pglocks_sim),
-    ignore = "needs the simulator's build (--cfg pglocks_sim)"
-)]
-fn the_one_free_list_of_9_5_shares_its_line_with_the_masks_every_search_reads() {
-    // The hot-lines tally adds transfers up by structure (the variable is read when a
-    // simulation starts; this file's only test sets it).
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
-    let rounds = 40;
-    let of = |out: &Outcome, name: &str| {
-        out.by_structure
-            .iter()
-            .find(|s| s.name == name)
-            .map_or(0, |s| s.transfers)
-    };
-    let one = taking_turns(1, rounds);
-    let split = taking_turns(NUM_FREELISTS, rounds);
-    // Up to 9.5 the reader's every lookup fetches the line the inserter's spinlock, count and
-    // head were just written on: about two transfers a round.
-    let (one_hdr, split_hdr) = (of(&one, NAMES.header), of(&split, NAMES.header));
-    assert!(
-        one_hdr >= 2 * rounds as u64,
-        "{one_hdr} header transfers in {rounds} rounds: {:?}",
-        one.by_structure
-    );
-    // From 9.6 the masks lie on a line no list shares: the reader keeps its copy (the few
-    // transfers are the first touches of the header's lines, whatever the rounds).
-    assert!(
-        split_hdr <= 10,
-        "{split_hdr} header transfers with 32 lists: {:?}",
-        split.by_structure
-    );
-    // Either way the element the inserter takes is the one it gave back (last in, first
-    // out), and nobody else touches it: its line stays; the reader's bucket and entry are
-    // only read.
-    for out in [&one, &split] {
-        assert!(of(out, NAMES.elements) <= 4, "{:?}", out.by_structure);
-        assert!(of(out, NAMES.buckets) <= 4, "{:?}", out.by_structure);
+    let mut reader_chains = table.chains();
+    {
+        let mut b = procs.attach().unwrap();
+        // SAFETY: nothing else runs yet.
+        unsafe { table.enter(&mut b, &mut reader_chains, looked_up, 7, |_| 7) }.unwrap();
     }
+    // Whose turn it is: the inserter's even ones, the reader's odd ones.
+    let turn = AtomicUsize::new(0);
+    let (table, procs, turn) = (&table, &procs, &turn);
+    let my_turn = move |t: usize| {
+        while turn.load(Ordering::Acquire) != t {
+            pglocks_sync::hint::spin_wait();
+        }
+    };
+    let inserter = move || {
+        let mut b = procs.attach().unwrap();
+        let mut chains = table.chains();
+        for i in 0..searches {
+            my_turn(2 * i);
+            // SAFETY: this thread alone uses partition 1.
+            unsafe {
+                table
+                    .enter(&mut b, &mut chains, inserted, 5, |_| 5)
+                    .unwrap();
+                table.remove(&mut b, &mut chains, inserted, &5).unwrap();
+            }
+            turn.fetch_add(1, Ordering::Release);
+        }
+    };
+    let reader = move || {
+        for i in 0..searches {
+            my_turn(2 * i + 1);
+            assert!(table.lookup(&reader_chains, looked_up, &7).is_some());
+            turn.fetch_add(1, Ordering::Release);
+        }
+    };
+    let team = vec![
+        SimThread {
+            placement: Placement::Cpu(0),
+            body: Box::new(inserter) as Box<dyn FnOnce() + '_>,
+        },
+        SimThread {
+            placement: Placement::Cpu(10),
+            body: Box::new(reader),
+        },
+    ];
+    // The hot-lines tally adds transfers up by structure; read when a simulation starts.
+    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
+    pglocks_sim::run(
+        &Profile::find("westmere-80").unwrap(),
+        team,
+        Duration::from_secs(10),
+    )
+    .unwrap()
 }
