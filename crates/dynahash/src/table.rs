@@ -306,6 +306,17 @@ impl<K: PartialEq, V> SharedHash<K, V> {
         Walk { found: None, prev }
     }
 
+    /// `hash_search_with_hash_value` up to the end of its chain walk: the initial lookup and
+    /// the walk of `hash`'s bucket in `chains` for `key`. Returns the bucket, its slot in
+    /// `chains` and where the walk ended.
+    #[inline]
+    fn search(&self, chains: &Chains<K, V>, hash: u32, key: &K) -> (usize, usize, Walk) {
+        debug_assert!(chains.shape == self.shape, "another table's chains");
+        let bucket = self.initial_lookup(hash);
+        let s = bucket / self.shape.partitions;
+        (bucket, s, self.walk(&chains.slots[s], bucket, hash, key))
+    }
+
     /// Writes what points at a bucket's element after `prev`: the bucket, or `prev`'s `link`.
     fn write_prev_link(&self, slot: &[Link<K, V>], prev: Option<usize>, bucket: usize) {
         match prev {
@@ -324,10 +335,9 @@ impl<K: PartialEq, V> SharedHash<K, V> {
         hash: u32,
         key: &K,
     ) -> Option<(Entry, &'c V)> {
-        let bucket = self.initial_lookup(hash);
-        let slot = chains.slot(bucket);
-        let i = self.walk(slot, bucket, hash, key).found?;
-        Some((self.elements.entry(slot[i].elem), &slot[i].value))
+        let (_, s, walk) = self.search(chains, hash, key);
+        let link = &chains.slots[s][walk.found?];
+        Some((self.elements.entry(link.elem), &link.value))
     }
 
     /// [`SharedHash::lookup`], for changing the value (the partition's lock held exclusively).
@@ -337,10 +347,8 @@ impl<K: PartialEq, V> SharedHash<K, V> {
         hash: u32,
         key: &K,
     ) -> Option<(Entry, &'c mut V)> {
-        let bucket = self.initial_lookup(hash);
-        let s = bucket / self.shape.partitions;
-        let i = self.walk(&chains.slots[s], bucket, hash, key).found?;
-        let link = &mut chains.slots[s][i];
+        let (_, s, walk) = self.search(chains, hash, key);
+        let link = &mut chains.slots[s][walk.found?];
         Some((self.elements.entry(link.elem), &mut link.value))
     }
 
@@ -361,9 +369,7 @@ impl<K: PartialEq, V> SharedHash<K, V> {
         key: K,
         make: impl FnOnce(Entry) -> V,
     ) -> Result<Entered<'c, V>, HashError> {
-        let bucket = self.initial_lookup(hash);
-        let s = bucket / self.shape.partitions;
-        let walk = self.walk(&chains.slots[s], bucket, hash, &key);
+        let (bucket, s, walk) = self.search(chains, hash, &key);
         if let Some(i) = walk.found {
             let link = &mut chains.slots[s][i];
             return Ok(Entered {
@@ -412,9 +418,7 @@ impl<K: PartialEq, V> SharedHash<K, V> {
         hash: u32,
         key: &K,
     ) -> Result<Option<V>, HashError> {
-        let bucket = self.initial_lookup(hash);
-        let s = bucket / self.shape.partitions;
-        let walk = self.walk(&chains.slots[s], bucket, hash, key);
+        let (bucket, s, walk) = self.search(chains, hash, key);
         let Some(i) = walk.found else {
             return Ok(None);
         };
