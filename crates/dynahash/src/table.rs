@@ -37,6 +37,18 @@ pub struct HashSpec {
     pub tas_spin: bool,
 }
 
+impl HashSpec {
+    /// The shape of the table `ShmemInitHash` makes for this.
+    pub fn shape(&self) -> TableShape {
+        TableShape::new(
+            self.init_size,
+            self.max_size,
+            self.partitions,
+            self.freelists,
+        )
+    }
+}
+
 /// The names of a table's regions in the simulated map (`"LOCK hash entries"`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegionNames {
@@ -126,23 +138,41 @@ struct Link<K, V> {
 pub struct Chains<K, V> {
     /// By slot (`bucket / partitions`).
     slots: Box<[Vec<Link<K, V>>]>,
-    shape: TableShape,
+    /// `nbuckets - 1`.
+    mask: u32,
+    /// The table's partitions.
+    partitions: u32,
     len: usize,
 }
 
 impl<K: PartialEq, V> Chains<K, V> {
-    /// The links of `bucket`'s slot.
+    /// An empty partition's chains in a table of shape `shape` (what [`SharedHash::chains`]
+    /// makes; for a user that keeps them before it makes the table).
+    pub fn new(shape: &TableShape) -> Self {
+        Self {
+            slots: (0..shape.slots()).map(|_| Vec::new()).collect(),
+            mask: (shape.nbuckets - 1) as u32,
+            partitions: shape.partitions as u32,
+            len: 0,
+        }
+    }
+
+    /// Whether these are chains of a table of shape `shape`.
+    fn fit(&self, shape: &TableShape) -> bool {
+        self.mask as usize == shape.nbuckets - 1 && self.partitions as usize == shape.partitions
+    }
+
+    /// The slot of hash code `hash`'s bucket.
     #[inline]
-    fn slot(&self, bucket: usize) -> &Vec<Link<K, V>> {
-        &self.slots[bucket / self.shape.partitions]
+    fn slot_of(&self, hash: u32) -> usize {
+        ((hash & self.mask) / self.partitions) as usize
     }
 
     /// The value of `key` (of hash code `hash`), if present. The model's own lookup: it charges
     /// nothing (for readers PostgreSQL does not search the table for, such as a lock's holder
     /// already at hand, or the deadlock checker's uncharged reads).
     pub fn get(&self, hash: u32, key: &K) -> Option<&V> {
-        let bucket = self.shape.bucket(hash);
-        self.slot(bucket)
+        self.slots[self.slot_of(hash)]
             .iter()
             .find(|l| l.hash == hash && l.key == *key)
             .map(|l| &l.value)
@@ -150,8 +180,8 @@ impl<K: PartialEq, V> Chains<K, V> {
 
     /// [`Chains::get`], for changing the value.
     pub fn get_mut(&mut self, hash: u32, key: &K) -> Option<&mut V> {
-        let bucket = self.shape.bucket(hash);
-        self.slots[bucket / self.shape.partitions]
+        let s = self.slot_of(hash);
+        self.slots[s]
             .iter_mut()
             .find(|l| l.hash == hash && l.key == *key)
             .map(|l| &mut l.value)
@@ -216,12 +246,7 @@ impl<K: PartialEq, V> SharedHash<K, V> {
     /// the header and directory, then `init_htab`'s `seg_alloc`s, then `hash_create`'s
     /// `element_alloc`s), every element on its free list.
     pub fn new(spec: &HashSpec) -> Self {
-        let shape = TableShape::new(
-            spec.init_size,
-            spec.max_size,
-            spec.partitions,
-            spec.freelists,
-        );
+        let shape = spec.shape();
         let freelists = FreeLists::new(spec.names.header, &shape, spec.tas_spin);
         let dir = Region::new(spec.names.directory, 8, shape.dsize);
         let buckets = Region::new(spec.names.buckets, BUCKET_SIZE, shape.nsegs * DEF_SEGSIZE);
@@ -253,11 +278,7 @@ impl<K: PartialEq, V> SharedHash<K, V> {
 
     /// An empty partition's chains, for its user to keep under the partition's lock.
     pub fn chains(&self) -> Chains<K, V> {
-        Chains {
-            slots: (0..self.shape.slots()).map(|_| Vec::new()).collect(),
-            shape: self.shape,
-            len: 0,
-        }
+        Chains::new(&self.shape)
     }
 
     /// Where element `elem` lies (for tests).
@@ -311,7 +332,7 @@ impl<K: PartialEq, V> SharedHash<K, V> {
     /// `chains` and where the walk ended.
     #[inline]
     fn search(&self, chains: &Chains<K, V>, hash: u32, key: &K) -> (usize, usize, Walk) {
-        debug_assert!(chains.shape == self.shape, "another table's chains");
+        debug_assert!(chains.fit(&self.shape), "another table's chains");
         let bucket = self.initial_lookup(hash);
         let s = bucket / self.shape.partitions;
         (bucket, s, self.walk(&chains.slots[s], bucket, hash, key))

@@ -353,29 +353,34 @@ impl<K: RawLwLock> LockTable<K> {
             freelists,
             tas_spin,
         };
-        let lock_hash = SharedHash::new(&spec(LOCK_HASH, max_locks, lock_at::SIZE, lock_at::KEY));
-        let proclock_hash = SharedHash::new(&spec(
-            PROCLOCK_HASH,
-            2 * max_locks,
-            proclock_layout.size(),
-            ProcLockLayout::KEY,
-        ));
+        let (lock_spec, proclock_spec) = (
+            spec(LOCK_HASH, max_locks, lock_at::SIZE, lock_at::KEY),
+            spec(
+                PROCLOCK_HASH,
+                2 * max_locks,
+                proclock_layout.size(),
+                ProcLockLayout::KEY,
+            ),
+        );
         let partitions: Box<[CachePadded<Partition<K>>]> = (0..partitions.max(1))
             .map(|_| {
                 CachePadded::new(Partition {
                     lwlock: K::new("LockManager"),
                     data: UnsafeCell::new(PartitionData {
-                        locks: lock_hash.chains(),
-                        proclocks: proclock_hash.chains(),
+                        locks: Chains::new(&lock_spec.shape()),
+                        proclocks: Chains::new(&proclock_spec.shape()),
                     }),
                 })
             })
             .collect();
+        // In the map, the partitions' LWLocks first (`MainLWLockArray` is made before
+        // `InitLocks` runs), then the two tables.
+        let placed = Placed::slice("LockManager partitions", &partitions);
         Self {
-            _placed: Placed::slice("LockManager partitions", &partitions),
+            _placed: placed,
             partitions,
-            lock_hash,
-            proclock_hash,
+            lock_hash: SharedHash::new(&lock_spec),
+            proclock_hash: SharedHash::new(&proclock_spec),
             proclock_layout,
         }
     }
@@ -701,6 +706,17 @@ mod tests {
         );
         assert!(l.check_conflicts(AccessExclusive, 2));
         assert!(!l.check_conflicts(RowExclusive, 2));
+    }
+
+    #[test]
+    fn a_partition_is_the_size_of_an_lwlock_padded() {
+        // The partitions' map region holds the LockManager tranche's LWLocks 128 bytes apart,
+        // as MainLWLockArray's LWLockPadded (lwlock.h, LWLOCK_PADDED_SIZE) holds them; the
+        // chains beside each lock must not stretch that.
+        assert_eq!(
+            std::mem::size_of::<CachePadded<Partition<AtomicLwLock>>>(),
+            128
+        );
     }
 
     #[test]
