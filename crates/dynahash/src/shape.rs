@@ -101,7 +101,12 @@ impl TableShape {
             return (0, elem);
         }
         let rest = elem - self.first;
-        (1 + rest / self.share, rest % self.share)
+        // (No list past the first has elements when the share is 0; no panic to keep.)
+        let (q, r) = (
+            rest.checked_div(self.share).unwrap_or(0),
+            rest.checked_rem(self.share).unwrap_or(0),
+        );
+        (1 + q, r)
     }
 
     /// Where `max_bucket` lies in `HASHHDR`: after the free lists, `dsize` and `nsegs`.
