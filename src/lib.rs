@@ -9,6 +9,7 @@ pub mod cli;
 
 pub use pglocks_apply as apply;
 pub use pglocks_bufmgr as bufmgr;
+pub use pglocks_dynahash as dynahash;
 pub use pglocks_harness as harness;
 pub use pglocks_isolation as isolation;
 pub use pglocks_lmgr as lmgr;

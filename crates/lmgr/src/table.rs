@@ -293,7 +293,10 @@ struct PartitionData {
     proclocks: Chains<ProcLockTag, ()>,
 }
 
-/// One partition: its `LockManager` LWLock and the lock objects it guards.
+/// One partition: its `LockManager` LWLock and the lock objects it guards. The LWLock comes
+/// first, at the start of its 128 bytes, as in an `LWLockPadded` (lwlock.h); the Rust maps
+/// after it are not PostgreSQL's (and not charged: `SharedHash` charges the tables).
+#[repr(C)]
 struct Partition<K> {
     lwlock: K,
     data: UnsafeCell<PartitionData>,

@@ -590,6 +590,7 @@ impl Settings {
             nowait_checks_queue: self.nowait_checks_queue,
             relock_after_sleep: self.relock_after_sleep,
             hash_freelists: self.lock_hash_freelists,
+            tas_spin: self.tas_spin,
             ..pglocks_lmgr::LockManagerConfig::new(max_backends)
         }
     }
