@@ -139,11 +139,25 @@ impl Engine {
     pub(super) fn drain_stores(&mut self) -> bool {
         let t = self.me();
         let tail = t.stores.tail;
-        if t.stores.entries.is_empty() && tail <= t.clock {
-            return false;
+        match t.stores.entries.back() {
+            Some(last) => {
+                let last = last.visible;
+                self.wait_past(last);
+                let t = self.me();
+                t.clock = t.clock.max(tail);
+            }
+            None if tail <= t.clock => return false,
+            None => t.clock = tail,
         }
-        t.clock = t.clock.max(tail);
         true
+    }
+
+    /// Moves the current thread's clock past `at`, the time of one of its stores' events: a
+    /// thread at a sync point gives way only to events strictly before its clock, so a clock
+    /// at the event's own time would retry for ever without the event ever running.
+    fn wait_past(&mut self, at: Picos) {
+        let t = self.me();
+        t.clock = t.clock.max(at + Picos(1));
     }
 
     /// A store of `size` bytes of `bits` to host address `host`, after its sync point.
@@ -160,8 +174,7 @@ impl Engine {
         };
         if self.me().stores.entries.len() >= depth {
             let oldest = self.me().stores.entries[0].visible;
-            let t = self.me();
-            t.clock = t.clock.max(oldest);
+            self.wait_past(oldest);
             return Stored::Wait;
         }
         let (place, clock) = {
@@ -498,5 +511,23 @@ mod tests {
             "{took:?} against 3 × {hop:?}"
         );
         assert!((0..30).all(|i| w.get(i).load(SeqCst) == 2));
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_full_buffer_waits_for_its_oldest_store_and_goes_on() {
+        // More stores than the buffer holds, each a hit on a line the CPU owns, then a fence:
+        // each store that finds the buffer full waits for the oldest to become visible.
+        let w = Words::new(40);
+        let team = vec![on(0, || {
+            (0..40).for_each(|i| st(w.get(i), 1));
+            (0..40).for_each(|i| st(w.get(i), 2));
+            ops::fence();
+        })];
+        run(&westmere(), team, Duration::from_millis(1)).unwrap();
+        assert!((0..40).all(|i| w.get(i).load(SeqCst) == 2));
     }
 }
