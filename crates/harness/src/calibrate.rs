@@ -335,6 +335,9 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             // Not measured: misses stay one at a time, and stores stall until visible.
             outstanding_misses: 1,
             store_buffer: 0,
+            // Not measured: a store on a Shared line costs what a transfer does.
+            store_on_shared: None,
+            atomic_on_shared: None,
         },
         os: Os {
             syscall_ns: syscall_ns.round(),

@@ -6,10 +6,15 @@
 //! set of CPUs (S), or in no cache. An access that hits a line the CPU holds costs `hit` (an
 //! atomic on a line it owns, `atomic`). A load miss fetches the line from the nearest holder
 //! (the owner, which keeps a shared copy, as MOESI's O state does, or the closest sharer),
-//! or from memory. A store or read-modify-write miss takes the line exclusive: it costs the
-//! round trip to the farthest holder, whose invalidation it must wait for, and leaves the
-//! requester the only holder. A compare-and-swap that fails still takes the line exclusive,
-//! as it does on x86.
+//! or from memory. A store or read-modify-write miss takes the line exclusive, leaving the
+//! requester the only holder. From an owner it costs the owner's transfer. From sharers it
+//! waits for the farthest one's invalidation, and the profile's store-on-Shared and
+//! atomic-on-Shared rows give what that costs at each distance where the source measured it
+//! (on the SOSP'13 Opteron three times a transfer from the same die: its probe filter does not
+//! track sharers, so every such store broadcasts; the Xeon's inclusive last-level cache knows
+//! when the sharers are all on its socket). Without the rows it costs a transfer from the
+//! farthest sharer. A compare-and-swap that fails still takes the line exclusive, as it does
+//! on x86.
 //!
 //! The distance between two CPUs is one of: same CPU, SMT sibling, same die (shared last-level
 //! cache), same package, one, two, or three interconnect hops; the profile gives the latency of
@@ -56,7 +61,7 @@
 
 use crate::keyed::Keyed;
 use crate::picos::Picos;
-use crate::profile::Profile;
+use crate::profile::{ByDistance, Profile};
 use std::collections::VecDeque;
 
 /// How far a transfer's latency strays either side of the profile's figure, as a fraction.
@@ -118,6 +123,10 @@ pub struct Costs {
     distance: Vec<Distance>,
     /// Transfer latency by distance.
     transfer: [Picos; 8],
+    /// A store that finds the line Shared, by the farthest sharer's distance.
+    store_on_shared: [Picos; 8],
+    /// A read-modify-write that finds the line Shared, likewise.
+    atomic_on_shared: [Picos; 8],
     /// A hit.
     pub hit: Picos,
     /// An atomic on an owned line.
@@ -180,19 +189,41 @@ impl Costs {
             }
         }
         let hop3 = if c.hop3 > 0.0 { c.hop3 } else { c.hop2 };
+        let transfer = [
+            ps(c.hit),
+            ps(c.smt),
+            ps(c.die),
+            ps(c.package),
+            ps(c.hop1),
+            ps(c.hop2),
+            ps(hop3),
+            ps(c.memory),
+        ];
+        // A row of the profile where it has one; else a transfer, plus a locked instruction's
+        // own cost for a read-modify-write. An SMT sibling's copy is in the same core's L1,
+        // which the rows do not measure: a transfer from it stays the sibling's.
+        let on_shared = |row: Option<ByDistance>, own: Picos| {
+            let mut by = transfer.map(|t| t + own);
+            if let Some(r) = row {
+                let hop3 = if r.hop3 > 0.0 { r.hop3 } else { r.hop2 };
+                for (d, cycles) in [
+                    (Distance::Die, r.die),
+                    (Distance::Package, r.package),
+                    (Distance::Hop1, r.hop1),
+                    (Distance::Hop2, r.hop2),
+                    (Distance::Hop3, hop3),
+                ] {
+                    by[d as usize] = ps(cycles);
+                }
+            }
+            by
+        };
         Costs {
             places,
             distance,
-            transfer: [
-                ps(c.hit),
-                ps(c.smt),
-                ps(c.die),
-                ps(c.package),
-                ps(c.hop1),
-                ps(c.hop2),
-                ps(hop3),
-                ps(c.memory),
-            ],
+            transfer,
+            store_on_shared: on_shared(c.store_on_shared, Picos::ZERO),
+            atomic_on_shared: on_shared(c.atomic_on_shared, ps(c.atomic).saturating_sub(ps(c.hit))),
             hit: ps(c.hit),
             atomic: ps(c.atomic),
             pause: ps(c.pause),
@@ -244,6 +275,17 @@ impl Costs {
     #[inline]
     pub fn transfer(&self, d: Distance) -> Picos {
         self.transfer[d as usize]
+    }
+
+    /// What a store (or, with `rmw`, a read-modify-write) costs that finds the line Shared by
+    /// other cores, the farthest `d` away.
+    #[inline]
+    pub fn on_shared(&self, d: Distance, rmw: bool) -> Picos {
+        if rmw {
+            self.atomic_on_shared[d as usize]
+        } else {
+            self.store_on_shared[d as usize]
+        }
     }
 }
 
@@ -508,25 +550,28 @@ impl Caches {
                 } else {
                     costs.hit
                 };
-                let farthest = if mine {
-                    None
+                let rmw = kind == Access::Rmw;
+                let (cost, farthest) = if mine {
+                    (own, None)
                 } else if line.owner != NO_OWNER {
-                    Some(costs.distance(place, line.owner as usize))
+                    let d = costs.distance(place, line.owner as usize);
+                    (costs.transfer(d) + own.saturating_sub(costs.hit), Some(d))
                 } else {
                     let others = line.sharers.iter().filter(|&s| s != place);
                     match others.map(|s| costs.distance(place, s)).max() {
-                        Some(d) => Some(d),
+                        // Invalidating every other copy: the farthest decides.
+                        Some(d) => (costs.on_shared(d, rmw), Some(d)),
                         // Shared by this place alone (or by none): an upgrade, or a fetch.
-                        None if line.sharers.contains(place) => None,
-                        None => Some(Distance::Memory),
+                        None if line.sharers.contains(place) => (own, None),
+                        None => {
+                            let d = Distance::Memory;
+                            (costs.transfer(d) + own.saturating_sub(costs.hit), Some(d))
+                        }
                     }
                 };
                 line.owner = place as u32;
                 line.sharers.clear();
-                match farthest {
-                    None => (own, None),
-                    Some(d) => (costs.transfer(d) + own.saturating_sub(costs.hit), Some(d)),
-                }
+                (cost, farthest)
             }
         };
         let (answer, done) = match miss {
@@ -619,13 +664,14 @@ mod tests {
                 .access(&c, r, addr, Access::Load, Picos(1 << 40))
                 .miss());
         }
-        // The write waits for the farthest copy (two packages away is hop1 on this profile's
-        // table for socket 0 to 1 and 2).
+        // The write waits for the farthest copy's invalidation (two packages away is hop1 on
+        // this profile's table for socket 0 to 1 and 2), at the store-on-Shared row's cost.
         let now = Picos(1 << 41);
         let w = caches.access(&c, 0, addr, Access::Store, now);
         assert!(w.miss());
         let farthest = readers.iter().map(|&r| c.distance(0, r)).max().unwrap();
-        assert_eq!(w.done - now, c.transfer(farthest));
+        assert_eq!(w.done - now, c.on_shared(farthest, false));
+        assert!(c.on_shared(farthest, false) > c.transfer(farthest));
         // All N copies are gone: each reader misses again.
         for &r in &readers {
             assert!(
@@ -745,5 +791,45 @@ mod tests {
         let upgrade = caches.access(&c, 1, addr, Access::Store, read.done);
         assert!(upgrade.miss());
         assert!(upgrade.answer > write.done);
+    }
+
+    #[test]
+    fn a_store_on_a_shared_line_costs_the_profiles_row_for_the_farthest_sharer() {
+        let opteron = Profile::find("opteron-48").unwrap();
+        let mut bare = opteron.clone();
+        bare.cycles.store_on_shared = None;
+        bare.cycles.atomic_on_shared = None;
+        let cycles = |n: f64| Picos((n * 1000.0 / opteron.ghz).round() as u64);
+        let far = (0..48).find(|&b| Costs::new(&opteron).distance(0, b) == Distance::Hop2);
+        let far = far.expect("a CPU two hops from CPU 0");
+        // CPUs 1 and 2 (CPU 0's die) read the line CPU 3 wrote; then CPU 0 writes it. With a
+        // sharer two hops away as well, the farthest decides.
+        for (sharers, kind, with_rows, without_rows) in [
+            (&[1, 2][..], Access::Store, 246.0, Distance::Die),
+            (&[1, 2], Access::Rmw, 272.0, Distance::Die),
+            (&[1, far], Access::Store, 296.0, Distance::Hop2),
+        ] {
+            for profile in [&opteron, &bare] {
+                let c = Costs::new(profile);
+                let mut caches = Caches::without_jitter();
+                let addr = 0x8000;
+                caches.access(&c, 3, addr, Access::Store, Picos::ZERO);
+                let mut now = Picos(1_000_000);
+                for &s in sharers {
+                    now = caches.access(&c, s, addr, Access::Load, now).done;
+                }
+                let w = caches.access(&c, 0, addr, kind, now);
+                let want = if profile.cycles.store_on_shared.is_some() {
+                    cycles(with_rows)
+                } else if kind == Access::Rmw {
+                    c.transfer(without_rows) + c.atomic - c.hit
+                } else {
+                    c.transfer(without_rows)
+                };
+                assert_eq!(w.done - now, want, "{sharers:?} {kind:?}");
+                // And the writer is then the only holder: its next store is a hit.
+                assert!(!caches.access(&c, 0, addr, Access::Store, w.done).miss());
+            }
+        }
     }
 }

@@ -161,6 +161,34 @@ pub struct Cycles {
     /// has none: every store stalls its core until it is visible.
     #[serde(default)]
     pub store_buffer: u32,
+    /// A store that finds the line Shared by other cores (MESI's S), by the distance of the
+    /// farthest sharer: the fetch and the invalidations it waits for, which on a machine whose
+    /// directory does not track sharers is a broadcast (the SOSP'13 study's store-on-Shared
+    /// rows). Absent: charged as a transfer from the farthest sharer, as a store that finds
+    /// the line Modified there.
+    #[serde(default)]
+    pub store_on_shared: Option<ByDistance>,
+    /// A read-modify-write that finds the line Shared by other cores, likewise (the study's
+    /// atomic-on-Shared row).
+    #[serde(default)]
+    pub atomic_on_shared: Option<ByDistance>,
+}
+
+/// A cost at each distance from another core (cycles), for a row of a latency table.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByDistance {
+    /// Another core sharing the last-level cache.
+    pub die: f64,
+    /// Another die of the same package.
+    pub package: f64,
+    /// A package one hop away.
+    pub hop1: f64,
+    /// Two hops away.
+    pub hop2: f64,
+    /// Three or more hops away (0: as two).
+    #[serde(default)]
+    pub hop3: f64,
 }
 
 fn full() -> f64 {

@@ -14,7 +14,8 @@
 //! **Blocking.** A futex wait or a sleep gives the CPU up, and so does a yield when another
 //! thread waits for the CPU; every such call costs `os.syscall_ns`. A futex wake makes each
 //! woken thread runnable `os.wake_ns` after the waker's clock, in the order the waiters queued
-//! on the address; a timed wait or a sleep is a timer event in virtual time, and a sleep of `d`
+//! on the address, and the waker pays for each thread it wakes (the lines of the waiter's
+//! queue entry, its task and its CPU's run queue, [`Engine::futex_wake`]); a timed wait or a sleep is a timer event in virtual time, and a sleep of `d`
 //! ends `d` plus the timer slack (`os.timer_slack_ns`) plus a second system call's cost after
 //! the call. A woken thread runs at once if its CPU is free, else it joins the CPU's run queue.
 //! Each thread carries a *token*, bumped whenever it blocks, parks or becomes runnable again, so
@@ -346,11 +347,18 @@ impl Engine {
 
     /// `futex(FUTEX_WAKE)` of up to `n` waiters on `addr`, in the order they queued; returns
     /// how many it woke. A queued waiter that has since timed out is skipped.
+    ///
+    /// The waker pays for each thread it wakes, one after another, as `futex_wake` in the
+    /// kernel's futex/waitwake.c does: it marks the waiter's `futex_q` (a store to a line on
+    /// the waiter's stack), and `try_to_wake_up` in sched/core.c takes the task's `pi_lock`
+    /// and queues it on its CPU's run queue (two locked instructions on lines that the waiter
+    /// and its CPU last wrote). Each is charged as a transfer from the woken thread's CPU (the
+    /// cost model's, without the lines' own state: the kernel's lines are not in the map), and
+    /// each woken thread becomes runnable `os.wake_ns` after its own share is done.
     pub(super) fn futex_wake(&mut self, addr: usize, n: usize) -> usize {
         self.ops += 1;
         let sys = self.os.syscall;
         self.me().clock += sys;
-        let at = self.me().clock + self.os.wake;
         let mut woke = 0;
         while woke < n {
             let Some((w, token)) = self
@@ -360,14 +368,26 @@ impl Engine {
             else {
                 break;
             };
-            let t = &mut self.threads[w];
+            let t = &self.threads[w];
             if t.token == token && t.state == State::Blocked {
-                t.wake = Wake::Woken;
+                let share = self.waking_cost(t.place);
+                let me = self.me();
+                me.clock += share;
+                let at = me.clock + self.os.wake;
+                self.threads[w].wake = Wake::Woken;
                 self.make_runnable(w, at);
                 woke += 1;
             }
         }
         woke
+    }
+
+    /// What waking a thread at `place` costs the current thread (see [`Engine::futex_wake`]):
+    /// a store and two locked instructions on lines that place holds.
+    fn waking_cost(&self, place: usize) -> Picos {
+        let c = &self.costs;
+        let d = c.distance(self.threads[self.current].place, place);
+        c.transfer(d) * 3 + c.atomic.saturating_sub(c.hit) * 2
     }
 }
 
@@ -663,6 +683,53 @@ mod tests {
             woken.into_inner(),
             vec![('x', true, t1 + os.wake), ('y', true, t2 + os.wake)]
         );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_waker_pays_for_each_thread_it_wakes_and_they_wake_one_after_another() {
+        let profile = opteron(3000.0);
+        let os = KernelCosts::new(&profile.os);
+        let c = Costs::new(&profile);
+        let woken = RefCell::new(Vec::new());
+        let started = Cell::new(Picos::ZERO);
+        let spent = Cell::new(Picos::ZERO);
+        // Waiters on CPU 0's die, the next die, and another package, queued in that order.
+        let cpus = [1, 6, 24];
+        let waiter = |i: usize| {
+            let woken = &woken;
+            move || {
+                ops::work(100 * i as u64);
+                ops::futex_wait(WORD, || true, None);
+                woken.borrow_mut().push((cpus[i], clock()));
+            }
+        };
+        let waker = || {
+            ops::work(3500);
+            started.set(clock());
+            assert_eq!(ops::futex_wake(WORD, 3), 3);
+            spent.set(clock() - started.get());
+        };
+        let team = vec![
+            on(0, waker),
+            on(1, waiter(0)),
+            on(6, waiter(1)),
+            on(24, waiter(2)),
+        ];
+        run(&profile, team, Duration::from_millis(1)).unwrap();
+        let share = |cpu: usize| c.transfer(c.distance(0, cpu)) * 3 + (c.atomic - c.hit) * 2;
+        assert!(share(24) > share(6) && share(6) > share(1));
+        let mut at = started.get() + os.syscall;
+        let mut want = Vec::new();
+        for cpu in cpus {
+            at += share(cpu);
+            want.push((cpu, at + os.wake));
+        }
+        assert_eq!(spent.get(), at - started.get());
+        assert_eq!(woken.into_inner(), want);
     }
 
     #[test]
