@@ -7,8 +7,8 @@
 //! A keyed table ([`Table`]) is its row count and its rows per heap page: row `r` is at block
 //! `r / rows_per_page`, line pointer `r % rows_per_page + 1` ([`Table::tid`]). Its primary key
 //! is a B-tree built bottom-up, as `CREATE INDEX` builds one (nbtsort.c): the leaves first from
-//! block 1 (block 0 is the metapage), then each level of parents, 367 children to a page, up to
-//! a single root ([`btree_levels`]); the page holding a key at each level follows from the key's
+//! block 1 (block 0 is the metapage), 367 keys to a leaf, then each level of parents, 285
+//! children to a page, up to a single root ([`btree_levels`]); the page holding a key at each level follows from the key's
 //! position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
 //! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions and `pd_prune_xid`;
 //! the heap access (`super::heap`) reads and changes them. A table that only grows
@@ -57,9 +57,13 @@ pub(super) const SMALL_TUPLE_LEN: usize = 36;
 pub(super) const HISTORY_TUPLE_LEN: usize = 71;
 /// An `insert-commit` tuple: the size its 61 rows per page imply, taken as `pgbench_accounts`'.
 pub(super) const INSERTS_TUPLE_LEN: usize = 121;
-/// Keys per B-tree page of `pgbench_accounts_pkey` (an int4 key and its index tuple header,
-/// leaf pages filled to 90 %).
+/// Keys per B-tree leaf page of `pgbench_accounts_pkey` (an int4 key and its index tuple
+/// header, 16 bytes, and a line pointer: nbtsort.c's `_bt_buildadd` fills a leaf until less
+/// than the 10 % of `BTREE_DEFAULT_FILLFACTOR` is free).
 pub(super) const KEYS_PER_INDEX_PAGE: u64 = 367;
+/// Children per internal B-tree page: the same 20 bytes a downlink, but `_bt_buildadd` stops an
+/// internal page once less than 30 % is free (`BTREE_NONLEAF_FILLFACTOR`, 70, in nbtree.h).
+pub(super) const CHILDREN_PER_INTERNAL_PAGE: u64 = 285;
 
 /// `pgbench_branches`, one row per scale unit, and its primary key.
 pub(super) const BRANCHES: u32 = 16_394;
@@ -185,7 +189,7 @@ pub(super) struct IndexLevel {
     pub(super) keys_per_page: u64,
 }
 
-/// The levels of a B-tree over `keys` keys: the leaves, then parents of 367 children each, up
+/// The levels of a B-tree over `keys` keys: the leaves, then parents of 285 children each, up
 /// to a single root.
 pub(super) fn btree_levels(keys: u64) -> Vec<IndexLevel> {
     let mut levels = Vec::new();
@@ -200,7 +204,7 @@ pub(super) fn btree_levels(keys: u64) -> Vec<IndexLevel> {
             return levels;
         }
         first_block += pages;
-        keys_per_page = keys_per_page.saturating_mul(KEYS_PER_INDEX_PAGE);
+        keys_per_page = keys_per_page.saturating_mul(CHILDREN_PER_INTERNAL_PAGE);
     }
 }
 
@@ -257,10 +261,14 @@ mod tests {
         let one = btree_levels(100_000);
         assert_eq!(one.len(), 2);
         assert_eq!(one[1].first_block, 274);
-        // Scale 100: 27 248 leaves, 75 inner pages, a root.
+        // Scale 100: 27 248 leaves, 96 inner pages, a root.
         let hundred = btree_levels(10_000_000);
         assert_eq!(hundred.len(), 3);
-        assert_eq!(hundred[2].first_block, 1 + 27_248 + 75);
+        assert_eq!(hundred[2].first_block, 1 + 27_248 + 96);
+        // Scale 1000: 272 480 leaves, 957 and 4 internal pages (285 children each), a root.
+        let thousand = btree_levels(100_000_000);
+        assert_eq!(thousand.len(), 4);
+        assert_eq!(thousand[3].first_block, 1 + 272_480 + 957 + 4);
         assert_eq!(btree_levels(1).len(), 1);
     }
 
