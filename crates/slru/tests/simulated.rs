@@ -60,3 +60,74 @@ fn a_page_written_out_is_read_whole() {
     let three = touches(0, 3);
     assert!(three >= one + 256, "{one} -> {three}");
 }
+
+/// Transfers by structure of a simulated run in which one backend (CPU 0) commits `rounds`
+/// xids while another (CPU 10, the other package) looks their statuses up, on `banks` (17) or
+/// one control lock (9.6–16).
+fn by_structure(banks: bool, rounds: u32) -> Vec<(String, u64)> {
+    let profile = Profile::find("westmere-80").unwrap();
+    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
+        &ClogConfig::new(32, banks, Victim::AvoidIoBusy, false, 2),
+        Box::new(MemoryStore::new(Duration::ZERO)),
+    )
+    .unwrap();
+    let procs = ProcTable::new(2);
+    {
+        let mut b = procs.attach().unwrap();
+        clog.extend(&mut b, 3).unwrap();
+    }
+    let (clog, procs) = (&clog, &procs);
+    let team = (0..2)
+        .map(|me| SimThread {
+            placement: Placement::Cpu(me * 10),
+            body: Box::new(move || {
+                let mut b = procs.attach().unwrap();
+                for xid in 3..3 + rounds {
+                    if me == 0 {
+                        clog.set_tree_status(&mut b, xid, &[], XidStatus::Committed, 0)
+                            .unwrap();
+                    } else {
+                        clog.get_status(&mut b, xid).unwrap();
+                    }
+                }
+            }) as Box<dyn FnOnce() + '_>,
+        })
+        .collect();
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_slrus_shared_structures_are_placed_in_the_map_under_postgresqls_names() {
+    // The hot-lines tally adds transfers up by structure (read when a simulation starts).
+    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
+    for (banks, lock, counter) in [
+        (false, "XactSLRULock", "Xact SlruSharedData"),
+        (true, "Xact bank_locks", "Xact bank_cur_lru_count"),
+    ] {
+        let found = by_structure(banks, 200);
+        // The lock, the LRU counter both bump and the status bytes move between the two.
+        for name in [lock, counter, "Xact page buffers"] {
+            assert!(
+                found.iter().any(|(n, t)| n == name && *t > 0),
+                "banks {banks}: no transfers of {name}: {found:?}"
+            );
+        }
+        // Nothing of the SLRU is charged outside the map (where a line outside it is named
+        // after the source line that first missed on it).
+        assert!(
+            !found
+                .iter()
+                .any(|(n, _)| n.contains("crates/slru/") || n.contains("crates/lwlock/")),
+            "banks {banks}: {found:?}"
+        );
+    }
+}
