@@ -62,3 +62,78 @@ fn a_write_reads_every_line_of_its_pages() {
     let flushed = touches(40, 20, true);
     assert!(flushed >= unflushed + 20 * 128, "{unflushed} -> {flushed}");
 }
+
+/// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
+/// packages) each insert and flush `records` records, on `wal_buffers` pages.
+fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
+    let profile = Profile::find("westmere-80").unwrap();
+    let wal: Wal<AtomicLwLock<Pg96Layout>> = Wal::new(
+        WalConfig {
+            wal_buffers,
+            ..WalConfig::new(2)
+        },
+        Box::new(NullDevice),
+    )
+    .unwrap();
+    let procs = ProcTable::new(2);
+    let data = vec![7u8; 200];
+    let (wal, procs, data) = (&wal, &procs, &data);
+    let team = (0..2)
+        .map(|me| SimThread {
+            placement: Placement::Cpu(me * 10),
+            body: Box::new(move || {
+                let mut b = procs.attach().unwrap();
+                let mut w = wal.backend();
+                let rec = Record {
+                    xid: 1,
+                    rmid: 10,
+                    info: 0,
+                    payload: data,
+                };
+                for _ in 0..records {
+                    let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                    wal.flush(&mut b, &mut w, end).unwrap();
+                }
+            }) as Box<dyn FnOnce() + '_>,
+        })
+        .collect();
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn xlogctl_its_locks_and_its_pages_are_placed_in_the_map_under_postgresqls_names() {
+    // The hot-lines tally adds transfers up by structure (read when a simulation starts).
+    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
+    // 100 records of about 230 bytes on each side fill 6 pages: the 4 buffers are reused.
+    let found = by_structure(100, 4);
+    for name in [
+        "XLogCtl",
+        "XLogCtl->xlblocks",
+        "XLogCtl->pages",
+        "WALInsertLocks",
+        "WALWriteLock",
+        "WALBufMappingLock",
+    ] {
+        assert!(
+            found.iter().any(|(n, t)| n == name && *t > 0),
+            "no transfers of {name}: {found:?}"
+        );
+    }
+    // Nothing of the WAL is charged outside the map (where a line outside it is named after
+    // the source line that first missed on it).
+    assert!(
+        !found.iter().any(|(n, _)| n.contains("crates/wal/")
+            || n.contains("crates/lwlock/")
+            || n.contains("crates/spin/")),
+        "{found:?}"
+    );
+}
