@@ -199,9 +199,11 @@ fn io_message(what: &str, path: &std::path::Path, pageno: u64, source: &std::io:
 /// Touches (on a simulated CPU): the byte a status lookup reads (`TransactionIdGetStatus`) and
 /// the byte a status update reads and writes (`TransactionIdSetStatusBit`), each one line; a
 /// page copied out to be written (`SlruPhysicalWritePage`'s `write`), all its lines, as loads
-/// that do not wait for each other. A page written whole — zeroed (`SimpleLruZeroPage`'s
-/// `MemSet`) or read in (`SlruPhysicalReadPage`'s `read`) — is not charged; its lines move at
-/// their next charged touch instead.
+/// that do not wait for each other; a page written whole — zeroed (`SimpleLruZeroPage`'s
+/// `MemSet`) or read in (`SlruPhysicalReadPage`'s `read`, the kernel's copy into the buffer) —
+/// a store to each of its lines, whose ownership requests a simulated core's store buffer
+/// overlaps up to its fill buffers (as `AdvanceXLInsertBuffer`'s `MemSet` of a WAL page is
+/// charged in the wal crate).
 #[repr(C)]
 struct Page([PageByte; BLCKSZ]);
 
@@ -651,7 +653,7 @@ impl<K: RawLwLock> Slru<K> {
         slot.status.store(VALID, Relaxed);
         slot.dirty.store(true, Relaxed);
         self.recently_used(slotno);
-        // Not charged: see `Page`.
+        touch_range(slot.page.0.as_ptr(), BLCKSZ, true);
         for byte in slot.page.0.iter() {
             byte.store(0, Relaxed);
         }
@@ -698,7 +700,7 @@ impl<K: RawLwLock> Slru<K> {
                 .waits
                 .record("SLRURead", "IO", t.elapsed().as_nanos() as u64);
             if read.is_ok() {
-                // Not charged: see `Page`.
+                touch_range(slot.page.0.as_ptr(), BLCKSZ, true);
                 for (byte, &v) in slot.page.0.iter().zip(buf.iter()) {
                     byte.store(v, Relaxed);
                 }

@@ -61,6 +61,43 @@ fn a_page_written_out_is_read_whole() {
     assert!(three >= one + 256, "{one} -> {three}");
 }
 
+/// Touches of a simulated run that extends the log to `pages` pages (each zeroed in a slot of
+/// its own) and does nothing else.
+fn zeroing(pages: u32) -> u64 {
+    let profile = Profile::find("westmere-80").unwrap();
+    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
+        &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
+        Box::new(MemoryStore::new(Duration::ZERO)),
+    )
+    .unwrap();
+    let procs = ProcTable::new(1);
+    let team = vec![SimThread {
+        placement: Placement::Cpu(0),
+        body: Box::new(|| {
+            let mut b = procs.attach().unwrap();
+            clog.extend(&mut b, 3).unwrap();
+            for p in 1..pages {
+                clog.extend(&mut b, p * 32768).unwrap();
+            }
+        }) as Box<dyn FnOnce() + '_>,
+    }];
+    pglocks_sim::run(&profile, team, Duration::from_secs(10))
+        .unwrap()
+        .touches
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_page_zeroed_is_written_whole() {
+    // Two more pages zeroed: each page's 128 lines stored, and its 1024 group LSNs' 128 lines.
+    let one = zeroing(1);
+    let three = zeroing(3);
+    assert!(three >= one + 2 * (128 + 128), "{one} -> {three}");
+}
+
 /// Transfers by structure of a simulated run in which one backend (CPU 0) commits `rounds`
 /// xids while another (CPU 10, the other package) looks their statuses up, on `banks` (17) or
 /// one control lock (9.6–16).
