@@ -391,7 +391,7 @@ pub struct ProcArray<K: RawLwLock> {
     /// ProcArrayLock: one of `MainLWLockArray`'s individual locks, padded to
     /// `PG_CACHE_LINE_SIZE` as `LWLockPadded` is from 9.6 (the padding PostgreSQL has, kept on
     /// the host too). The lock is a region of its own rather than slot 4 of the array; up to
-    /// 9.5 the array's 16- or 32-byte padding put it on a line with its neighbours (XidGenLock,
+    /// 9.5 the array's 16- or 32-byte padding may put it on a line with a neighbour (XidGenLock,
     /// SInvalReadLock), which the model does not reproduce.
     proc_array_lock: ShmemBox<CachePadded<K>>,
     /// XidGenLock: as ProcArrayLock (`MainLWLockArray`'s slot 3).
