@@ -4,33 +4,26 @@
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
 use pglocks_procarray::{ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout};
-use pglocks_sim::{Placement, Profile, SimThread};
-use std::time::Duration;
+use pglocks_sim::SimThread;
 
 /// Touches of a simulated run in which one backend takes `snapshots` snapshots with `idle`
 /// other backends in the array.
 fn touches(layout: SnapshotLayout, idle: usize, snapshots: usize) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let n = idle + 1;
     let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
         ProcArray::new(&ProcArrayConfig::new(n, layout, true)).unwrap();
     let procs = ProcTable::new(n);
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            for p in 0..n {
-                pa.add(&mut b, p).unwrap();
-            }
-            let mut snap = Snapshot::new();
-            for _ in 0..snapshots {
-                pa.get_snapshot_data(&mut b, &mut snap).unwrap();
-            }
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        for p in 0..n {
+            pa.add(&mut b, p).unwrap();
+        }
+        let mut snap = Snapshot::new();
+        for _ in 0..snapshots {
+            pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+        }
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -52,15 +45,13 @@ fn every_snapshot_reads_each_entry_of_the_array() {
 /// Transfers by structure of a simulated run in which one backend (CPU 0) runs `rounds`
 /// write transactions while another (CPU 10, the other package) takes as many snapshots.
 fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
-    let profile = Profile::find("westmere-80").unwrap();
     let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
         ProcArray::new(&ProcArrayConfig::new(2, layout, true)).unwrap();
     let procs = ProcTable::new(2);
     let (pa, procs) = (&pa, &procs);
     let team = (0..2)
-        .map(|me| SimThread {
-            placement: Placement::Cpu(me * 10),
-            body: Box::new(move || {
+        .map(|me| {
+            SimThread::on(me * 10, move || {
                 let mut b = procs.attach().unwrap();
                 let me_proc = b.procno();
                 pa.add(&mut b, me_proc).unwrap();
@@ -74,11 +65,10 @@ fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
                         pa.end_transaction(&mut b, 0).unwrap();
                     }
                 }
-            }) as Box<dyn FnOnce() + '_>,
+            })
         })
         .collect();
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
+    pglocks_sim::run_tallied("westmere-80", team)
         .by_structure
         .into_iter()
         .map(|s| (s.name, s.transfers))
@@ -91,8 +81,6 @@ fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
     ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
 )]
 fn the_shared_structures_are_placed_in_the_map_under_postgresqls_names() {
-    // The hot-lines tally adds transfers up by structure (read when a simulation starts).
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
     for (layout, entries) in [
         (SnapshotLayout::ProcScan, "ProcGlobal->allProcs"),
         (SnapshotLayout::Pgxact, "ProcGlobal->allPgXact"),

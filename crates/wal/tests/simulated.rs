@@ -3,40 +3,33 @@
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_sim::SimThread;
 use pglocks_wal::{NullDevice, Record, Wal, WalConfig};
-use std::time::Duration;
 
 /// Touches of a simulated run that inserts `records` records of `payload` bytes, without
 /// flushing, or flushing each when `flush`.
 fn touches(payload: usize, records: usize, flush: bool) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let wal: Wal<AtomicLwLock<Pg96Layout>> =
         Wal::new(WalConfig::new(1), Box::new(NullDevice)).unwrap();
     let procs = ProcTable::new(1);
     let data = vec![7u8; payload];
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            let mut w = wal.backend();
-            let rec = Record {
-                xid: 1,
-                rmid: 10,
-                info: 0,
-                payload: &data,
-            };
-            for _ in 0..records {
-                let end = wal.insert(&mut b, &mut w, &rec).unwrap();
-                if flush {
-                    wal.flush(&mut b, &mut w, end).unwrap();
-                }
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        let mut w = wal.backend();
+        let rec = Record {
+            xid: 1,
+            rmid: 10,
+            info: 0,
+            payload: &data,
+        };
+        for _ in 0..records {
+            let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+            if flush {
+                wal.flush(&mut b, &mut w, end).unwrap();
             }
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+        }
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -66,7 +59,6 @@ fn a_write_reads_every_line_of_its_pages() {
 /// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
 /// packages) each insert and flush `records` records, on `wal_buffers` pages.
 fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
-    let profile = Profile::find("westmere-80").unwrap();
     let wal: Wal<AtomicLwLock<Pg96Layout>> = Wal::new(
         WalConfig {
             wal_buffers,
@@ -79,9 +71,8 @@ fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
     let data = vec![7u8; 200];
     let (wal, procs, data) = (&wal, &procs, &data);
     let team = (0..2)
-        .map(|me| SimThread {
-            placement: Placement::Cpu(me * 10),
-            body: Box::new(move || {
+        .map(|me| {
+            SimThread::on(me * 10, move || {
                 let mut b = procs.attach().unwrap();
                 let mut w = wal.backend();
                 let rec = Record {
@@ -94,11 +85,10 @@ fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
                     let end = wal.insert(&mut b, &mut w, &rec).unwrap();
                     wal.flush(&mut b, &mut w, end).unwrap();
                 }
-            }) as Box<dyn FnOnce() + '_>,
+            })
         })
         .collect();
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
+    pglocks_sim::run_tallied("westmere-80", team)
         .by_structure
         .into_iter()
         .map(|s| (s.name, s.transfers))
@@ -111,8 +101,6 @@ fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
     ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
 )]
 fn xlogctl_its_locks_and_its_pages_are_placed_in_the_map_under_postgresqls_names() {
-    // The hot-lines tally adds transfers up by structure (read when a simulation starts).
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
     // 100 records of about 230 bytes on each side fill 6 pages: the 4 buffers are reused.
     let found = by_structure(100, 4);
     for name in [
