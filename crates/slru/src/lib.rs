@@ -355,12 +355,14 @@ const SLRU_REGIONS: RegionNames = RegionNames {
 /// from 9.6 (the padding PostgreSQL has from then, kept on the host). The header has only the
 /// fields the model uses (see `SharedHeader`); the `page_buffer` pointers are not kept.
 pub struct Slru<K: RawLwLock> {
+    /// The placements of the arrays below (declared first, so they end before the memory is
+    /// freed).
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
+    _placed: Vec<Placed>,
     bank_size: usize,
     nbanks: usize,
     victim: Victim,
-    /// The placements of the arrays below (declared first, so they end before the memory is
-    /// freed).
-    _placed: Vec<Placed>,
     /// The SLRU's header; padded on the host as its own shared allocation starts a line.
     shared: Box<CachePadded<SharedHeader>>,
     page_status: Box<[StatusWord]>,
