@@ -7,8 +7,7 @@ use pglocks_bufmgr::buf_table::NUM_FREELISTS;
 use pglocks_bufmgr::{BufMgr, BufMgrConfig, BufferTag, PrivateRefCount};
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Placement, Profile, SimThread};
-use std::time::Duration;
+use pglocks_sim::SimThread;
 
 #[test]
 #[cfg_attr(not(pglocks_sim), ignore = "the simulator's build runs it")]
@@ -38,7 +37,7 @@ fn header_transfers(freelists: usize, pages: u64) -> u64 {
     let procs = ProcTable::new(2);
     let reader = |relation: u32| {
         let (pool, procs) = (&pool, &procs);
-        Box::new(move || {
+        move || {
             let mut b = procs.attach().unwrap();
             let mut refs = PrivateRefCount::new();
             for n in 0..pages as u32 {
@@ -46,30 +45,11 @@ fn header_transfers(freelists: usize, pages: u64) -> u64 {
                 let buf = pool.read_buffer(&mut b, &mut refs, tag).unwrap();
                 pool.release_buffer(&mut b, &mut refs, buf).unwrap();
             }
-        }) as Box<dyn FnOnce() + '_>
+        }
     };
     let team = vec![
-        SimThread {
-            placement: Placement::Cpu(0),
-            body: reader(16_384),
-        },
-        SimThread {
-            placement: Placement::Cpu(10),
-            body: reader(16_385),
-        },
+        SimThread::on(0, reader(16_384)),
+        SimThread::on(10, reader(16_385)),
     ];
-    // The hot-lines tally adds transfers up by structure; read when a simulation starts.
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
-    let out = pglocks_sim::run(
-        &Profile::find("westmere-80").unwrap(),
-        team,
-        Duration::from_secs(10),
-    );
-    let header = "Shared Buffer Lookup Table header";
-    out.unwrap()
-        .by_structure
-        .iter()
-        .filter(|s| s.name == header)
-        .map(|s| s.transfers)
-        .sum()
+    pglocks_sim::run_tallied("westmere-80", team).transfers_of("Shared Buffer Lookup Table header")
 }

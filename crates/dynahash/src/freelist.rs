@@ -108,9 +108,11 @@ struct FreeStack(UnsafeCell<Vec<u32>>);
 
 /// `HASHHDR` with its free lists, and the model's record of each list's free elements.
 pub(crate) struct FreeLists {
-    hdr: Box<HashHdr>,
     /// The header's place in a simulated machine's shared-memory map.
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
     _placed: Placed,
+    hdr: Box<HashHdr>,
     stacks: Box<[FreeStack]>,
     /// Where the masks lie in the header.
     masks_offset: usize,

@@ -5,9 +5,8 @@
 
 use pglocks_dynahash::{HashSpec, RegionNames, SharedHash, NUM_FREELISTS};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Outcome, Placement, Profile, SimThread};
+use pglocks_sim::{Outcome, SimThread};
 use pglocks_sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 const NAMES: RegionNames = RegionNames {
     header: "simulated hash header",
@@ -103,22 +102,6 @@ fn in_turn(freelists: usize, searches: usize) -> Outcome {
             turn.fetch_add(1, Ordering::Release);
         }
     };
-    let team = vec![
-        SimThread {
-            placement: Placement::Cpu(0),
-            body: Box::new(inserter) as Box<dyn FnOnce() + '_>,
-        },
-        SimThread {
-            placement: Placement::Cpu(10),
-            body: Box::new(reader),
-        },
-    ];
-    // The hot-lines tally adds transfers up by structure; read when a simulation starts.
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
-    pglocks_sim::run(
-        &Profile::find("westmere-80").unwrap(),
-        team,
-        Duration::from_secs(10),
-    )
-    .unwrap()
+    let team = vec![SimThread::on(0, inserter), SimThread::on(10, reader)];
+    pglocks_sim::run_tallied("westmere-80", team)
 }

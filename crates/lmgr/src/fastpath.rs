@@ -294,10 +294,12 @@ struct Area<K> {
 /// charged, as only their backend reads them, but for a strong lock's transfer), and the
 /// counters as `FastPathStrongRelationLocks`' array of counts.
 pub(crate) struct FastPath<K: RawLwLock = AtomicLwLock> {
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
+    _placed: [Placed; 2],
     layout: FastPathLayout,
     areas: Box<[CachePadded<Area<K>>]>,
     strong: Box<[AtomicU32]>,
-    _placed: [Placed; 2],
 }
 
 // SAFETY: an area's `slots` are only touched inside `with_slots`, which holds that area's

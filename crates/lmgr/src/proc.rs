@@ -70,8 +70,10 @@ struct WaitSlot {
 /// Every backend's lock-wait fields.
 /// Placed in a simulated machine's shared-memory map as the `PGPROC`s' lock-wait fields.
 pub(crate) struct WaitSlots {
-    slots: Box<[CachePadded<WaitSlot>]>,
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
     _placed: Placed,
+    slots: Box<[CachePadded<WaitSlot>]>,
 }
 
 // SAFETY: `wait_lock` is written only under the partition lock of the tag it names (or of the

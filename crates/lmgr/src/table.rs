@@ -320,11 +320,13 @@ const PROCLOCK_HASH: RegionNames = RegionNames {
 
 /// The shared lock table: partitions plus the two shared hash tables.
 pub(crate) struct LockTable<K: RawLwLock = AtomicLwLock> {
-    partitions: Box<[CachePadded<Partition<K>>]>,
     /// The partitions' place in a simulated machine's shared-memory map: their LWLocks, as
     /// `MainLWLockArray`'s `LockManager` tranche (the chains beside them are not PostgreSQL's
     /// and are charged through the hash tables instead).
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
     _placed: Placed,
+    partitions: Box<[CachePadded<Partition<K>>]>,
     /// The `LOCK` hash table.
     lock_hash: SharedHash<LockTag, Lock>,
     /// The `PROCLOCK` hash table.

@@ -5,9 +5,8 @@
 
 use pglocks_lmgr::{FastPathLayout, LockManager, LockManagerConfig, LockMode, LockOwner, LockTag};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Outcome, Placement, Profile, SimThread};
+use pglocks_sim::{Outcome, SimThread};
 use pglocks_sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// Two backends without a fast path (as 9.1: every relation lock goes through the shared
 /// table), on two packages of the simulated Westmere, taking turns (`rounds` each) at taking
@@ -17,7 +16,6 @@ use std::time::Duration;
 /// makes and removes a `LOCK` and a `PROCLOCK` entry, through the tables' free lists
 /// (`freelists` of them).
 fn taking_turns(rounds: usize, shared: bool, freelists: usize) -> Outcome {
-    let profile = Profile::find("westmere-80").unwrap();
     let procs = ProcTable::new(2);
     let lm: LockManager = LockManager::new(LockManagerConfig {
         fast_path: FastPathLayout::None,
@@ -26,9 +24,8 @@ fn taking_turns(rounds: usize, shared: bool, freelists: usize) -> Outcome {
     });
     let turn = AtomicUsize::new(0);
     let team = (0..2)
-        .map(|me| SimThread {
-            placement: Placement::Cpu(me * 10),
-            body: Box::new({
+        .map(|me| {
+            SimThread::on(me * 10, {
                 let (lm, procs, turn) = (&lm, &procs, &turn);
                 move || {
                     let mut b = procs.attach().unwrap();
@@ -67,18 +64,10 @@ fn taking_turns(rounds: usize, shared: bool, freelists: usize) -> Outcome {
                         turn.fetch_add(1, Ordering::Release);
                     }
                 }
-            }) as Box<dyn FnOnce() + '_>,
+            })
         })
         .collect();
-    pglocks_sim::run(&profile, team, Duration::from_secs(10)).unwrap()
-}
-
-/// Transfers of the lines of region `name` in `out`.
-fn transfers(out: &Outcome, name: &str) -> u64 {
-    out.by_structure
-        .iter()
-        .find(|s| s.name == name)
-        .map_or(0, |s| s.transfers)
+    pglocks_sim::run_tallied("westmere-80", team)
 }
 
 #[test]
@@ -87,12 +76,9 @@ fn transfers(out: &Outcome, name: &str) -> u64 {
     ignore = "needs the simulator's build (--cfg pglocks_sim)"
 )]
 fn lock_entries_and_free_lists_move_between_the_cpus_that_use_them() {
-    // The hot-lines tally adds transfers up by structure (the variable is read when a
-    // simulation starts; this file's only test sets it).
-    std::env::set_var(pglocks_sim::hot::VARIABLE, "1");
     let rounds = 40;
     let out = taking_turns(rounds, true, 32);
-    let of = |name: &str| transfers(&out, name);
+    let of = |name: &str| out.transfers_of(name);
     // Each turn updates the entry's request and grant counts (two lines of its element) on
     // the other CPU's copy.
     let lock_entries = of("LOCK hash entries");
@@ -110,7 +96,7 @@ fn lock_entries_and_free_lists_move_between_the_cpus_that_use_them() {
     // CPU wrote in its turn (and whose masks both read at every search).
     let own = taking_turns(rounds, false, 1);
     for header in ["LOCK hash header", "PROCLOCK hash header"] {
-        let n = transfers(&own, header);
+        let n = own.transfers_of(header);
         assert!(
             n >= 2 * rounds as u64,
             "{n} transfers of {header} in {} turns: {:?}",

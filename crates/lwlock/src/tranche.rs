@@ -98,8 +98,10 @@ padding!(
 /// on from one tranche to the next (which only matters for the 32-byte padding of 9.4 and 9.5,
 /// whose last lock of one tranche may share a line with the first of the next).
 pub struct PartitionedTranche<K: RawLwLock = crate::AtomicLwLock, P: Padding = Pad128> {
-    locks: Box<[P::Cell<K>]>,
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
     _placed: pglocks_sync::shmem::Placed,
+    locks: Box<[P::Cell<K>]>,
 }
 
 impl<K: RawLwLock, P: Padding> PartitionedTranche<K, P> {

@@ -59,9 +59,11 @@ pub struct ProcTable {
 
 #[derive(Debug)]
 struct ProcGlobal {
-    slots: Box<[CachePadded<ProcSlot>]>,
     /// The slots' place in a simulated machine's shared-memory map (`ProcGlobal->allProcs`).
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
     _placed: pglocks_sync::shmem::Placed,
+    slots: Box<[CachePadded<ProcSlot>]>,
     /// `ProcGlobal->spins_per_delay`: where new backends start their spin estimate.
     shared_spins_per_delay: AtomicU32,
     spin_config: SpinDelayConfig,

@@ -74,10 +74,20 @@
 //!   is read-mostly, so its lines are hits).
 //!
 //! # Memory layout
-//! `PGPROC`s, `PGXACT`s and 14's dense arrays are `ShmemArray`s: each starts on a
-//! 128-byte boundary with its elements back to back, as `ShmemAlloc` places PostgreSQL's.
-//! `VariableCacheData` is a `repr(C)` struct with 14's offsets. `ProcArrayStruct` lives in the
-//! simulated map. The stand-in commit bits and subtransaction parents
+//! Every shared structure here is placed in the simulated shared-memory map
+//! ([`pglocks_sync::shmem::Placed`]) as a region named after PostgreSQL's, in the order
+//! PostgreSQL allocates them: `ShmemVariableCache`, `XidGenLock` and `ProcArrayLock`,
+//! `ProcGlobal->procArrayGroupFirst`, `ProcGlobal->allProcs`, then `ProcGlobal->allPgXact`
+//! (9.2–13) or `ProcGlobal->xids`, `->subxidStates` and `->statusFlags` (14), and
+//! `ProcArrayStruct`. Each starts on a 128-byte boundary with its elements back to back, as
+//! `ShmemAlloc` places PostgreSQL's, whatever the host's allocator did; so the lines a
+//! simulated CPU is charged for are PostgreSQL's. `VariableCacheData` is a `repr(C)` struct
+//! with 14's offsets, the `PGPROC` and `PGXACT` models `repr(C)` structs of PostgreSQL's
+//! sizes. `ProcArrayStruct`, whose Rust form is not PostgreSQL's, is charged by explicit
+//! touches of its region instead. Two shortcuts: the proc crate's `PGPROC` slots (semaphore,
+//! lock waits) and this crate's `PGPROC` model are two regions for what is one array in
+//! PostgreSQL, and `procArrayGroupFirst` does not share `PROC_HDR`'s line (see
+//! [`ProcArray`]'s fields). The stand-in commit bits and subtransaction parents
 //! ([`ProcArray::transaction_id_did_commit`]) are not charged at all: where a model has
 //! PostgreSQL's commit log (the slru crate's), they only shadow it.
 
@@ -94,7 +104,7 @@ use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::*};
 use pglocks_sync::data::{DataU32, DataU64, DataU8};
 use pglocks_sync::CachePadded;
-use shmem::{ProcArrayStruct, ShmemArray};
+use shmem::{ProcArrayStruct, ShmemArray, ShmemBox};
 use status::TransactionStatus;
 pub use status::XACTS_PER_PAGE;
 
@@ -372,29 +382,45 @@ struct VariableCache {
 
 /// The ProcArray and what surrounds it: `ProcArrayStruct`, `ProcGlobal`'s `PGPROC`s, `PGXACT`s
 /// and dense arrays, `ShmemVariableCache`, ProcArrayLock and XidGenLock.
+///
+/// Every part PostgreSQL keeps in shared memory is placed in the simulated map under
+/// PostgreSQL's name for it (see `shmem`), in the order [`ProcArray::new`] makes them.
 pub struct ProcArray<K: RawLwLock> {
     layout: SnapshotLayout,
     group_clear: bool,
-    proc_array_lock: CachePadded<K>,
-    xid_gen_lock: CachePadded<K>,
-    cache: CachePadded<VariableCache>,
+    /// ProcArrayLock: one of `MainLWLockArray`'s individual locks, padded to
+    /// `PG_CACHE_LINE_SIZE` as `LWLockPadded` is from 9.6 (the padding PostgreSQL has, kept on
+    /// the host too). The lock is a region of its own rather than slot 4 of the array; up to
+    /// 9.5 the array's 16- or 32-byte padding may put it on a line with a neighbour (XidGenLock,
+    /// SInvalReadLock), which the model does not reproduce.
+    proc_array_lock: ShmemBox<CachePadded<K>>,
+    /// XidGenLock: as ProcArrayLock (`MainLWLockArray`'s slot 3).
+    xid_gen_lock: ShmemBox<CachePadded<K>>,
+    /// `ShmemVariableCache`: its own `ShmemAlloc` (`ShmemInitStruct` from 15), so the next
+    /// allocation starts on the next 128-byte boundary; the host keeps it on a line of its own
+    /// as well (`CachePadded`).
+    cache: ShmemBox<CachePadded<VariableCache>>,
     /// `procArray`: `numProcs` and `pgprocnos` (9.1's `procs[]` held pointers to the same
     /// `PGPROC`s).
     proc_array: ProcArrayStruct,
-    /// `ProcGlobal->allProcs` (4 `PGPROC`s fill 27 blocks of 128 bytes).
-    all_procs: ShmemArray<Pgproc, 4>,
+    /// `ProcGlobal->allProcs`.
+    all_procs: ShmemArray<Pgproc>,
     /// `ProcGlobal->allPgXact` (9.2–13): backend `procno`'s entry is at `procno * pgxact_stride`.
-    all_pgxact: ShmemArray<Pgxact, 32>,
+    all_pgxact: ShmemArray<Pgxact>,
     /// Entries from one backend's `PGXACT` to the next (1 in PostgreSQL).
     pgxact_stride: usize,
     /// `ProcGlobal->xids` (14).
-    xids: ShmemArray<AtomicU32, 32>,
+    xids: ShmemArray<AtomicU32>,
     /// `ProcGlobal->subxidStates` (14).
-    subxid_states: ShmemArray<XidCacheStatus, 64>,
+    subxid_states: ShmemArray<XidCacheStatus>,
     /// `ProcGlobal->statusFlags` (14).
-    status_flags: ShmemArray<DataU8, 128>,
-    /// `ProcGlobal->procArrayGroupFirst` (9.6+).
-    group_first: CachePadded<AtomicU32>,
+    status_flags: ShmemArray<DataU8>,
+    /// `ProcGlobal->procArrayGroupFirst` (9.6+). A field of `PROC_HDR` in PostgreSQL, on a line
+    /// with the header's other fields (the free-list heads, `spins_per_delay`, and from 11
+    /// `clogGroupFirst`, which the slru crate keeps on a line of its own); here a region of its
+    /// own, padded on the host as it always was, so a group clear's compare-and-swap and a
+    /// CLOG group update's never meet on one line as they may in 11+.
+    group_first: ShmemBox<CachePadded<AtomicU32>>,
     status: TransactionStatus,
 }
 
@@ -417,12 +443,13 @@ impl<K: RawLwLock> ProcArray<K> {
         let n = cfg.max_backends;
         let dense = cfg.layout == SnapshotLayout::Dense;
         let pgxact = cfg.layout == SnapshotLayout::Pgxact;
-        Ok(Self {
-            layout: cfg.layout,
-            group_clear: cfg.group_clear,
-            proc_array_lock: CachePadded::new(K::new("ProcArray")),
-            xid_gen_lock: CachePadded::new(K::new("XidGen")),
-            cache: CachePadded::new(VariableCache {
+        // In the order PostgreSQL allocates them (`CreateSharedMemoryAndSemaphores`):
+        // `ShmemVariableCache` first (`InitShmemAllocation`, up to 14), `MainLWLockArray`
+        // (`CreateLWLocks`), then `InitProcGlobal`'s header and arrays, then
+        // `CreateSharedProcArray`'s struct.
+        let cache = ShmemBox::new(
+            "ShmemVariableCache",
+            CachePadded::new(VariableCache {
                 _next_oid_oid_count: [0; 2],
                 next_xid: DataU32::new(FIRST_NORMAL_TRANSACTION_ID),
                 _next_xid_epoch_limits_commit_ts: [0; 9],
@@ -431,28 +458,53 @@ impl<K: RawLwLock> ProcArray<K> {
                 xact_completion_count: DataU64::new(1),
                 _oldest_clog_xid: 0,
             }),
-            proc_array: ProcArrayStruct::new(cfg.layout, n, INVALID_PGPROCNO),
-            all_procs: ShmemArray::new(n, Pgproc::new),
+        );
+        let xid_gen_lock = ShmemBox::new("XidGenLock", CachePadded::new(K::new("XidGen")));
+        let proc_array_lock = ShmemBox::new("ProcArrayLock", CachePadded::new(K::new("ProcArray")));
+        let group_first = ShmemBox::new(
+            "ProcGlobal->procArrayGroupFirst",
+            CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
+        );
+        let all_procs = ShmemArray::new("ProcGlobal->allProcs", n, Pgproc::new);
+        let all_pgxact = ShmemArray::new(
+            "ProcGlobal->allPgXact",
+            if pgxact {
+                n * pgxact_stride(cfg.pgxact_padding)
+            } else {
+                0
+            },
+            || Pgxact {
+                xid: AtomicU32::new(0),
+                xmin: AtomicU32::new(0),
+                vacuum_flags: AtomicU8::new(0),
+                overflowed: AtomicBool::new(false),
+                in_commit: AtomicBool::new(false),
+                nxids: AtomicU8::new(0),
+            },
+        );
+        let dense_len = if dense { n } else { 0 };
+        let xids = ShmemArray::new("ProcGlobal->xids", dense_len, || AtomicU32::new(0));
+        let subxid_states = ShmemArray::new(
+            "ProcGlobal->subxidStates",
+            dense_len,
+            XidCacheStatus::default,
+        );
+        let status_flags = ShmemArray::new("ProcGlobal->statusFlags", dense_len, || DataU8::new(0));
+        let proc_array = ProcArrayStruct::new(cfg.layout, n, INVALID_PGPROCNO);
+        Ok(Self {
+            layout: cfg.layout,
+            group_clear: cfg.group_clear,
+            proc_array_lock,
+            xid_gen_lock,
+            cache,
+            proc_array,
+            all_procs,
             pgxact_stride: pgxact_stride(cfg.pgxact_padding),
-            all_pgxact: ShmemArray::new(
-                if pgxact {
-                    n * pgxact_stride(cfg.pgxact_padding)
-                } else {
-                    0
-                },
-                || Pgxact {
-                    xid: AtomicU32::new(0),
-                    xmin: AtomicU32::new(0),
-                    vacuum_flags: AtomicU8::new(0),
-                    overflowed: AtomicBool::new(false),
-                    in_commit: AtomicBool::new(false),
-                    nxids: AtomicU8::new(0),
-                },
-            ),
-            xids: ShmemArray::new(if dense { n } else { 0 }, || AtomicU32::new(0)),
-            subxid_states: ShmemArray::new(if dense { n } else { 0 }, XidCacheStatus::default),
-            status_flags: ShmemArray::new(if dense { n } else { 0 }, || DataU8::new(0)),
-            group_first: CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
+            all_pgxact,
+            xids,
+            subxid_states,
+            status_flags,
+            group_first,
             status: TransactionStatus::new(),
         })
     }
@@ -785,7 +837,7 @@ mod tests {
         );
         assert!(line(std::mem::offset_of!(Pgproc, subxid_status)) >= line(p) + 6);
         assert_eq!(std::mem::size_of::<Pgxact>(), 12);
-        // 864 bytes: four fill 27 blocks of 128 bytes, so the array runs on without gaps.
+        // 864 bytes, the size the documentation gives.
         assert_eq!(std::mem::size_of::<Pgproc>(), 864);
     }
 
@@ -802,32 +854,34 @@ mod tests {
             offset_of!(VariableCache, latest_completed_xid) / 64
         );
         let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Dense, true)).unwrap();
-        assert_eq!(&*pa.cache as *const VariableCache as usize % 128, 0);
+        assert_eq!(&**pa.cache as *const VariableCache as usize % 128, 0);
     }
 
     #[test]
-    fn the_dense_arrays_and_pgxacts_start_on_128_byte_boundaries() {
+    fn the_dense_arrays_and_pgxacts_run_on_without_gaps() {
         let pa = Pa::new(&ProcArrayConfig::new(40, SnapshotLayout::Dense, true)).unwrap();
         let at = |p: *const u8| p as usize;
-        assert_eq!(at(&pa.xids[0] as *const _ as *const u8) % 128, 0);
         assert_eq!(
             at(&pa.xids[39] as *const _ as *const u8) - at(&pa.xids[0] as *const _ as *const u8),
             39 * 4
         );
-        assert_eq!(at(&pa.status_flags[0] as *const _ as *const u8) % 128, 0);
-        assert_eq!(at(&pa.subxid_states[0] as *const _ as *const u8) % 128, 0);
-        assert_eq!(at(&pa.all_procs[0] as *const _ as *const u8) % 128, 0);
+        assert_eq!(
+            at(&pa.subxid_states[39] as *const _ as *const u8)
+                - at(&pa.subxid_states[0] as *const _ as *const u8),
+            39 * 2
+        );
         assert_eq!(
             at(&pa.all_procs[5] as *const _ as *const u8)
                 - at(&pa.all_procs[0] as *const _ as *const u8),
             5 * 864
         );
+        assert_eq!(pa.all_pgxact.len(), 0, "no PGXACTs in 14's layout");
         let pa = Pa::new(&ProcArrayConfig::new(40, SnapshotLayout::Pgxact, true)).unwrap();
         let first = at(pa.pgxact(0) as *const Pgxact as *const u8);
-        assert_eq!(first % 128, 0);
         assert_eq!(
             at(pa.pgxact(33) as *const Pgxact as *const u8) - first,
             33 * 12
         );
+        assert_eq!(pa.xids.len(), 0, "no dense arrays before 14");
     }
 }

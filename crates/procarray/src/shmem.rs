@@ -1,76 +1,95 @@
 //! Where the ProcArray's shared structures lie, as PostgreSQL's shared memory lays them out, so
 //! that a simulated CPU is charged for the lines PostgreSQL's code would touch.
 //!
-//! Two shapes:
+//! Three shapes:
 //! - [`ShmemArray`]: an array whose Rust form has PostgreSQL's element size (`PGPROC`'s model,
-//!   the 12-byte `PGXACT`, 14's `xids`, `subxidStates` and `statusFlags`). `InitProcGlobal`
-//!   gets each from `ShmemAlloc`, which starts it on a 128-byte boundary (`CACHELINEALIGN`,
-//!   `PG_CACHE_LINE_SIZE`) and puts the elements one after the other; the array here is laid
-//!   out the same way in the host's memory, so its elements share lines as PostgreSQL's do and
-//!   no other host data shares its lines. Touches of it are charged at their host addresses
-//!   (the shim's atomics, `pglocks_sync::data` words).
+//!   the 12-byte `PGXACT`, 14's `xids`, `subxidStates` and `statusFlags`), its elements back to
+//!   back in one boxed slice. `InitProcGlobal` gets each from `ShmemAlloc`, which starts it on a
+//!   128-byte boundary (`CACHELINEALIGN`, `PG_CACHE_LINE_SIZE`) and puts the elements one after
+//!   the other without padding; the array is *placed* in the simulated shared-memory map
+//!   ([`Placed`]) as such a region, so every access to its host memory (the shim's atomics,
+//!   `pglocks_sync::data` words) is charged at its place there, and its elements share lines
+//!   as PostgreSQL's do whatever the host's allocator did. (On the host the array is aligned
+//!   as its elements are: the 128-byte start only matters to the simulator's charges, which
+//!   the placement decides.)
+//! - [`ShmemBox`]: one structure of its own allocation (`ShmemInitStruct`, or one of
+//!   `MainLWLockArray`'s padded LWLocks), boxed so that it does not move, placed the same way.
 //! - [`ProcArrayStruct`]: `numProcs` and the array of backends in it, whose Rust form (a word
 //!   and a boxed slice) does not have PostgreSQL's layout, where `numProcs` heads the struct and
 //!   the array follows it on the same line. Its values are std's atomics, ordered by
-//!   ProcArrayLock, and each access is charged on a region of the simulated shared-memory map
-//!   at PostgreSQL's offsets.
+//!   ProcArrayLock and never charged themselves; each access is charged instead on a region of
+//!   the simulated shared-memory map at PostgreSQL's offsets (so nothing is counted twice).
 
 use crate::SnapshotLayout;
-use pglocks_sync::shmem::Region;
-use std::ops::{Index, Range};
+use pglocks_sync::shmem::{Placed, Region};
+use std::ops::{Deref, Index, Range};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-/// `PG_CACHE_LINE_SIZE`: the boundary `ShmemAlloc` starts every allocation on.
-const SHMEM_ALIGN: usize = 128;
-
-/// `N` elements filling whole 128-byte blocks.
-#[repr(C, align(128))]
-struct Block<T, const N: usize>([T; N]);
-
-/// `len` elements of `T` laid out as `ShmemAlloc` lays out an array: the first on a 128-byte
-/// boundary, each next one `size_of::<T>()` bytes further. `N` elements fill a whole number of
-/// 128-byte blocks, so that the blocks follow each other without a gap.
-pub(crate) struct ShmemArray<T, const N: usize> {
-    blocks: Box<[Block<T, N>]>,
-    len: usize,
+/// `len` elements of `T` laid out as `ShmemAlloc` lays out an array (`InitProcGlobal`'s
+/// `ShmemAlloc(TotalProcs * sizeof(...))`): one region of the simulated map, the first element
+/// on a 128-byte boundary, each next one `size_of::<T>()` bytes further. An empty array takes
+/// no region (a layout that does not have it).
+pub(crate) struct ShmemArray<T> {
+    /// Declared first, so the placement ends before the memory is freed.
+    _placed: Placed,
+    items: Box<[T]>,
 }
 
-impl<T, const N: usize> ShmemArray<T, N> {
-    /// `len` elements made by `f`.
-    pub(crate) fn new(len: usize, mut f: impl FnMut() -> T) -> Self {
-        // Under loom the shim's atomics are loom's, of other sizes: the layout is moot there.
-        #[cfg(not(loom))]
-        assert_eq!(
-            N * std::mem::size_of::<T>() % SHMEM_ALIGN,
-            0,
-            "{N} elements of {} bytes do not fill whole 128-byte blocks",
-            std::mem::size_of::<T>()
-        );
-        let blocks = (0..len.div_ceil(N))
-            .map(|_| Block(std::array::from_fn(|_| f())))
-            .collect();
-        Self { blocks, len }
+impl<T> ShmemArray<T> {
+    /// `len` elements made by `f`, placed in the map as `name`.
+    pub(crate) fn new(name: &'static str, len: usize, mut f: impl FnMut() -> T) -> Self {
+        let items: Box<[T]> = (0..len).map(|_| f()).collect();
+        Self {
+            _placed: Placed::slice(name, &items),
+            items,
+        }
     }
 
     /// Elements.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.items.len()
     }
 
     /// The first `n` elements.
     pub(crate) fn iter_to(&self, n: usize) -> impl Iterator<Item = &T> + '_ {
-        assert!(n <= self.len, "{n} elements of {}", self.len);
-        self.blocks.iter().flat_map(|b| b.0.iter()).take(n)
+        self.items[..n].iter()
     }
 }
 
-impl<T, const N: usize> Index<usize> for ShmemArray<T, N> {
+impl<T> Index<usize> for ShmemArray<T> {
     type Output = T;
 
     #[inline]
     fn index(&self, i: usize) -> &T {
-        assert!(i < self.len, "index {i} of {} elements", self.len);
-        &self.blocks[i / N].0[i % N]
+        &self.items[i]
+    }
+}
+
+/// One value in an allocation of its own, placed in the simulated map as `name`: a struct
+/// `ShmemInitStruct` gives a place (`ShmemVariableCache`), a word of `PROC_HDR`, a padded
+/// LWLock.
+pub(crate) struct ShmemBox<T> {
+    /// Declared first, so the placement ends before the memory is freed.
+    _placed: Placed,
+    value: Box<T>,
+}
+
+impl<T> ShmemBox<T> {
+    pub(crate) fn new(name: &'static str, value: T) -> Self {
+        let value = Box::new(value);
+        Self {
+            _placed: Placed::one(name, &*value),
+            value,
+        }
+    }
+}
+
+impl<T> Deref for ShmemBox<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.value
     }
 }
 
@@ -172,20 +191,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arrays_start_on_a_128_byte_boundary_and_run_on_without_gaps() {
-        let a: ShmemArray<[u8; 12], 32> = ShmemArray::new(70, || [0; 12]);
+    fn arrays_run_on_without_gaps() {
+        let a: ShmemArray<[u8; 12]> = ShmemArray::new("test array", 70, || [0; 12]);
         let base = &a[0] as *const _ as usize;
-        assert_eq!(base % 128, 0);
         for i in 0..70 {
             assert_eq!(&a[i] as *const _ as usize, base + 12 * i, "element {i}");
         }
+        assert_eq!(a.len(), 70);
         assert_eq!(a.iter_to(70).count(), 70);
-    }
-
-    #[test]
-    #[should_panic(expected = "do not fill whole 128-byte blocks")]
-    fn a_block_with_a_gap_is_refused() {
-        let _: ShmemArray<[u8; 12], 8> = ShmemArray::new(1, || [0; 12]);
     }
 
     #[test]

@@ -4,33 +4,26 @@
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
 use pglocks_procarray::{ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout};
-use pglocks_sim::{Placement, Profile, SimThread};
-use std::time::Duration;
+use pglocks_sim::SimThread;
 
 /// Touches of a simulated run in which one backend takes `snapshots` snapshots with `idle`
 /// other backends in the array.
 fn touches(layout: SnapshotLayout, idle: usize, snapshots: usize) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let n = idle + 1;
     let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
         ProcArray::new(&ProcArrayConfig::new(n, layout, true)).unwrap();
     let procs = ProcTable::new(n);
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            for p in 0..n {
-                pa.add(&mut b, p).unwrap();
-            }
-            let mut snap = Snapshot::new();
-            for _ in 0..snapshots {
-                pa.get_snapshot_data(&mut b, &mut snap).unwrap();
-            }
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        for p in 0..n {
+            pa.add(&mut b, p).unwrap();
+        }
+        let mut snap = Snapshot::new();
+        for _ in 0..snapshots {
+            pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+        }
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -46,5 +39,66 @@ fn every_snapshot_reads_each_entry_of_the_array() {
         let few = touches(layout, 2, 100);
         let many = touches(layout, 32, 100);
         assert!(many >= few + 100 * 30, "{layout:?}: {few} -> {many}");
+    }
+}
+
+/// Transfers by structure of a simulated run in which one backend (CPU 0) runs `rounds`
+/// write transactions while another (CPU 10, the other package) takes as many snapshots.
+fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
+    let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
+        ProcArray::new(&ProcArrayConfig::new(2, layout, true)).unwrap();
+    let procs = ProcTable::new(2);
+    let (pa, procs) = (&pa, &procs);
+    let team = (0..2)
+        .map(|me| {
+            SimThread::on(me * 10, move || {
+                let mut b = procs.attach().unwrap();
+                let me_proc = b.procno();
+                pa.add(&mut b, me_proc).unwrap();
+                let mut snap = Snapshot::new();
+                for _ in 0..rounds {
+                    if me == 0 {
+                        let xid = pa.assign_xid(&mut b, None).unwrap();
+                        pa.end_transaction(&mut b, xid).unwrap();
+                    } else {
+                        pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+                        pa.end_transaction(&mut b, 0).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    pglocks_sim::run_tallied("westmere-80", team)
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_shared_structures_are_placed_in_the_map_under_postgresqls_names() {
+    for (layout, entries) in [
+        (SnapshotLayout::ProcScan, "ProcGlobal->allProcs"),
+        (SnapshotLayout::Pgxact, "ProcGlobal->allPgXact"),
+        (SnapshotLayout::Dense, "ProcGlobal->xids"),
+    ] {
+        let found = by_structure(layout, 50);
+        // The writer's entry, the xid counter and the lock move to the snapshot taker and back.
+        for name in [entries, "ShmemVariableCache", "ProcArrayLock"] {
+            assert!(
+                found.iter().any(|(n, t)| n == name && *t > 0),
+                "{layout:?}: no transfers of {name}: {found:?}"
+            );
+        }
+        // Nothing of the ProcArray is charged outside the map (where a line outside it is
+        // named after the source line that first missed on it).
+        assert!(
+            !found.iter().any(|(n, _)| n.contains("crates/procarray/")),
+            "{layout:?}: {found:?}"
+        );
     }
 }

@@ -83,8 +83,10 @@
 //!   PostgreSQL when no worker handle was given to `shm_mq_attach`.
 //! - A received message is always copied into the handle's buffer and returned from there;
 //!   PostgreSQL returns a pointer into the ring when the message lies there contiguously.
-//! - `mq_bytes_read` and `mq_bytes_written` are padded to their own cache lines (PostgreSQL keeps
-//!   them side by side in the queue header).
+//! - The queue's header is a `repr(C)` struct with PostgreSQL's fields in PostgreSQL's order
+//!   (the counters side by side, every field on one line), placed in a simulated machine's
+//!   shared-memory map; the ring is its own allocation, not the header's tail, and its bytes
+//!   are not charged to a simulated CPU.
 //! - The length word is always whole (`sizeof(Size) == MAXIMUM_ALIGNOF` on 64-bit), so the path
 //!   that reassembles a length word split over two reads (`sizeof(Size) > MAXIMUM_ALIGNOF`) is
 //!   not modelled.
@@ -99,8 +101,8 @@ use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::SpinLock;
 use pglocks_sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::sync::Arc;
-use pglocks_sync::CachePadded;
 
 pub use send::{SHM_SEND_RETRY_INTERVAL_MS, SHM_SEND_TIMEOUT_MS};
 
@@ -254,8 +256,19 @@ impl Default for ShmMqConfig {
     }
 }
 
-/// Models `struct shm_mq` (shm_mq.c): the queue in shared memory.
-pub struct ShmMq {
+/// The header of `struct shm_mq` (shm_mq.c, 11+): `mq_mutex`, `mq_receiver`, `mq_sender`,
+/// `mq_bytes_read`, `mq_bytes_written`, `mq_detached`, in PostgreSQL's order. PostgreSQL's
+/// header is 56 bytes on a 64-bit build (the 1-byte `slock_t`, two `PGPROC` pointers at 8 and
+/// 16, the counters at 24 and 32, `mq_ring_size` at 40, `mq_detached` at 48, then
+/// `mq_ring_offset` and the ring from 56), so on a queue that starts a line every field shares
+/// one line, and a sender's move of `mq_bytes_written` takes from the receiver the line it
+/// reads `mq_bytes_read` on. Here the spinlock (with its name) takes 24 bytes, the proc numbers
+/// 4 each and `mq_ring_size` lives outside (it never changes): the counters at 32 and 40,
+/// `mq_detached` at 48, the same one line. It is placed in the simulated shared-memory map as
+/// a region named `shm_mq` ([`pglocks_sync::shmem::Placed`]), on a 128-byte boundary, where
+/// PostgreSQL's queue lies where `shm_toc_allocate` put it in its DSM segment (`BUFFERALIGN`ed).
+#[repr(C)]
+struct ShmMqHeader {
     /// `mq_mutex`: guards the setting of `mq_sender` and `mq_receiver`.
     mutex: SpinLock<()>,
     /// `mq_receiver`: the receiver's proc number, or [`NO_PROC`]; written under `mutex`, once.
@@ -263,15 +276,24 @@ pub struct ShmMq {
     /// `mq_sender`: the sender's proc number, or [`NO_PROC`]; written under `mutex`, once.
     sender: AtomicU32,
     /// `mq_bytes_read`: moved by the receiver only.
-    bytes_read: CachePadded<AtomicU64>,
+    bytes_read: AtomicU64,
     /// `mq_bytes_written`: moved by the sender only.
-    bytes_written: CachePadded<AtomicU64>,
+    bytes_written: AtomicU64,
     /// `mq_detached`: set once, by either end.
     detached: AtomicBool,
+}
+
+/// Models `struct shm_mq` (shm_mq.c): the queue in shared memory.
+pub struct ShmMq {
+    /// The header's place in the simulated shared-memory map (declared first, so it ends
+    /// before the memory is freed).
+    _placed: Placed,
+    header: Box<ShmMqHeader>,
     /// `mq_ring_size`: a multiple of [`MAXIMUM_ALIGNOF`].
     ring_size: usize,
     /// `mq_ring`, as aligned words: each word is written by the sender and read by the receiver,
-    /// never both at once (see the module docs), so each is its own cell.
+    /// never both at once (see the module docs), so each is its own cell. Its bytes are not
+    /// charged to a simulated CPU (only the header's words are), so it is not placed.
     ring: Box<[UnsafeCell<[u8; MAXIMUM_ALIGNOF]>]>,
     config: ShmMqConfig,
 }
@@ -288,9 +310,15 @@ impl std::fmt::Debug for ShmMq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShmMq")
             .field("ring_size", &self.ring_size)
-            .field("bytes_read", &self.bytes_read.load(Ordering::Relaxed))
-            .field("bytes_written", &self.bytes_written.load(Ordering::Relaxed))
-            .field("detached", &self.detached.load(Ordering::Relaxed))
+            .field(
+                "bytes_read",
+                &self.header.bytes_read.load(Ordering::Relaxed),
+            )
+            .field(
+                "bytes_written",
+                &self.header.bytes_written.load(Ordering::Relaxed),
+            )
+            .field("detached", &self.header.detached.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -304,13 +332,17 @@ impl ShmMq {
             return Err(ShmMqError::QueueTooSmall { size });
         }
         let ring_size = size - SHM_MQ_HEADER_SIZE;
-        Ok(Self {
+        let header = Box::new(ShmMqHeader {
             mutex: SpinLock::new("mq_mutex", ()),
             receiver: AtomicU32::new(NO_PROC),
             sender: AtomicU32::new(NO_PROC),
-            bytes_read: CachePadded::new(AtomicU64::new(0)),
-            bytes_written: CachePadded::new(AtomicU64::new(0)),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
             detached: AtomicBool::new(false),
+        });
+        Ok(Self {
+            _placed: Placed::one("shm_mq", &*header),
+            header,
             ring_size,
             ring: (0..ring_size / MAXIMUM_ALIGNOF)
                 .map(|_| UnsafeCell::new([0; MAXIMUM_ALIGNOF]))
@@ -331,14 +363,14 @@ impl ShmMq {
 
     /// Whether either end has detached (`mq_detached`).
     pub fn is_detached(&self) -> bool {
-        self.detached.load(Ordering::Acquire)
+        self.header.detached.load(Ordering::Acquire)
     }
 
     /// `mq_bytes_read` and `mq_bytes_written`, as last published.
     pub fn counters(&self) -> (u64, u64) {
         (
-            self.bytes_read.load(Ordering::Acquire),
-            self.bytes_written.load(Ordering::Acquire),
+            self.header.bytes_read.load(Ordering::Acquire),
+            self.header.bytes_written.load(Ordering::Acquire),
         )
     }
 
@@ -357,7 +389,7 @@ impl ShmMq {
     fn set_end(&self, b: &mut Backend, end: End) -> Result<(), ShmMqError> {
         let (mine, theirs) = self.ends(end);
         let other = {
-            let _mutex = self.mutex.lock(b)?;
+            let _mutex = self.header.mutex.lock(b)?;
             let set = mine.load(Ordering::Relaxed);
             if set != NO_PROC {
                 let procno = set as usize;
@@ -386,7 +418,7 @@ impl ShmMq {
     }
 
     fn read_end(&self, b: &mut Backend, end: End) -> Result<Option<usize>, ShmMqError> {
-        let _mutex = self.mutex.lock(b)?;
+        let _mutex = self.header.mutex.lock(b)?;
         let p = self.ends(end).0.load(Ordering::Relaxed);
         Ok((p != NO_PROC).then_some(p as usize))
     }
@@ -394,8 +426,8 @@ impl ShmMq {
     /// The field of `end`, then the other end's.
     fn ends(&self, end: End) -> (&AtomicU32, &AtomicU32) {
         match end {
-            End::Sender => (&self.sender, &self.receiver),
-            End::Receiver => (&self.receiver, &self.sender),
+            End::Sender => (&self.header.sender, &self.header.receiver),
+            End::Receiver => (&self.header.receiver, &self.header.sender),
         }
     }
 
@@ -407,14 +439,14 @@ impl ShmMq {
         me: usize,
         locked: pglocks_spin::SpinLockGuard<'_, (), pglocks_spin::PgSpinLock>,
     ) {
-        let victim = if self.sender.load(Ordering::Relaxed) == me as u32 {
-            self.receiver.load(Ordering::Relaxed)
+        let victim = if self.header.sender.load(Ordering::Relaxed) == me as u32 {
+            self.header.receiver.load(Ordering::Relaxed)
         } else {
-            self.sender.load(Ordering::Relaxed)
+            self.header.sender.load(Ordering::Relaxed)
         };
         // Release: a receiver that sees the flag also sees the sender's last counter move
         // (shm_mq_receive_bytes re-reads mq_bytes_written after its read barrier).
-        self.detached.store(true, Ordering::Release);
+        self.header.detached.store(true, Ordering::Release);
         drop(locked);
         if victim != NO_PROC {
             set_latch(procs, victim);
@@ -428,10 +460,10 @@ impl ShmMq {
     pub fn mark_counterparty_gone(&self, procs: &ProcTable) {
         let locked = self.lock_without_backend();
         let ends = [
-            self.sender.load(Ordering::Relaxed),
-            self.receiver.load(Ordering::Relaxed),
+            self.header.sender.load(Ordering::Relaxed),
+            self.header.receiver.load(Ordering::Relaxed),
         ];
-        self.detached.store(true, Ordering::Release);
+        self.header.detached.store(true, Ordering::Release);
         drop(locked);
         for p in ends {
             if p != NO_PROC {
@@ -446,7 +478,7 @@ impl ShmMq {
         &self,
     ) -> pglocks_spin::SpinLockGuard<'_, (), pglocks_spin::PgSpinLock> {
         loop {
-            if let Some(g) = self.mutex.try_lock() {
+            if let Some(g) = self.header.mutex.try_lock() {
                 return g;
             }
             pglocks_sync::hint::spin_loop();
@@ -458,8 +490,10 @@ impl ShmMq {
     fn inc_bytes_written(&self, n: usize) {
         // pg_write_barrier: the ring writes before the counter that hands them over.
         fence(Ordering::Release);
-        let w = self.bytes_written.load(Ordering::Relaxed);
-        self.bytes_written.store(w + n as u64, Ordering::Relaxed);
+        let w = self.header.bytes_written.load(Ordering::Relaxed);
+        self.header
+            .bytes_written
+            .store(w + n as u64, Ordering::Relaxed);
     }
 
     /// Models `shm_mq_inc_bytes_read`: gives `n` consumed bytes back to the sender and sets its
@@ -469,9 +503,11 @@ impl ShmMq {
         // pg_read_barrier in PostgreSQL (the ring reads before the counter store, which is a read
         // then a dependent write); in the C++ model that ordering is a release fence.
         fence(Ordering::Release);
-        let r = self.bytes_read.load(Ordering::Relaxed);
-        self.bytes_read.store(r + n as u64, Ordering::Relaxed);
-        let sender = self.sender.load(Ordering::Acquire);
+        let r = self.header.bytes_read.load(Ordering::Relaxed);
+        self.header
+            .bytes_read
+            .store(r + n as u64, Ordering::Relaxed);
+        let sender = self.header.sender.load(Ordering::Acquire);
         if sender != NO_PROC {
             set_latch(procs, sender);
         }
@@ -609,7 +645,7 @@ impl ShmMqHandle {
 
     /// Whether this handle's backend is the queue's sender.
     pub fn is_sender(&self) -> bool {
-        self.mq.sender.load(Ordering::Acquire) == self.procno as u32
+        self.mq.header.sender.load(Ordering::Acquire) == self.procno as u32
     }
 
     /// Models `shm_mq_wait_for_attach`: waits until the counterparty has attached
@@ -637,7 +673,7 @@ impl ShmMqHandle {
             self.send_pending = 0;
         }
         self.detached = true;
-        let locked = self.mq.mutex.lock(b)?;
+        let locked = self.mq.header.mutex.lock(b)?;
         self.mq.detach_internal(&self.procs, self.procno, locked);
         Ok(())
     }
@@ -673,7 +709,7 @@ impl ShmMqHandle {
     /// Models `shm_mq_counterparty_gone` without a worker handle: gone once detached.
     #[inline]
     fn counterparty_gone(&self) -> bool {
-        self.mq.detached.load(Ordering::Acquire)
+        self.mq.header.detached.load(Ordering::Acquire)
     }
 
     /// Models `shm_mq_wait_internal`: sleeps on the latch until `end` is set (`true`) or the
@@ -682,10 +718,10 @@ impl ShmMqHandle {
     fn wait_internal(&self, b: &mut Backend, end: End) -> Result<bool, ShmMqError> {
         loop {
             let set = {
-                let _mutex = self.mq.mutex.lock(b)?;
+                let _mutex = self.mq.header.mutex.lock(b)?;
                 self.mq.ends(end).0.load(Ordering::Relaxed) != NO_PROC
             };
-            if self.mq.detached.load(Ordering::Acquire) {
+            if self.mq.header.detached.load(Ordering::Acquire) {
                 return Ok(false);
             }
             if set {
@@ -712,5 +748,36 @@ impl Drop for ShmMqHandle {
         }
         let locked = self.mq.lock_without_backend();
         self.mq.detach_internal(&self.procs, self.procno, locked);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use pglocks_sync::shmem::Region;
+
+    #[test]
+    fn the_header_keeps_its_fields_on_one_line_in_postgresqls_order() {
+        use std::mem::{offset_of, size_of};
+        assert!(offset_of!(ShmMqHeader, receiver) >= size_of::<SpinLock<()>>());
+        assert!(offset_of!(ShmMqHeader, sender) > offset_of!(ShmMqHeader, receiver));
+        assert_eq!(
+            offset_of!(ShmMqHeader, bytes_written),
+            offset_of!(ShmMqHeader, bytes_read) + 8,
+            "the counters side by side"
+        );
+        assert!(size_of::<ShmMqHeader>() <= 64, "one line");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+    )]
+    fn the_header_is_placed_in_the_map() {
+        let mq = ShmMq::new(1024, ShmMqConfig::default()).unwrap();
+        let region = mq._placed.region();
+        assert_ne!(region, Region::detached(), "not placed");
+        assert_eq!(region.stride(), std::mem::size_of::<ShmMqHeader>());
     }
 }

@@ -46,7 +46,7 @@ impl ShmMqHandle {
                     });
                 }
             } else if !self.wait_internal(b, End::Sender)? && self.mq.sender(b)?.is_none() {
-                self.mq.detached.store(true, Ordering::Release);
+                self.mq.header.detached.store(true, Ordering::Release);
                 return Ok(ShmMqResult::Detached);
             }
             self.counterparty_attached = true;
@@ -147,9 +147,9 @@ impl ShmMqHandle {
         let mq = &*self.mq;
         let ring_size = mq.ring_size as u64;
         loop {
-            let written = mq.bytes_written.load(Ordering::Relaxed);
+            let written = mq.header.bytes_written.load(Ordering::Relaxed);
             // Only this backend moves mq_bytes_read; count what it consumed but has not given back.
-            let read = mq.bytes_read.load(Ordering::Relaxed) + self.consume_pending as u64;
+            let read = mq.header.bytes_read.load(Ordering::Relaxed) + self.consume_pending as u64;
             let used = written - read;
             debug_assert!(used <= ring_size);
             let offset = read % ring_size;
@@ -164,10 +164,10 @@ impl ShmMqHandle {
             }
             // Detached only matters once what is here is not enough: a message the sender wrote
             // before detaching can still be received.
-            if mq.detached.load(Ordering::Relaxed) {
+            if mq.header.detached.load(Ordering::Relaxed) {
                 // The sender may have moved mq_bytes_written just before it detached.
                 fence(Ordering::Acquire);
-                if written != mq.bytes_written.load(Ordering::Relaxed) {
+                if written != mq.header.bytes_written.load(Ordering::Relaxed) {
                     pglocks_sync::hint::spin_loop();
                     continue;
                 }

@@ -80,15 +80,15 @@ impl ShmMqHandle {
             }
         }
         self.reset_send();
-        if self.mq.detached.load(Ordering::Acquire) {
+        if self.mq.header.detached.load(Ordering::Acquire) {
             return Ok(ShmMqResult::Detached);
         }
         let receiver = if self.counterparty_attached {
             self.counterparty(End::Sender)
         } else {
             let r = {
-                let _mutex = self.mq.mutex.lock(b)?;
-                self.mq.receiver.load(Ordering::Relaxed)
+                let _mutex = self.mq.header.mutex.lock(b)?;
+                self.mq.header.receiver.load(Ordering::Relaxed)
             };
             self.counterparty_attached = r != NO_PROC;
             r
@@ -200,13 +200,13 @@ impl ShmMqHandle {
         let ring_size = mq.ring_size;
         let mut sent = 0;
         while sent < data.len() {
-            let rb = mq.bytes_read.load(Ordering::Relaxed);
+            let rb = mq.header.bytes_read.load(Ordering::Relaxed);
             // Only this backend moves mq_bytes_written.
-            let wb = mq.bytes_written.load(Ordering::Relaxed) + self.send_pending as u64;
+            let wb = mq.header.bytes_written.load(Ordering::Relaxed) + self.send_pending as u64;
             let used = (wb - rb) as usize;
             debug_assert!(used <= ring_size);
             let available = (ring_size - used).min(data.len() - sent);
-            if mq.detached.load(Ordering::Relaxed) {
+            if mq.header.detached.load(Ordering::Relaxed) {
                 return Ok((ShmMqResult::Detached, sent));
             }
             if available == 0 && !self.counterparty_attached {
@@ -219,7 +219,7 @@ impl ShmMqHandle {
                         return Ok((ShmMqResult::WouldBlock, sent));
                     }
                 } else if !self.wait_internal(b, End::Receiver)? {
-                    mq.detached.store(true, Ordering::Release);
+                    mq.header.detached.store(true, Ordering::Release);
                     return Ok((ShmMqResult::Detached, sent));
                 }
                 self.counterparty_attached = true;

@@ -67,6 +67,16 @@ pub struct SimThread<'a> {
     pub body: Box<dyn FnOnce() + 'a>,
 }
 
+impl<'a> SimThread<'a> {
+    /// A virtual thread on `cpu` of the profile.
+    pub fn on(cpu: usize, body: impl FnOnce() + 'a) -> Self {
+        SimThread {
+            placement: Placement::Cpu(cpu),
+            body: Box::new(body),
+        }
+    }
+}
+
 impl std::fmt::Debug for SimThread<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimThread")
@@ -143,6 +153,16 @@ impl Outcome {
     /// Simulated shim operations per host second.
     pub fn ops_per_host_sec(&self) -> f64 {
         self.ops as f64 / self.host_time.as_secs_f64().max(1e-9)
+    }
+
+    /// The transfers of the structure `name` in [`Outcome::by_structure`]: 0 when none of its
+    /// lines moved, or when the run kept no tally.
+    pub fn transfers_of(&self, name: &str) -> u64 {
+        self.by_structure
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.transfers)
+            .sum()
     }
 }
 
@@ -303,7 +323,7 @@ fn suspend(y: *const Yielder<(), ()>) {
 /// virtual thread that asks.
 #[cfg(test)]
 mod testing {
-    use super::{with, Placement, SimThread};
+    use super::{with, SimThread};
     use crate::cache::Costs;
     use crate::picos::Picos;
     use crate::profile::Profile;
@@ -325,10 +345,7 @@ mod testing {
 
     /// A virtual thread on `cpu` of the profile.
     pub(super) fn on<'a>(cpu: usize, body: impl FnOnce() + 'a) -> SimThread<'a> {
-        SimThread {
-            placement: Placement::Cpu(cpu),
-            body: Box::new(body),
-        }
+        SimThread::on(cpu, body)
     }
 
     /// The calling virtual thread's clock.

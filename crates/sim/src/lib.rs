@@ -34,3 +34,15 @@ pub mod hook {
     pub use crate::engine::active;
     pub use crate::engine::ops::*;
 }
+
+/// Runs `team` on the built-in profile named `profile` with the hot-lines tally on, so that
+/// [`Outcome::by_structure`] adds every line's transfers up: what a crate's simulated test needs
+/// to see which of its structures moved. The run may take up to 10 s of virtual time. For tests
+/// only: an unknown profile or a failed run panics, failing the test with the error's message.
+pub fn run_tallied(profile: &str, team: Vec<SimThread<'_>>) -> Outcome {
+    // The tally is asked for through the environment, as on the command line; a test that sets
+    // it sets it for every run of its process, which only makes those runs keep a tally too.
+    std::env::set_var(hot::VARIABLE, "1");
+    let profile = Profile::find(profile).unwrap_or_else(|e| panic!("{e}"));
+    run(&profile, team, std::time::Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"))
+}

@@ -65,10 +65,12 @@
 //!   reader's loads do not wait for each other), and the `ProcState` fields the locks order
 //!   (data words, laid out as 9.2–16's `ProcState`); `hasMessages` and the catch-up flag, read
 //!   without the lock their writer holds, are the shim's atomics. The counters and
-//!   `msgnumLock` share a line, as at the head of PostgreSQL's `SISeg`. The ring is its own
-//!   allocation of 16-byte slots, not part of `SISeg` as in PostgreSQL, where it starts 24 bytes
-//!   in (after the counters and `msgnumLock`), so that there one slot in four straddles two
-//!   64-byte lines and the first three share the counters' line; here none does.
+//!   `msgnumLock` share a line, as at the head of PostgreSQL's `SISeg`. The locks, the head, the
+//!   ring and the entries are placed in the simulated shared-memory map under PostgreSQL's
+//!   names (see [`SinvalQueue`]). The ring is a region of its own of 16-byte slots, not part of
+//!   `SISeg` as in PostgreSQL, where it starts 24 bytes in (after the counters and
+//!   `msgnumLock`), so that there one slot in four straddles two 64-byte lines and the first
+//!   three share the counters' line; here none does.
 //! - The catch-up signal is a flag in the target's `ProcState` (standing for procsignal's slot,
 //!   `SIGUSR1` and the latch), honoured at the end of the target's next
 //!   [`receive`](SinvalQueue::receive_shared_invalid_messages) or by
@@ -94,7 +96,7 @@ use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError};
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering, Ordering::Relaxed};
 use pglocks_sync::cell::UnsafeCell;
 use pglocks_sync::data::{touch_range, DataU32, DataU8};
-use pglocks_sync::shmem::independent;
+use pglocks_sync::shmem::{independent, Placed};
 use pglocks_sync::CachePadded;
 
 /// `MAXNUMMESSAGES`: slots in the ring (a power of two).
@@ -332,40 +334,33 @@ impl ProcState {
     }
 }
 
-/// Four `ProcState`s: a 128-byte block.
-#[derive(Debug, Default)]
-#[repr(C, align(128))]
-struct ProcStateBlock([ProcState; 4]);
-
-/// `procState[MaxBackends]`: the entries back to back from a 128-byte boundary, as in
-/// PostgreSQL's array (which starts 24 bytes into a line, after the ring: the model's entries
-/// pair up on lines differently, two to a line all the same).
+/// `procState[MaxBackends]`: the entries back to back, placed in the simulated map as a region
+/// of their own on a 128-byte boundary (PostgreSQL's array follows the ring inside `SISeg`, so it
+/// starts 24 bytes into a line: the model's entries pair up on lines differently, two to a line
+/// all the same).
 #[derive(Debug)]
 struct ProcStates {
-    blocks: Box<[ProcStateBlock]>,
-    len: usize,
+    entries: Box<[ProcState]>,
 }
 
 impl ProcStates {
     fn new(len: usize) -> Self {
         Self {
-            blocks: (0..len.div_ceil(4)).map(|_| Default::default()).collect(),
-            len,
+            entries: (0..len).map(|_| ProcState::default()).collect(),
         }
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.entries.len()
     }
 
     fn get(&self, i: usize) -> Option<&ProcState> {
-        (i < self.len).then(|| &self.blocks[i / 4].0[i % 4])
+        self.entries.get(i)
     }
 
     /// The first `n` entries.
     fn iter_to(&self, n: usize) -> impl Iterator<Item = &ProcState> + '_ {
-        assert!(n <= self.len, "{n} entries of {}", self.len);
-        self.blocks.iter().flat_map(|b| b.0.iter()).take(n)
+        self.entries[..n].iter()
     }
 }
 
@@ -375,7 +370,7 @@ impl std::ops::Index<usize> for ProcStates {
     #[inline]
     fn index(&self, i: usize) -> &ProcState {
         self.get(i)
-            .unwrap_or_else(|| panic!("entry {i} of {}", self.len))
+            .unwrap_or_else(|| panic!("entry {i} of {}", self.len()))
     }
 }
 
@@ -416,13 +411,26 @@ impl SinvalBackend {
 
 /// Models `SISeg` (sinvaladt.c): the shared invalidation queue, on LWLock type `K` with
 /// `msgnumLock` of spinlock type `R`.
+///
+/// Its parts are placed in the simulated shared-memory map ([`pglocks_sync::shmem::Placed`]) in
+/// PostgreSQL's order: `SInvalReadLock` and `SInvalWriteLock` (`MainLWLockArray`'s, made first
+/// by `CreateLWLocks`), then `SISeg`'s head, its ring (`SISeg->buffer`) and its entries
+/// (`SISeg->procState`), which `CreateSharedInvalidationState` gets as one struct. Shortcuts:
+/// the three parts of `SISeg` are regions of their own, each on a 128-byte boundary (see
+/// [`SinvalQueue`]'s fields and the crate's documentation for what that moves), and each lock is
+/// a region of its own padded to 128 bytes, as `LWLockPadded` is from 9.6 (up to 9.5 the two,
+/// neighbours in `MainLWLockArray` with 16- or 32-byte padding, may share a line).
 pub struct SinvalQueue<K: RawLwLock, R: RawSpinLock = PgSpinLock> {
+    /// The placements of the locks, the head, the ring and the entries (declared first, so
+    /// they end before the memory is freed).
+    _placed: [Placed; 5],
     /// `SInvalReadLock`.
-    read_lock: CachePadded<K>,
+    read_lock: Box<CachePadded<K>>,
     /// `SInvalWriteLock`.
-    write_lock: CachePadded<K>,
-    /// The counters and `msgnumLock`, on a line of their own.
-    header: CachePadded<SegmentHeader<R>>,
+    write_lock: Box<CachePadded<K>>,
+    /// The counters and `msgnumLock`; padded on the host, as they always were, where
+    /// PostgreSQL's ring follows them on their line.
+    header: Box<CachePadded<SegmentHeader<R>>>,
     /// `buffer[MAXNUMMESSAGES]`.
     buffer: Box<[UnsafeCell<SharedInvalidationMessage>]>,
     /// `procState[MaxBackends]`.
@@ -453,21 +461,33 @@ impl<K: RawLwLock, R: RawSpinLock> SinvalQueue<K, R> {
         cfg.validate()?;
         let n = cfg.max_messages as u32;
         let cleanup_quantum = (n / 16).max(1);
+        let read_lock = Box::new(CachePadded::new(K::new("SInvalRead")));
+        let write_lock = Box::new(CachePadded::new(K::new("SInvalWrite")));
+        let header = Box::new(CachePadded::new(SegmentHeader {
+            min_msg_num: AtomicU32::new(0),
+            max_msg_num: AtomicU32::new(0),
+            next_threshold: AtomicU32::new(n / 2),
+            last_backend: AtomicU32::new(0),
+            _max_backends: cfg.max_backends as u32,
+            msgnum_lock: R::new(),
+        }));
+        let buffer: Box<[UnsafeCell<SharedInvalidationMessage>]> = (0..n)
+            .map(|_| UnsafeCell::new(SharedInvalidationMessage::default()))
+            .collect();
+        let proc_state = ProcStates::new(cfg.max_backends);
         Ok(Self {
-            read_lock: CachePadded::new(K::new("SInvalRead")),
-            write_lock: CachePadded::new(K::new("SInvalWrite")),
-            header: CachePadded::new(SegmentHeader {
-                min_msg_num: AtomicU32::new(0),
-                max_msg_num: AtomicU32::new(0),
-                next_threshold: AtomicU32::new(n / 2),
-                last_backend: AtomicU32::new(0),
-                _max_backends: cfg.max_backends as u32,
-                msgnum_lock: R::new(),
-            }),
-            buffer: (0..n)
-                .map(|_| UnsafeCell::new(SharedInvalidationMessage::default()))
-                .collect(),
-            proc_state: ProcStates::new(cfg.max_backends),
+            _placed: [
+                Placed::one("SInvalReadLock", &**read_lock),
+                Placed::one("SInvalWriteLock", &**write_lock),
+                Placed::one("SISeg", &**header),
+                Placed::slice("SISeg->buffer", &buffer),
+                Placed::slice("SISeg->procState", &proc_state.entries),
+            ],
+            read_lock,
+            write_lock,
+            header,
+            buffer,
+            proc_state,
             mask: n - 1,
             max_messages: n,
             msgnum_wraparound: cfg.msgnum_wraparound,
@@ -946,7 +966,6 @@ mod tests {
         assert_eq!(offset_of!(ProcState, has_messages), 22);
         assert_eq!(offset_of!(ProcState, send_only), 23);
         let entry = |i: usize| &q.proc_state[i] as *const ProcState as usize;
-        assert_eq!(entry(0) % 128, 0);
         assert_eq!(entry(8) - entry(0), 8 * 32);
         assert_eq!(q.proc_state.iter_to(9).count(), 9);
         assert!(q.proc_state.get(9).is_none());

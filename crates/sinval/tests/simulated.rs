@@ -3,32 +3,25 @@
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_sim::SimThread;
 use pglocks_sinval::{SharedInvalidationMessage, SinvalCheck, SinvalConfig, SinvalQueue};
-use std::time::Duration;
 
 /// Touches of a simulated run in which one backend queues `n` messages and another reads them.
 fn touches(n: u32) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let q: SinvalQueue<AtomicLwLock<Pg96Layout>> =
         SinvalQueue::new(&SinvalConfig::new(2, SinvalCheck::WaitFree)).unwrap();
     let procs = ProcTable::new(2);
     let msgs: Vec<_> = (0..n)
         .map(|i| SharedInvalidationMessage::relcache(1, i))
         .collect();
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            let mut reader = q.backend_init(&mut b, false).unwrap();
-            q.insert_data_entries(&mut b, &msgs).unwrap();
-            let got = q.accept_invalidation_messages(&mut b, &mut reader).unwrap();
-            assert_eq!(got.messages, u64::from(n));
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        let mut reader = q.backend_init(&mut b, false).unwrap();
+        q.insert_data_entries(&mut b, &msgs).unwrap();
+        let got = q.accept_invalidation_messages(&mut b, &mut reader).unwrap();
+        assert_eq!(got.messages, u64::from(n));
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -42,4 +35,66 @@ fn the_slots_written_and_read_are_charged() {
     let one = touches(1);
     let many = touches(32);
     assert!(many >= one + 14, "{one} -> {many}");
+}
+
+/// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
+/// packages) each queue a message and then read the queue, `rounds` times.
+fn by_structure(check: SinvalCheck, rounds: u32) -> Vec<(String, u64)> {
+    let q: SinvalQueue<AtomicLwLock<Pg96Layout>> =
+        SinvalQueue::new(&SinvalConfig::new(2, check)).unwrap();
+    let procs = ProcTable::new(2);
+    let (q, procs) = (&q, &procs);
+    let team = (0..2)
+        .map(|me| {
+            SimThread::on(me * 10, move || {
+                let mut b = procs.attach().unwrap();
+                let mut mine = q.backend_init(&mut b, false).unwrap();
+                for i in 0..rounds {
+                    let m = SharedInvalidationMessage::relcache(1, i);
+                    q.insert_data_entries(&mut b, &[m]).unwrap();
+                    q.accept_invalidation_messages(&mut b, &mut mine).unwrap();
+                }
+            })
+        })
+        .collect();
+    pglocks_sim::run_tallied("westmere-80", team)
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_queue_is_placed_in_the_map_under_postgresqls_names() {
+    for check in [SinvalCheck::Locked, SinvalCheck::WaitFree] {
+        let found = by_structure(check, 50);
+        let mut names = vec![
+            "SInvalReadLock",
+            "SInvalWriteLock",
+            "SISeg",
+            "SISeg->buffer",
+        ];
+        if check == SinvalCheck::WaitFree {
+            // Each writer sets the other's hasMessages.
+            names.push("SISeg->procState");
+        }
+        for name in names {
+            assert!(
+                found.iter().any(|(n, t)| n == name && *t > 0),
+                "{check:?}: no transfers of {name}: {found:?}"
+            );
+        }
+        // Nothing of the queue is charged outside the map (where a line outside it is named
+        // after the source line that first missed on it).
+        assert!(
+            !found.iter().any(|(n, _)| n.contains("crates/sinval/")
+                || n.contains("crates/lwlock/")
+                || n.contains("crates/spin/")),
+            "{check:?}: {found:?}"
+        );
+    }
 }

@@ -35,6 +35,7 @@ use crate::{PageStore, Slru, SlruConfig, SlruError, Victim};
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::sync::Mutex;
 use pglocks_sync::CachePadded;
 
@@ -151,28 +152,47 @@ struct GroupMember {
 }
 
 /// The commit log.
+///
+/// Besides the SLRU, two shared structures are placed in the simulated shared-memory map
+/// ([`pglocks_sync::shmem::Placed`]): `ProcGlobal->clogGroupFirst`, the head of the group-update
+/// list, and the members' requests, which PostgreSQL keeps in each member's `PGPROC` (the
+/// `clogGroup*` fields). Shortcuts: the head is a region of its own where PostgreSQL keeps it in
+/// `PROC_HDR` beside `procArrayGroupFirst` (which the procarray crate also keeps on a line of
+/// its own), and the requests are an array of their own, one padded entry per backend (padded
+/// on the host as they always were), not fields of the `PGPROC`s: each backend's request still
+/// lies on lines no other backend's does, as in PostgreSQL.
 pub struct Clog<K: RawLwLock> {
+    /// The placements of `group_first` and `members` (declared first, so they end before the
+    /// memory is freed).
+    _placed: [Placed; 2],
     slru: Slru<K>,
     group_update: bool,
     /// `ProcGlobal->clogGroupFirst`.
-    group_first: CachePadded<AtomicU32>,
+    group_first: Box<CachePadded<AtomicU32>>,
     members: Box<[CachePadded<GroupMember>]>,
 }
 
 impl<K: RawLwLock> Clog<K> {
-    /// Models `CLOGShmemInit`: an empty commit log over `store`.
+    /// Models `CLOGShmemInit`: an empty commit log over `store`. (PostgreSQL allocates
+    /// `PROC_HDR` and the `PGPROC`s after the commit log's SLRU, as here.)
     pub fn new(cfg: &ClogConfig, store: Box<dyn PageStore>) -> Result<Self, SlruError> {
         let slru = Slru::new(&cfg.slru, store)?;
+        let group_first = Box::new(CachePadded::new(AtomicU32::new(INVALID_PROC)));
+        let members: Box<[CachePadded<GroupMember>]> = (0..cfg.max_backends)
+            .map(|_| {
+                let m = GroupMember::default();
+                m.next.store(INVALID_PROC, Relaxed);
+                CachePadded::new(m)
+            })
+            .collect();
         Ok(Self {
+            _placed: [
+                Placed::one("ProcGlobal->clogGroupFirst", &**group_first),
+                Placed::slice("PGPROC clogGroup fields", &members),
+            ],
             group_update: cfg.group_update,
-            group_first: CachePadded::new(AtomicU32::new(INVALID_PROC)),
-            members: (0..cfg.max_backends)
-                .map(|_| {
-                    let m = GroupMember::default();
-                    m.next.store(INVALID_PROC, Relaxed);
-                    CachePadded::new(m)
-                })
-                .collect(),
+            group_first,
+            members,
             slru,
         })
     }

@@ -3,7 +3,7 @@
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_sim::SimThread;
 use pglocks_slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks_slru::{MemoryStore, Victim};
 use std::time::Duration;
@@ -11,30 +11,24 @@ use std::time::Duration;
 /// Touches of a simulated run that commits xid 3 with `subxids` subtransactions (all on page
 /// 0) and then writes out every dirty page, after extending the log to `pages` pages.
 fn touches(subxids: u32, pages: u32) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
         &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
         Box::new(MemoryStore::new(Duration::ZERO)),
     )
     .unwrap();
     let procs = ProcTable::new(1);
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            clog.extend(&mut b, 3).unwrap();
-            for p in 1..pages {
-                clog.extend(&mut b, p * 32768).unwrap();
-            }
-            let subs: Vec<u32> = (4..4 + subxids).collect();
-            clog.set_tree_status(&mut b, 3, &subs, XidStatus::Committed, 0)
-                .unwrap();
-            clog.slru().write_all(&mut b).unwrap();
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        clog.extend(&mut b, 3).unwrap();
+        for p in 1..pages {
+            clog.extend(&mut b, p * 32768).unwrap();
+        }
+        let subs: Vec<u32> = (4..4 + subxids).collect();
+        clog.set_tree_status(&mut b, 3, &subs, XidStatus::Committed, 0)
+            .unwrap();
+        clog.slru().write_all(&mut b).unwrap();
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -59,4 +53,101 @@ fn a_page_written_out_is_read_whole() {
     let one = touches(0, 1);
     let three = touches(0, 3);
     assert!(three >= one + 256, "{one} -> {three}");
+}
+
+/// Touches of a simulated run that extends the log to `pages` pages (each zeroed in a slot of
+/// its own) and does nothing else.
+fn zeroing(pages: u32) -> u64 {
+    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
+        &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
+        Box::new(MemoryStore::new(Duration::ZERO)),
+    )
+    .unwrap();
+    let procs = ProcTable::new(1);
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        clog.extend(&mut b, 3).unwrap();
+        for p in 1..pages {
+            clog.extend(&mut b, p * 32768).unwrap();
+        }
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_page_zeroed_is_written_whole() {
+    // Two more pages zeroed: each page's 128 lines stored, and its 1024 group LSNs' 128 lines.
+    let one = zeroing(1);
+    let three = zeroing(3);
+    assert!(three >= one + 2 * (128 + 128), "{one} -> {three}");
+}
+
+/// Transfers by structure of a simulated run in which one backend (CPU 0) commits `rounds`
+/// xids while another (CPU 10, the other package) looks their statuses up, on `banks` (17) or
+/// one control lock (9.6–16).
+fn by_structure(banks: bool, rounds: u32) -> Vec<(String, u64)> {
+    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
+        &ClogConfig::new(32, banks, Victim::AvoidIoBusy, false, 2),
+        Box::new(MemoryStore::new(Duration::ZERO)),
+    )
+    .unwrap();
+    let procs = ProcTable::new(2);
+    {
+        let mut b = procs.attach().unwrap();
+        clog.extend(&mut b, 3).unwrap();
+    }
+    let (clog, procs) = (&clog, &procs);
+    let team = (0..2)
+        .map(|me| {
+            SimThread::on(me * 10, move || {
+                let mut b = procs.attach().unwrap();
+                for xid in 3..3 + rounds {
+                    if me == 0 {
+                        clog.set_tree_status(&mut b, xid, &[], XidStatus::Committed, 0)
+                            .unwrap();
+                    } else {
+                        clog.get_status(&mut b, xid).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    pglocks_sim::run_tallied("westmere-80", team)
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_slrus_shared_structures_are_placed_in_the_map_under_postgresqls_names() {
+    for (banks, lock, counter) in [
+        (false, "XactSLRULock", "Xact SlruSharedData"),
+        (true, "Xact bank_locks", "Xact bank_cur_lru_count"),
+    ] {
+        let found = by_structure(banks, 200);
+        // The lock, the LRU counter both bump and the status bytes move between the two.
+        for name in [lock, counter, "Xact page buffers"] {
+            assert!(
+                found.iter().any(|(n, t)| n == name && *t > 0),
+                "banks {banks}: no transfers of {name}: {found:?}"
+            );
+        }
+        // Nothing of the SLRU is charged outside the map (where a line outside it is named
+        // after the source line that first missed on it).
+        assert!(
+            !found
+                .iter()
+                .any(|(n, _)| n.contains("crates/slru/") || n.contains("crates/lwlock/")),
+            "banks {banks}: {found:?}"
+        );
+    }
 }

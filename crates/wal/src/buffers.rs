@@ -11,9 +11,14 @@
 //!
 //! # Layout and what a simulated CPU is charged
 //! `XLOGShmemInit` places the page buffers (`XLogCtl->pages`) after the insertion locks and
-//! `xlblocks`, aligned to `XLOG_BLCKSZ` (`TYPEALIGN(XLOG_BLCKSZ, allocptr)`), the pages back to
-//! back; here they are one allocation of [`WalPage`]s, each on an 8192-byte boundary, so a
-//! record's bytes lie on the lines PostgreSQL's would. The words are std's atomics (the
+//! `xlblocks`, aligned to `XLOG_BLCKSZ` (`TYPEALIGN(XLOG_BLCKSZ, allocptr)`, for `O_DIRECT`),
+//! the pages back to back; here they are one allocation of [`WalPage`]s, each on an 8192-byte
+//! boundary of the host's memory as in PostgreSQL's. In the simulated shared-memory map
+//! `xlblocks` (`XLogCtl->xlblocks`) and the pages (`XLogCtl->pages`) are each placed as a
+//! region of their own (see [`Wal`]), which the map starts on a 128-byte boundary only; that
+//! changes no line: a page is a whole number of lines (8192 is a multiple of the line), so a
+//! record's bytes lie on the lines of its page PostgreSQL's would whichever boundary the page
+//! starts on. The words are std's atomics (the
 //! insertion, `WALBufMappingLock` and `WALWriteLock` order them) and their lines are charged
 //! explicitly, one touch per contiguous piece:
 //! - `CopyXLogRecordToWAL`: each piece of a record copied into a page is a store to the lines
@@ -39,7 +44,7 @@ use pglocks_proc::Backend;
 use pglocks_spin::RawSpinLock;
 use pglocks_sync::atomic::{AtomicU64 as SyncU64, Ordering::*};
 use pglocks_sync::data::touch_range;
-use pglocks_sync::shmem::independent;
+use pglocks_sync::shmem::{independent, Placed};
 // The page bytes are data, not synchronisation: the locks order every access to them, so they
 // are std's atomics even under loom (loom would track each word as a synchronisation point).
 // Their lines are charged with explicit touches (see the module's documentation).
@@ -78,6 +83,16 @@ impl Buffers {
                 .collect(),
             xlblocks: (0..n).map(|_| SyncU64::new(0)).collect(),
         }
+    }
+
+    /// Places `xlblocks` in the simulated shared-memory map, as `XLogCtl->xlblocks`.
+    pub(crate) fn place_xlblocks(&self) -> Placed {
+        Placed::slice("XLogCtl->xlblocks", &self.xlblocks)
+    }
+
+    /// Places the page buffers in the simulated shared-memory map, as `XLogCtl->pages`.
+    pub(crate) fn place_pages(&self) -> Placed {
+        Placed::slice("XLogCtl->pages", &self.pages)
     }
 
     /// `XLogRecPtrToBufIdx`.
@@ -236,7 +251,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     ) -> Result<(), WalError> {
         self.buf_mapping_lock.acquire(b, LwLockMode::Exclusive)?;
         loop {
-            let next = self.initialized_upto.load(Relaxed);
+            let next = self.ctl.initialized_upto.load(Relaxed);
             if upto < next {
                 break;
             }
@@ -245,7 +260,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             if w.logwrt.write < old_end {
                 // The buffer's old page may not be written yet: post a write request for it and
                 // look again at how far WAL is written.
-                w.logwrt = self.info.lock(b)?.with_mut(|info| {
+                w.logwrt = self.ctl.info.lock(b)?.with_mut(|info| {
                     info.request.write = info.request.write.max(old_end);
                     info.result
                 });
@@ -278,7 +293,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             pglocks_sync::atomic::fence(Release);
             self.buffers.init_page(idx, next, &self.layout);
             self.buffers.xlblocks[idx].store(next + XLOG_BLCKSZ, Release);
-            self.initialized_upto.store(next + XLOG_BLCKSZ, Relaxed);
+            self.ctl.initialized_upto.store(next + XLOG_BLCKSZ, Relaxed);
         }
         self.buf_mapping_lock.release(b)?;
         Ok(())

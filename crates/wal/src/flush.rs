@@ -58,7 +58,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// How far WAL is written and flushed: `LogwrtResult` as published under `info_lck`
     /// (`RefreshXLogWriteResult`).
     pub fn write_result(&self, b: &mut Backend) -> Result<WriteResult, WalError> {
-        Ok(self.info.lock(b)?.with(|info| info.result))
+        Ok(self.ctl.info.lock(b)?.with(|info| info.result))
     }
 
     /// Marks backend `b` as in a transaction with an xid (or not): what
@@ -180,6 +180,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         let mut request = record;
         loop {
             let (result, posted) = self
+                .ctl
                 .info
                 .lock(b)?
                 .with(|info| (info.result, info.request.write));
@@ -320,7 +321,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         wr.result = result;
         drop(guard);
         // Publish, and raise the requests to what is done so nobody asks for less.
-        self.info.lock(b)?.with_mut(|info| {
+        self.ctl.info.lock(b)?.with_mut(|info| {
             info.result = result;
             info.request.write = info.request.write.max(result.write);
             info.request.flush = info.request.flush.max(result.flush);

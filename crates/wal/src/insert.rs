@@ -104,7 +104,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// under `insertpos_lck` with nothing but two loads and two stores inside.
     #[inline]
     fn reserve(&self, b: &mut Backend, size: u64) -> Result<Reserved, WalError> {
-        let (start, end, prev) = self.insert_pos.lock(b)?.with_mut(|p| {
+        let (start, end, prev) = self.ctl.insert_pos.lock(b)?.with_mut(|p| {
             let start = p.curr;
             let prev = p.prev;
             p.curr = start + size;
@@ -123,7 +123,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// all insertion locks, so the arithmetic under the spinlock competes with nobody.
     fn reserve_switch(&self, b: &mut Backend) -> Result<Result<Reserved, u64>, WalError> {
         let layout = self.layout;
-        self.insert_pos.lock(b)?.with_mut(|p: &mut InsertPos| {
+        self.ctl.insert_pos.lock(b)?.with_mut(|p: &mut InsertPos| {
             let start_bytepos = p.curr;
             let at = layout.bytepos_to_end_recptr(start_bytepos);
             if layout.segment_offset(at) == 0 {
@@ -144,14 +144,14 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
 
     /// Where the last reserved record starts (`PrevBytePos` as an LSN), if any.
     pub fn last_record(&self, b: &mut Backend) -> Result<Option<u64>, WalError> {
-        let prev = self.insert_pos.lock(b)?.with(|p| p.prev);
+        let prev = self.ctl.insert_pos.lock(b)?.with(|p| p.prev);
         Ok(prev.map(|p| self.layout.bytepos_to_recptr(p)))
     }
 
     /// How far WAL space has been reserved, as an end LSN (the read of `CurrBytePos` that
     /// `WaitXLogInsertionsToFinish` and `GetXLogInsertRecPtr` make).
     pub(crate) fn reserved_upto(&self, b: &mut Backend) -> Result<u64, WalError> {
-        let curr = self.insert_pos.lock(b)?.with(|p| p.curr);
+        let curr = self.ctl.insert_pos.lock(b)?.with(|p| p.curr);
         Ok(self.layout.bytepos_to_end_recptr(curr))
     }
 
@@ -160,7 +160,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// `upto` is past what has been reserved).
     pub fn wait_insertions_to_finish(&self, b: &mut Backend, upto: u64) -> Result<u64, WalError> {
         if self.cfg.insert_result_cache {
-            let inserted = self.log_insert_result.load(SeqCst);
+            let inserted = self.ctl.log_insert_result.load(SeqCst);
             if upto <= inserted {
                 return Ok(inserted);
             }
@@ -190,7 +190,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             }
         }
         if self.cfg.insert_result_cache {
-            let before = self.log_insert_result.fetch_max(finished_upto, SeqCst);
+            let before = self.ctl.log_insert_result.fetch_max(finished_upto, SeqCst);
             return Ok(before.max(finished_upto));
         }
         Ok(finished_upto)
@@ -234,7 +234,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         let at = copied?;
         if at.start / XLOG_BLCKSZ != at.end / XLOG_BLCKSZ {
             // Crossed a page: post a write request for the full pages (and refresh our view).
-            w.logwrt = self.info.lock(b)?.with_mut(|info| {
+            w.logwrt = self.ctl.info.lock(b)?.with_mut(|info| {
                 info.request.write = info.request.write.max(at.end);
                 info.result
             });
@@ -330,7 +330,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             Ok(at) => at,
             Err(position) => return Ok(position),
         };
-        w.logwrt = self.info.lock(b)?.with_mut(|info| {
+        w.logwrt = self.ctl.info.lock(b)?.with_mut(|info| {
             info.request.write = info.request.write.max(at.end);
             info.result
         });

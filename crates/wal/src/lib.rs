@@ -139,6 +139,7 @@ use pglocks_spin::{PgSpinLock, RawSpinLock, SpinError, SpinLock};
 use pglocks_sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release,
 };
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::sync::Mutex;
 use pglocks_sync::time::Duration;
 use pglocks_sync::CachePadded;
@@ -379,26 +380,63 @@ struct Info {
     wal_writer_sleeping: bool,
 }
 
+/// The parts of xlog.c's `XLogCtlData` the model keeps, in PostgreSQL's order on a 64-bit
+/// build: `XLogCtlInsert`'s head (`insertpos_lck`, `CurrBytePos`, `PrevBytePos`), which
+/// PostgreSQL follows with `pad[PG_CACHE_LINE_SIZE]` so that it has its line to itself (here
+/// the head padded to 128 bytes, the padding PostgreSQL has); then, after the rest of
+/// `XLogCtlInsert` and the fields under `info_lck`, 17's `logInsertResult` beside
+/// `InitializedUpTo` (24 bytes apart in 17, on one line; up to 16 `InitializedUpTo` follows
+/// `LogwrtResult` the same way); and `info_lck`, which ends the struct after the recovery
+/// fields, so that in normal running nothing else on its line is touched (here padded to a
+/// line of its own). The fields `info_lck` guards (`LogwrtRqst`, `LogwrtResult`,
+/// `asyncXactLSN`, `WalWriterSleeping`) lie beside the lock word here, in the spinlock's cell,
+/// and are not charged to a simulated CPU: only the lock word is.
+#[repr(C)]
+struct XLogCtl<R: RawSpinLock> {
+    /// `insertpos_lck` and what it guards (`XLogCtlInsert`'s `CurrBytePos`, `PrevBytePos`).
+    insert_pos: CachePadded<SpinLock<InsertPos, R>>,
+    /// 17's `logInsertResult`: insertions are known finished up to here.
+    log_insert_result: AtomicU64,
+    /// `InitializedUpTo`, under `WALBufMappingLock`.
+    initialized_upto: AtomicU64,
+    /// `info_lck` and what it guards.
+    info: CachePadded<SpinLock<Info, R>>,
+}
+
 /// The shared WAL: xlog.c's `XLogCtl` and the locks around it, for backends using LWLock
 /// implementation `K`, variable protocol `P` (`LockedVar` up to 16, `AtomicVar` from 17) and
 /// spinlock `R`.
+///
+/// Its shared parts are placed in the simulated shared-memory map
+/// ([`pglocks_sync::shmem::Placed`]) in PostgreSQL's order: `WALWriteLock` and
+/// `WALBufMappingLock` (`MainLWLockArray`'s, made by `CreateLWLocks` first), then what
+/// `XLOGShmemInit` carves out of the one "XLOG Ctl" struct — `XLogCtl`, `XLogCtl->xlblocks`,
+/// the insertion locks (`WALInsertLocks`, each `WALInsertLockPadded` to 128 bytes as in
+/// PostgreSQL) and the page buffers (`XLogCtl->pages`) — and last the per-backend flags
+/// `MinimumActiveBackends` reads (`PGPROC`s, made after the WAL by `InitProcGlobal`).
+/// Shortcuts: each part is a region of its own on a 128-byte boundary where PostgreSQL packs
+/// them in one allocation (the insertion locks aligned to their padded size, the pages to
+/// `XLOG_BLCKSZ`); the two individual locks are regions of their own padded to 128 bytes, as
+/// `LWLockPadded` is from 9.6 (up to 9.5 their 16- or 32-byte slots of `MainLWLockArray` may
+/// share a line with a neighbour); up to 9.3 the one `WALInsertLock` is one of those individual
+/// locks, here the one insertion lock in the same place as 9.4's eight.
 pub struct Wal<K: RawLwLock, P: VarProtocol = AtomicVar, R: RawSpinLock = PgSpinLock> {
+    /// The placements of the shared parts below (declared first, so they end before the memory
+    /// is freed).
+    _placed: Vec<Placed>,
     cfg: WalConfig,
     layout: Layout,
     /// Where WAL starts: the first record's LSN.
     start: u64,
-    insert_pos: CachePadded<SpinLock<InsertPos, R>>,
+    /// `XLogCtl`.
+    ctl: Box<XLogCtl<R>>,
     insert_locks: Box<[CachePadded<InsertLock<K, P>>]>,
-    /// 17's `logInsertResult`: insertions are known finished up to here.
-    log_insert_result: CachePadded<AtomicU64>,
-    info: CachePadded<SpinLock<Info, R>>,
-    write_lock: CachePadded<K>,
-    buf_mapping_lock: CachePadded<K>,
-    /// `InitializedUpTo`, under `WALBufMappingLock`.
-    initialized_upto: CachePadded<AtomicU64>,
+    write_lock: Box<CachePadded<K>>,
+    buf_mapping_lock: Box<CachePadded<K>>,
     buffers: Buffers,
     writer: Mutex<flush::Writer>,
-    /// Per backend: in a transaction that has an xid (what `MinimumActiveBackends` counts).
+    /// Per backend: in a transaction that has an xid (what `MinimumActiveBackends` counts,
+    /// reading the `PGPROC`s); each on a line of its own, as each backend's `PGPROC` is.
     active: Box<[CachePadded<AtomicBool>]>,
     /// A device write or fsync failed (PostgreSQL's PANIC): nothing may be inserted or flushed
     /// any more. Set once, read at the start of every insert and flush.
@@ -451,9 +489,13 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             write: segment_start,
             flush: segment_start,
         };
-        Ok(Self {
-            layout,
-            start,
+        // In PostgreSQL's order of allocation (see [`Wal`]).
+        let mut placed = Vec::new();
+        let write_lock = Box::new(CachePadded::new(K::new("WALWrite")));
+        placed.push(Placed::one("WALWriteLock", &**write_lock));
+        let buf_mapping_lock = Box::new(CachePadded::new(K::new("WALBufMapping")));
+        placed.push(Placed::one("WALBufMappingLock", &**buf_mapping_lock));
+        let ctl = Box::new(XLogCtl {
             insert_pos: CachePadded::new(SpinLock::new(
                 "insertpos_lck",
                 InsertPos {
@@ -461,15 +503,8 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                     prev: None,
                 },
             )),
-            insert_locks: (0..locks)
-                .map(|_| {
-                    CachePadded::new(InsertLock {
-                        lock: K::new(lock_name),
-                        inserting_at: LwLockVar::new(0),
-                    })
-                })
-                .collect(),
-            log_insert_result: CachePadded::new(AtomicU64::new(segment_start)),
+            log_insert_result: AtomicU64::new(segment_start),
+            initialized_upto: AtomicU64::new(segment_start),
             info: CachePadded::new(SpinLock::new(
                 "info_lck",
                 Info {
@@ -479,15 +514,45 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
                     wal_writer_sleeping: false,
                 },
             )),
-            write_lock: CachePadded::new(K::new("WALWrite")),
-            buf_mapping_lock: CachePadded::new(K::new("WALBufMapping")),
-            initialized_upto: CachePadded::new(AtomicU64::new(segment_start)),
-            buffers: Buffers::new(cfg.wal_buffers),
+        });
+        placed.push(Placed::one("XLogCtl", &*ctl));
+        let buffers = Buffers::new(cfg.wal_buffers);
+        placed.push(buffers.place_xlblocks());
+        let insert_locks: Box<[CachePadded<InsertLock<K, P>>]> = (0..locks)
+            .map(|_| {
+                CachePadded::new(InsertLock {
+                    lock: K::new(lock_name),
+                    inserting_at: LwLockVar::new(0),
+                })
+            })
+            .collect();
+        placed.push(Placed::slice(
+            match cfg.insertion {
+                Insertion::OneLock => "WALInsertLock",
+                Insertion::Locks(_) => "WALInsertLocks",
+            },
+            &insert_locks,
+        ));
+        placed.push(buffers.place_pages());
+        let active: Box<[CachePadded<AtomicBool>]> = (0..cfg.max_backends)
+            .map(|_| CachePadded::new(AtomicBool::new(false)))
+            .collect();
+        placed.push(Placed::slice(
+            "PGPROC MinimumActiveBackends fields",
+            &active,
+        ));
+        Ok(Self {
+            _placed: placed,
+            layout,
+            start,
+            ctl,
+            insert_locks,
+            write_lock,
+            buf_mapping_lock,
+            buffers,
             enable_fsync: device.fsync_enabled(),
             writer: Mutex::new(flush::Writer::new(device, written, start)),
-            active: (0..cfg.max_backends)
-                .map(|_| CachePadded::new(AtomicBool::new(false)))
-                .collect(),
+            active,
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             wal_writer_proc: AtomicUsize::new(NO_WAL_WRITER),
@@ -535,7 +600,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// `insertpos_lck` and `info_lck` spinlocks. For tests and end-of-run checks, when no
     /// other backend is using the WAL (a lock some backend holds legitimately reads as busy).
     pub fn locks_free(&self, b: &mut Backend) -> Result<bool, WalError> {
-        let lwlocks = [&*self.write_lock, &*self.buf_mapping_lock]
+        let lwlocks = [&**self.write_lock, &**self.buf_mapping_lock]
             .into_iter()
             .chain(self.insert_locks.iter().map(|l| &l.lock));
         for lock in lwlocks {
@@ -544,7 +609,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             }
             lock.release(b)?;
         }
-        Ok(self.insert_pos.try_lock().is_some() && self.info.try_lock().is_some())
+        Ok(self.ctl.insert_pos.try_lock().is_some() && self.ctl.info.try_lock().is_some())
     }
 
     /// `enableFsync`: false when the device models `fsync = off`
@@ -587,5 +652,21 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
             },
             words: Vec::new(),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xlogctl_keeps_postgresqls_lines() {
+        use std::mem::offset_of;
+        // The insertion position's head alone on its padded line; logInsertResult and
+        // InitializedUpTo together on the next; info_lck on a line of its own.
+        assert_eq!(offset_of!(XLogCtl<PgSpinLock>, insert_pos), 0);
+        assert_eq!(offset_of!(XLogCtl<PgSpinLock>, log_insert_result), 128);
+        assert_eq!(offset_of!(XLogCtl<PgSpinLock>, initialized_upto), 136);
+        assert_eq!(offset_of!(XLogCtl<PgSpinLock>, info), 256);
     }
 }

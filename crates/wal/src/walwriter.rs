@@ -95,7 +95,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         w: &mut WalBackend,
         async_xact_lsn: u64,
     ) -> Result<(), WalError> {
-        let (prev, result, sleeping) = self.info.lock(b)?.with_mut(|i| {
+        let (prev, result, sleeping) = self.ctl.info.lock(b)?.with_mut(|i| {
             let prev = i.async_xact_lsn;
             i.async_xact_lsn = prev.max(async_xact_lsn);
             (prev, i.result, i.wal_writer_sleeping)
@@ -137,13 +137,14 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
 
     /// `asyncXactLSN`: the end of the newest asynchronous commit (0: none yet).
     pub fn async_xact_lsn(&self, b: &mut Backend) -> Result<u64, WalError> {
-        Ok(self.info.lock(b)?.with(|i| i.async_xact_lsn))
+        Ok(self.ctl.info.lock(b)?.with(|i| i.async_xact_lsn))
     }
 
     /// Models `SetWalWriterSleeping` (xlog.c): advertises, under `info_lck`, whether the WAL
     /// writer hibernates.
     fn set_wal_writer_sleeping(&self, b: &mut Backend, sleeping: bool) -> Result<(), WalError> {
-        self.info
+        self.ctl
+            .info
             .lock(b)?
             .with_mut(|i| i.wal_writer_sleeping = sleeping);
         Ok(())
@@ -167,11 +168,11 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
         st: &mut WalWriterState,
     ) -> Result<bool, WalError> {
         self.check_usable()?;
-        let (request, result) = self.info.lock(b)?.with(|i| (i.request.write, i.result));
+        let (request, result) = self.ctl.info.lock(b)?.with(|i| (i.request.write, i.result));
         st.w.logwrt = result;
         let mut write = request - request % XLOG_BLCKSZ;
         if write <= result.flush {
-            write = self.info.lock(b)?.with(|i| i.async_xact_lsn);
+            write = self.ctl.info.lock(b)?.with(|i| i.async_xact_lsn);
         }
         if write <= result.flush {
             return Ok(false);

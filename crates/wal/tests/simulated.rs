@@ -3,40 +3,33 @@
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::{Placement, Profile, SimThread};
+use pglocks_sim::SimThread;
 use pglocks_wal::{NullDevice, Record, Wal, WalConfig};
-use std::time::Duration;
 
 /// Touches of a simulated run that inserts `records` records of `payload` bytes, without
 /// flushing, or flushing each when `flush`.
 fn touches(payload: usize, records: usize, flush: bool) -> u64 {
-    let profile = Profile::find("westmere-80").unwrap();
     let wal: Wal<AtomicLwLock<Pg96Layout>> =
         Wal::new(WalConfig::new(1), Box::new(NullDevice)).unwrap();
     let procs = ProcTable::new(1);
     let data = vec![7u8; payload];
-    let team = vec![SimThread {
-        placement: Placement::Cpu(0),
-        body: Box::new(|| {
-            let mut b = procs.attach().unwrap();
-            let mut w = wal.backend();
-            let rec = Record {
-                xid: 1,
-                rmid: 10,
-                info: 0,
-                payload: &data,
-            };
-            for _ in 0..records {
-                let end = wal.insert(&mut b, &mut w, &rec).unwrap();
-                if flush {
-                    wal.flush(&mut b, &mut w, end).unwrap();
-                }
+    let team = vec![SimThread::on(0, || {
+        let mut b = procs.attach().unwrap();
+        let mut w = wal.backend();
+        let rec = Record {
+            xid: 1,
+            rmid: 10,
+            info: 0,
+            payload: &data,
+        };
+        for _ in 0..records {
+            let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+            if flush {
+                wal.flush(&mut b, &mut w, end).unwrap();
             }
-        }) as Box<dyn FnOnce() + '_>,
-    }];
-    pglocks_sim::run(&profile, team, Duration::from_secs(10))
-        .unwrap()
-        .touches
+        }
+    })];
+    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -61,4 +54,74 @@ fn a_write_reads_every_line_of_its_pages() {
     let unflushed = touches(40, 20, false);
     let flushed = touches(40, 20, true);
     assert!(flushed >= unflushed + 20 * 128, "{unflushed} -> {flushed}");
+}
+
+/// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
+/// packages) each insert and flush `records` records, on `wal_buffers` pages.
+fn by_structure(records: usize, wal_buffers: usize) -> Vec<(String, u64)> {
+    let wal: Wal<AtomicLwLock<Pg96Layout>> = Wal::new(
+        WalConfig {
+            wal_buffers,
+            ..WalConfig::new(2)
+        },
+        Box::new(NullDevice),
+    )
+    .unwrap();
+    let procs = ProcTable::new(2);
+    let data = vec![7u8; 200];
+    let (wal, procs, data) = (&wal, &procs, &data);
+    let team = (0..2)
+        .map(|me| {
+            SimThread::on(me * 10, move || {
+                let mut b = procs.attach().unwrap();
+                let mut w = wal.backend();
+                let rec = Record {
+                    xid: 1,
+                    rmid: 10,
+                    info: 0,
+                    payload: data,
+                };
+                for _ in 0..records {
+                    let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                    wal.flush(&mut b, &mut w, end).unwrap();
+                }
+            })
+        })
+        .collect();
+    pglocks_sim::run_tallied("westmere-80", team)
+        .by_structure
+        .into_iter()
+        .map(|s| (s.name, s.transfers))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn xlogctl_its_locks_and_its_pages_are_placed_in_the_map_under_postgresqls_names() {
+    // 100 records of about 230 bytes on each side fill 6 pages: the 4 buffers are reused.
+    let found = by_structure(100, 4);
+    for name in [
+        "XLogCtl",
+        "XLogCtl->xlblocks",
+        "XLogCtl->pages",
+        "WALInsertLocks",
+        "WALWriteLock",
+        "WALBufMappingLock",
+    ] {
+        assert!(
+            found.iter().any(|(n, t)| n == name && *t > 0),
+            "no transfers of {name}: {found:?}"
+        );
+    }
+    // Nothing of the WAL is charged outside the map (where a line outside it is named after
+    // the source line that first missed on it).
+    assert!(
+        !found.iter().any(|(n, _)| n.contains("crates/wal/")
+            || n.contains("crates/lwlock/")
+            || n.contains("crates/spin/")),
+        "{found:?}"
+    );
 }
