@@ -336,6 +336,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             outstanding_misses: 1,
             store_buffer: 0,
             // Not measured: a store on a Shared line costs what a transfer does.
+            load_from_shared: None,
             store_on_shared: None,
             atomic_on_shared: None,
         },

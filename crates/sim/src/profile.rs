@@ -161,6 +161,12 @@ pub struct Cycles {
     /// has none: every store stalls its core until it is visible.
     #[serde(default)]
     pub store_buffer: u32,
+    /// A load that finds the line Shared by other cores (MESI's S) and by none of this core's
+    /// caches, by the distance of the nearest sharer (the SOSP'13 study's load-from-Shared
+    /// rows: an inclusive last-level cache serves it without asking a core). Absent: charged
+    /// as a transfer from the nearest sharer, as a load of a Modified line there.
+    #[serde(default)]
+    pub load_from_shared: Option<ByDistance>,
     /// A store that finds the line Shared by other cores (MESI's S), by the distance of the
     /// farthest sharer: the fetch and the invalidations it waits for, which on a machine whose
     /// directory does not track sharers is a broadcast (the SOSP'13 study's store-on-Shared
