@@ -32,6 +32,7 @@ use pglocks_dynahash::{Chains, HashError, HashSpec, RegionNames, SharedHash};
 use pglocks_lwlock::{Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::shmem::Placed;
 use pglocks_sync::CachePadded;
 use std::ops::Range;
 
@@ -61,6 +62,12 @@ unsafe impl Sync for PartitionMap {}
 
 /// The shared buffer table and its partition locks.
 pub(crate) struct BufTable<K: RawLwLock, P: Padding> {
+    /// The partition locks' place in a simulated machine's shared-memory map, as
+    /// `MainLWLockArray`'s `BufferMapping` tranche (placed when the table is made, after the
+    /// pool's arrays, where `CreateLWLocks` made them before: a shortcut of order only).
+    /// (First: fields drop in declaration order, and the map must forget this memory before it
+    /// is freed.)
+    _placed: Placed,
     locks: Box<[P::Cell<K>]>,
     maps: Box<[CachePadded<PartitionMap>]>,
     hash: SharedHash<BufferTag, u32>,
@@ -90,10 +97,12 @@ impl<K: RawLwLock, P: Padding> BufTable<K, P> {
             freelists,
             tas_spin,
         });
+        let locks: Box<[P::Cell<K>]> = (0..partitions)
+            .map(|_| P::pad(K::new("BufferMapping")))
+            .collect();
         Self {
-            locks: (0..partitions)
-                .map(|_| P::pad(K::new("BufferMapping")))
-                .collect(),
+            _placed: Placed::slice("BufferMapping partitions", &locks),
+            locks,
             maps: (0..partitions)
                 .map(|_| CachePadded::new(PartitionMap(UnsafeCell::new(hash.chains()))))
                 .collect(),

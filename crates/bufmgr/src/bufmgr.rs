@@ -193,7 +193,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             let old_tag = desc.tag(state);
             self.pin_buffer_locked(refs, buf_id, state);
             if victim.freelist_lock_held {
-                self.strategy.freelist_lock.release(b)?;
+                self.freelist_lock.release(b)?;
             }
             // No dirty buffers here, so no FlushBuffer.
 

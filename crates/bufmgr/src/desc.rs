@@ -153,8 +153,9 @@ impl<K> std::ops::Deref for PaddedDesc<K> {
 /// beside it in [`PaddedDesc`]).
 ///
 /// The tag is PostgreSQL's first field in every release, at offset 0 of the 64-byte padded
-/// descriptor, as here: its reads and writes are charged at its host address, on the line of
-/// the state word and the content lock, as in PostgreSQL. The fields after it are laid out
+/// descriptor, as here: its reads and writes are charged at its place in the simulated
+/// shared-memory map ("Buffer Descriptors"), on the line of the state word and the content
+/// lock, as in PostgreSQL. The fields after it are laid out
 /// differently (`buf_id` at 20 and `state` at 24 in PostgreSQL, `state` at 20 here), on the
 /// same line.
 #[repr(C)]

@@ -37,7 +37,6 @@ use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
-use pglocks_sync::CachePadded;
 
 /// Who guards the hand and the freelist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,15 +47,18 @@ pub enum VictimSearch {
     AtomicClockHand,
 }
 
-/// Models `BufferStrategyControl` and `BufFreelistLock`.
-pub(crate) struct StrategyControl<K> {
-    /// `BufFreelistLock` (≤ 9.4).
-    pub freelist_lock: CachePadded<K>,
+/// Models `BufferStrategyControl` (9.5+'s fields, in its order: the spinlock, the hand, the
+/// freelist's ends and the two counts, all on one line, as `StrategyInitialize` allocates it,
+/// "Buffer Strategy Status"). Up to 9.4 the struct had no spinlock and the hand was a plain
+/// `int` under `BufFreelistLock`; the model keeps 9.5's layout for every release (the fields
+/// shift by four bytes on the same line), and `BufFreelistLock` is the pool's own.
+#[repr(C)]
+pub(crate) struct StrategyControl {
     /// `buffer_strategy_lock` (9.5+): the freelist and the wraparound of the hand.
     pub strategy_lock: PgSpinLock<true>,
     /// `nextVictimBuffer`: the hand (9.5+ atomic and running past `NBuffers`; ≤ 9.4 a plain
     /// index under `BufFreelistLock`).
-    pub next_victim_buffer: CachePadded<AtomicU32>,
+    pub next_victim_buffer: AtomicU32,
     /// `firstFreeBuffer` (`FREENEXT_END_OF_LIST` when empty); read without the lock by 9.5+.
     pub first_free_buffer: AtomicU32,
     /// `lastFreeBuffer`.
@@ -67,13 +69,12 @@ pub(crate) struct StrategyControl<K> {
     pub num_buffer_allocs: AtomicU32,
 }
 
-impl<K: RawLwLock> StrategyControl<K> {
+impl StrategyControl {
     /// `StrategyInitialize`: every buffer on the freelist in order, the hand at 0.
     pub fn new(nbuffers: usize) -> Self {
         Self {
-            freelist_lock: CachePadded::new(K::new("BufFreelist")),
             strategy_lock: PgSpinLock::new(),
-            next_victim_buffer: CachePadded::new(AtomicU32::new(0)),
+            next_victim_buffer: AtomicU32::new(0),
             first_free_buffer: AtomicU32::new(0),
             last_free_buffer: AtomicU32::new(nbuffers as u32 - 1),
             complete_passes: AtomicU32::new(0),
@@ -215,9 +216,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     pub(crate) fn strategy_get_buffer(&self, b: &mut Backend) -> Result<Victim, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         if locked {
-            self.strategy
-                .freelist_lock
-                .acquire(b, LwLockMode::Exclusive)?;
+            self.freelist_lock.acquire(b, LwLockMode::Exclusive)?;
         }
         self.strategy.num_buffer_allocs.fetch_add(1, Relaxed);
         let found = match self.get_from_freelist(b) {
@@ -236,7 +235,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             }),
             Err(e) => {
                 if locked {
-                    self.strategy.freelist_lock.release(b)?;
+                    self.freelist_lock.release(b)?;
                 }
                 Err(e)
             }
@@ -286,9 +285,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     ) -> Result<(), BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         if locked {
-            self.strategy
-                .freelist_lock
-                .acquire(b, LwLockMode::Exclusive)?;
+            self.freelist_lock.acquire(b, LwLockMode::Exclusive)?;
         } else {
             self.strategy_lock(b)?;
         }
@@ -302,7 +299,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             self.strategy.first_free_buffer.store(buf_id, Relaxed);
         }
         if locked {
-            self.strategy.freelist_lock.release(b)?;
+            self.freelist_lock.release(b)?;
         } else {
             self.strategy_unlock();
         }

@@ -73,8 +73,9 @@ use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_proc::Backend;
-use pglocks_sync::shmem::Region;
+use pglocks_sync::shmem::{Placed, Region};
 use pglocks_sync::time::Duration;
+use pglocks_sync::CachePadded;
 
 /// lwlock.h's `NUM_BUFFER_PARTITIONS` from 9.5 (16 in 8.2–9.4).
 pub use pglocks_lwlock::tranche::NUM_BUFFER_PARTITIONS;
@@ -215,8 +216,13 @@ pub struct BufferInfo {
 
 /// The buffer pool: descriptors, the pages' place in the simulated shared-memory map, the
 /// mapping table with its partition locks (an array padded as `P` says), and the strategy
-/// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`.
+/// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`,
+/// each placed in a simulated machine's shared-memory map.
 pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
+    /// The shared structures' places in a simulated machine's shared-memory map: the
+    /// descriptors, the I/O locks, `BufFreelistLock` and the strategy control. (First: fields
+    /// drop in declaration order, and the map must forget this memory before it is freed.)
+    _placed: [Placed; 4],
     descs: Box<[PaddedDesc<K>]>,
     /// `BufferBlocks`: `NBuffers` pages of [`BLCKSZ`] bytes, buffer `buf_id`'s page element
     /// `buf_id`.
@@ -224,7 +230,10 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     /// Per-buffer I/O locks (`BufferIOLWLockArray`).
     io_locks: Box<[K]>,
     table: BufTable<K, P>,
-    strategy: StrategyControl<K>,
+    /// `BufFreelistLock` (≤ 9.4), one of `MainLWLockArray`'s individual locks.
+    freelist_lock: Box<CachePadded<K>>,
+    /// `StrategyControl`.
+    strategy: Box<StrategyControl>,
     victim_search: VictimSearch,
     pin: PinMethod,
     hdr: HeaderLock,
@@ -246,29 +255,48 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     }
 
     /// Models `InitBufferPool` with a mapping table of `freelists` dynahash free lists (1 up to
-    /// 9.5, `NUM_FREELISTS` from 9.6). The simulated shared-memory map gets, in
-    /// `InitBufferPool`'s order, the pages (`BufferBlocks`, after the descriptors, which are host
-    /// memory here) and then the table (`StrategyInitialize`'s `InitBufTable`).
+    /// 9.5, `NUM_FREELISTS` from 9.6). The simulated shared-memory map gets the structures in
+    /// `InitBufferPool`'s order: the descriptors ("Buffer Descriptors"), the pages ("Buffer
+    /// Blocks"), the I/O locks ("Buffer IO Locks", 9.6–13's array; 14 has condition
+    /// variables there, which the model does not), then `StrategyInitialize`'s mapping table
+    /// and "Buffer Strategy Status". `BufFreelistLock`, which `CreateLWLocks` made earlier in
+    /// `MainLWLockArray`, is placed after them under its own name (a shortcut of order only).
     pub fn with_hash_freelists(cfg: &BufMgrConfig, freelists: usize) -> Result<Self, BufMgrError> {
         cfg.validate()?;
         let n = cfg.nbuffers;
+        let descs: Box<[PaddedDesc<K>]> = (0..n)
+            .map(|i| PaddedDesc {
+                desc: BufferDesc::new(if i + 1 == n {
+                    desc::FREENEXT_END_OF_LIST
+                } else {
+                    i as u32 + 1
+                }),
+                content_lock: K::new("BufferContent"),
+            })
+            .collect();
+        let placed_descs = Placed::slice("Buffer Descriptors", &descs);
         let blocks = Region::new("Buffer Blocks", BLCKSZ, n);
+        let io_locks: Box<[K]> = (0..n).map(|_| K::new("BufferIO")).collect();
+        let placed_io = Placed::slice("Buffer IO Locks", &io_locks);
+        // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
+        let table = BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin);
+        let strategy = Box::new(StrategyControl::new(n));
+        let placed_strategy = Placed::one("Buffer Strategy Status", &*strategy);
+        let freelist_lock = Box::new(CachePadded::new(K::new("BufFreelist")));
+        let placed_freelist_lock = Placed::one("BufFreelistLock", &*freelist_lock);
         Ok(Self {
+            _placed: [
+                placed_descs,
+                placed_io,
+                placed_strategy,
+                placed_freelist_lock,
+            ],
             blocks,
-            descs: (0..n)
-                .map(|i| PaddedDesc {
-                    desc: BufferDesc::new(if i + 1 == n {
-                        desc::FREENEXT_END_OF_LIST
-                    } else {
-                        i as u32 + 1
-                    }),
-                    content_lock: K::new("BufferContent"),
-                })
-                .collect(),
-            io_locks: (0..n).map(|_| K::new("BufferIO")).collect(),
-            // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
-            table: BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin),
-            strategy: StrategyControl::new(n),
+            descs,
+            io_locks,
+            table,
+            freelist_lock,
+            strategy,
             victim_search: cfg.victim_search,
             pin: cfg.pin,
             hdr: HeaderLock::of_release(cfg.pin, cfg.tas_spin),

@@ -7,7 +7,7 @@ use pglocks_bufmgr::buf_table::NUM_FREELISTS;
 use pglocks_bufmgr::{BufMgr, BufMgrConfig, BufferTag, PrivateRefCount};
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::SimThread;
+use pglocks_sim::{Outcome, SimThread};
 
 #[test]
 #[cfg_attr(not(pglocks_sim), ignore = "the simulator's build runs it")]
@@ -27,11 +27,15 @@ fn up_to_9_5_every_page_read_in_fetches_the_one_free_list_line() {
     assert!(split < one, "{split} with 32 lists, {one} with one");
 }
 
-/// Transfers of "Shared Buffer Lookup Table header"'s lines while two backends on two
-/// packages of the simulated Westmere each read `pages` pages of their own into a pool of 8
-/// buffers whose mapping table has `freelists` free lists (every read a miss: a lookup, then
-/// an insert of the new tag and a delete of the victim's).
+/// Transfers of "Shared Buffer Lookup Table header"'s lines in [`reading`].
 fn header_transfers(freelists: usize, pages: u64) -> u64 {
+    reading(freelists, pages).transfers_of("Shared Buffer Lookup Table header")
+}
+
+/// Two backends on two packages of the simulated Westmere each read `pages` pages of their own
+/// into a pool of 8 buffers whose mapping table has `freelists` free lists (every read a miss:
+/// a lookup, then an insert of the new tag and a delete of the victim's).
+fn reading(freelists: usize, pages: u64) -> Outcome {
     type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
     let pool = Pool::with_hash_freelists(&BufMgrConfig::new(8), freelists).unwrap();
     let procs = ProcTable::new(2);
@@ -51,5 +55,27 @@ fn header_transfers(freelists: usize, pages: u64) -> u64 {
         SimThread::on(0, reader(16_384)),
         SimThread::on(10, reader(16_385)),
     ];
-    pglocks_sim::run_tallied("westmere-80", team).transfers_of("Shared Buffer Lookup Table header")
+    pglocks_sim::run_tallied("westmere-80", team)
+}
+
+#[test]
+#[cfg_attr(not(pglocks_sim), ignore = "the simulator's build runs it")]
+fn descriptors_and_the_strategy_control_are_placed_under_postgresqls_names() {
+    let out = reading(NUM_FREELISTS, 40);
+    // Each miss runs the clock sweep (the hand in the strategy control) over descriptors the
+    // other backend pinned and released (their state words and content locks).
+    for name in ["Buffer Descriptors", "Buffer Strategy Status"] {
+        assert!(out.transfers_of(name) > 0, "{name}: {:?}", out.by_structure);
+    }
+    // Nothing of the pool is charged by its host address (a line outside the map is named by
+    // the code that first missed on it).
+    assert!(
+        !out.by_structure
+            .iter()
+            .any(|s| s.name.contains("crates/bufmgr/")
+                || s.name.contains("crates/lwlock/")
+                || s.name.contains("crates/spin/")),
+        "{:?}",
+        out.by_structure
+    );
 }

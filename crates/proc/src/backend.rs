@@ -59,13 +59,14 @@ pub struct ProcTable {
 
 #[derive(Debug)]
 struct ProcGlobal {
-    /// The slots' place in a simulated machine's shared-memory map (`ProcGlobal->allProcs`).
-    /// (First: fields drop in declaration order, and the map must forget this memory before it
-    /// is freed.)
-    _placed: pglocks_sync::shmem::Placed,
+    /// The slots' place in a simulated machine's shared-memory map (`ProcGlobal->allProcs`),
+    /// and `spins_per_delay`'s (on a line of its own: the rest of `PROC_HDR` is the other
+    /// crates' to place, and is placed beside its users). (First: fields drop in declaration
+    /// order, and the map must forget this memory before it is freed.)
+    _placed: [pglocks_sync::shmem::Placed; 2],
     slots: Box<[CachePadded<ProcSlot>]>,
     /// `ProcGlobal->spins_per_delay`: where new backends start their spin estimate.
-    shared_spins_per_delay: AtomicU32,
+    shared_spins_per_delay: Box<AtomicU32>,
     spin_config: SpinDelayConfig,
     /// Whether backends count `LWLOCK_STATS` acquisitions (PostgreSQL's is a build option).
     lwlock_stats: AtomicBool,
@@ -149,11 +150,13 @@ impl ProcTable {
             })
             .collect();
         let placed = pglocks_sync::shmem::Placed::slice("PGPROC", &slots);
+        let spins = Box::new(AtomicU32::new(config.default_spins_per_delay));
+        let placed_spins = pglocks_sync::shmem::Placed::one("ProcGlobal->spins_per_delay", &*spins);
         Ok(Self {
             inner: Arc::new(ProcGlobal {
                 slots,
-                _placed: placed,
-                shared_spins_per_delay: AtomicU32::new(config.default_spins_per_delay),
+                _placed: [placed, placed_spins],
+                shared_spins_per_delay: spins,
                 spin_config: config,
                 lwlock_stats: AtomicBool::new(false),
             }),
