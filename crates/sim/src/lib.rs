@@ -33,4 +33,5 @@ pub use profile::{Profile, ProfileError};
 pub mod hook {
     pub use crate::engine::active;
     pub use crate::engine::ops::*;
+    pub use crate::engine::spawn::spawn;
 }
