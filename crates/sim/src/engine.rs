@@ -41,6 +41,7 @@ mod os;
 mod run;
 pub(crate) mod spawn;
 mod store_buffer;
+pub(crate) mod syscall;
 mod touch;
 
 pub use run::run;

@@ -34,4 +34,5 @@ pub mod hook {
     pub use crate::engine::active;
     pub use crate::engine::ops::*;
     pub use crate::engine::spawn::spawn;
+    pub use crate::engine::syscall::system_call;
 }
