@@ -53,11 +53,12 @@ use pglocks_lwlock::RawLwLock;
 use pglocks_proc::stats::BackendStats;
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_shmmq::{ShmMq, ShmMqHandle, ShmMqResult};
+use pglocks_sync::channel;
+use pglocks_sync::thread::{Scope, ScopedJoinHandle};
+use pglocks_sync::time::{Duration, Instant};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
-use std::thread::{Scope, ScopedJoinHandle};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 // The vocabulary the leader shares with the workers, under the paths it has always had here.
 pub use crate::config::{
@@ -131,7 +132,7 @@ pub fn apply<K: RawLwLock>(
             .prefix("pglocks-apply-")
             .tempdir()?,
     };
-    let (stats, backends) = std::thread::scope(|scope| -> Result<_, ApplyError> {
+    let (stats, backends) = pglocks_sync::thread::scope(|scope| -> Result<_, ApplyError> {
         let mut b = procs.attach()?;
         let local = sub.lock_manager().connect(&mut b, cfg.database)?;
         let mut la = Leader {
@@ -492,7 +493,7 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
         mq.set_sender(&mut self.b)?;
         let handle = ShmMqHandle::attach(Arc::clone(&mq), &mut self.b)?;
         let shared = Arc::new(PaShared::new(self.b.procno()));
-        let (ready_tx, ready_rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = channel::bounded(1);
         let (sub, procs, cfg) = (self.sub, self.procs, self.cfg);
         let worker_shared = Arc::clone(&shared);
         let thread = self

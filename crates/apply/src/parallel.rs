@@ -17,7 +17,9 @@
 //! With nothing to do it sleeps on its latch for at most a second.
 //!
 //! Shortcut: the shared state (`ParallelApplyWorkerShared`) is behind a mutex standing in for
-//! its spinlock, and the pending-chunk count is an atomic as in PostgreSQL.
+//! its spinlock (host memory, charged nothing on a simulated machine), and the pending-chunk
+//! count is an atomic as in PostgreSQL (the shim's, charged), as are the failure and stop
+//! flags, which stand for the worker's error queue and the leader's signal.
 
 use crate::config::ApplyConfig;
 use crate::error::ApplyError;
@@ -31,9 +33,10 @@ use pglocks_lwlock::RawLwLock;
 use pglocks_proc::stats::BackendStats;
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_shmmq::{ShmMq, ShmMqHandle, ShmMqResult};
+use pglocks_sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use pglocks_sync::channel;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// `LogicalParallelApplyLoop`'s latch wait when there is nothing to do.
@@ -171,7 +174,7 @@ pub(crate) fn worker_main<K: RawLwLock>(
     cfg: &ApplyConfig,
     shared: Arc<PaShared>,
     mq: Arc<ShmMq>,
-    ready: mpsc::Sender<Result<(), ApplyError>>,
+    ready: channel::Sender<Result<(), ApplyError>>,
 ) -> WorkerExit {
     let start = || -> Result<(Backend, LocalLocks, ShmMqHandle), ApplyError> {
         let mut b = procs.attach()?;

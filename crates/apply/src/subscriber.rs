@@ -19,17 +19,20 @@
 //! from its key (block `key / 200`, line pointer `key % 200 + 1`); the local xids are a
 //! counter, not the ProcArray's (a transaction counts as running from `begin` to the end of
 //! `commit`/`abort`, and leaves the running set before it releases its locks, as
-//! `ProcArrayEndTransaction` comes before `LockReleaseAll`).
+//! `ProcArrayEndTransaction` comes before `LockReleaseAll`). On a simulated machine the mutexes
+//! are host memory, charged nothing (no shim operation runs while one is held, so no other
+//! virtual thread can find one taken), and the xid counter is a shim atomic, charged as the
+//! `nextXid` increment it stands for.
 
 use crate::proto::Change;
 use crate::serial::{changed_row, Conflict, Tables};
 use pglocks_lmgr::{LmgrError, LocalLocks, LockManager, LockMode, LockTimeouts};
 use pglocks_lwlock::RawLwLock;
 use pglocks_proc::Backend;
+use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
+use pglocks_sync::time::Instant;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
 
 /// One row: its committed value, and the change a running transaction made to it.
 #[derive(Debug, Clone, Copy, Default)]

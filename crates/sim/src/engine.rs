@@ -39,7 +39,9 @@ pub mod ops;
 mod order;
 mod os;
 mod run;
+pub(crate) mod spawn;
 mod store_buffer;
+pub(crate) mod syscall;
 mod touch;
 
 pub use run::run;
@@ -239,6 +241,8 @@ pub(crate) struct Engine {
     hot: Option<HotLines>,
     /// Host addresses to the shared-memory map's ([`crate::shmem`]).
     translation: crate::shmem::Translation,
+    /// Threads started mid-run whose bodies await a coroutine (`spawn`).
+    born: Vec<spawn::Born>,
 }
 
 /// Whether this build can simulate: it was compiled with `--cfg pglocks_sim`.

@@ -33,6 +33,8 @@ pub use profile::{Profile, ProfileError};
 pub mod hook {
     pub use crate::engine::active;
     pub use crate::engine::ops::*;
+    pub use crate::engine::spawn::spawn;
+    pub use crate::engine::syscall::system_call;
 }
 
 /// Runs `team` on the built-in profile named `profile` with the hot-lines tally on, so that

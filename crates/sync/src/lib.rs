@@ -10,7 +10,10 @@
 //! The shim is the whole crate: it models nothing of PostgreSQL but the machine a backend runs
 //! on. PostgreSQL's per-backend structures (`PGPROC`, `ProcGlobal`, proclists, latches, wait
 //! events, the tranche registry) are built on it in `pglocks-proc`. What it holds:
-//! - [`atomic`], [`sync`], [`thread`], [`hint`], [`cell`] and [`time`]: std's or loom's;
+//! - [`atomic`], [`sync`], [`thread`], [`hint`], [`cell`] and [`time`]: std's or loom's
+//!   (scoped threads, [`thread::scope`], started mid-run on a simulated machine);
+//! - [`channel`], a queue between threads whose waits are the shim's semaphores;
+//! - [`os`], a system call that does not wait, charged on a simulated CPU (file I/O);
 //! - [`entropy`]: fresh random seeds (the clock's, or a constant under loom);
 //! - [`Semaphore`], the model of PostgreSQL's `PGSemaphore` (one per backend, counting; a futex
 //!   wait and wake on Linux);
@@ -26,8 +29,10 @@
 //!   PostgreSQL's shared memory, and the touches a model makes of them.
 
 pub mod cell;
+pub mod channel;
 pub mod data;
 pub mod fault;
+mod scope;
 mod semaphore;
 pub mod shmem;
 pub mod time;
@@ -108,8 +113,11 @@ pub mod sync {
 }
 
 /// Threads: `std::thread` (its `yield_now` a `sched_yield` of a simulated CPU when called on
-/// one), or loom's under `--cfg loom`.
+/// one), or loom's under `--cfg loom`; and scoped threads ([`thread::scope`]) that on a
+/// simulated CPU are virtual threads started mid-run, joined in virtual time.
 pub mod thread {
+    pub use crate::scope::{scope, Scope, ScopedJoinHandle};
+
     #[cfg(loom)]
     pub use loom::thread::{spawn, yield_now, JoinHandle};
     #[cfg(not(loom))]
@@ -189,6 +197,23 @@ pub mod hint {
                 .wrapping_add(1442695040888963407);
         }
         x
+    }
+}
+
+/// The kernel's part of what a model does that is not a wait: on a real machine the model
+/// makes the call itself and pays for it, and these are nothing; on a simulated CPU they are
+/// what the call costs there.
+pub mod os {
+    /// One system call that does not block, made (or stood for) by the caller: a `write` to
+    /// or a `read` from the page cache, an `open`, an `unlink`. Nothing on a real machine and
+    /// under loom; the profile's `os.syscall_ns` on a simulated CPU, which does not charge the
+    /// host's own file I/O.
+    #[inline]
+    pub fn system_call() {
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::system_call();
+        }
     }
 }
 

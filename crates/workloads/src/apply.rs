@@ -22,22 +22,39 @@
 //! partial serialization), `apply.streamed_parallel`, `apply.streamed_serialized`,
 //! `apply.spooled_messages`, `apply.workers_launched`.
 //!
+//! On a simulated machine the same code runs on virtual threads: the leader apply worker on
+//! the first CPU of the pin order (CPU 0 unpinned), and the publisher and the parallel apply
+//! workers, which the leader starts as scoped threads (`pglocks_sync::thread::scope`), each on
+//! the lowest-numbered free CPU when it starts. The elapsed time and latencies are then virtual
+//! time, and the report carries the simulation's host time.
+//!
 //! Shortcuts: neither side runs an executor. What PostgreSQL spends on a row on either side
 //! (the executor, the heap and index insert, the WAL record; on the publisher also the
 //! walsender's decoding) is `row_work` steps of CPU work, the same on both sides, on top of
 //! the model's own (the publisher's insert into an in-memory table and encoding; the
 //! subscriber's decoding, row wait checks and apply). The publisher is a thread of this
-//! machine, sharing its CPUs with the subscriber. Threads are not pinned.
+//! machine, sharing its CPUs with the subscriber; its connection to the leader is the shim's
+//! channel, so a simulated run charges it its semaphores' atomics and wake-ups, not a socket's
+//! system calls. On a real machine threads are not pinned.
 
 use crate::preset::Settings;
 use crate::{workload_error, PgWorkload, RunResult};
 use pglocks_apply::leader::DSM_QUEUE_SIZE;
 use pglocks_apply::publisher::FIRST_REL;
-use pglocks_apply::{apply, publish, ApplyConfig, Message, PublisherConfig, Streaming};
+use pglocks_apply::{
+    apply, publish, ApplyConfig, ApplyError, ApplyOutcome, Message, PublisherConfig, Streaming,
+};
+use pglocks_harness::team::SimCost;
 use pglocks_harness::{TeamRun, TeamSpec};
 use pglocks_shmmq::ShmMqConfig;
+use pglocks_sim::{Placement, SimThread};
+use pglocks_sync::channel;
+use pglocks_sync::time::{Duration, Instant};
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+
+/// The most virtual time a simulated replication may take before it counts as stuck (a lock
+/// never released, a worker that never attaches); unsourced, far above any run's length.
+const SIM_LIMIT: Duration = Duration::from_secs(600);
 
 /// Implementations of `apply`.
 pub const IMPLS: &[crate::Impl] = &[crate::Impl::pg(
@@ -60,7 +77,7 @@ struct PublisherTimes {
 fn run_publisher(
     messages: &[Message],
     row_work: u32,
-    link: crossbeam_channel::Sender<Vec<Vec<u8>>>,
+    link: channel::Sender<Vec<Vec<u8>>>,
 ) -> PublisherTimes {
     let start = Instant::now();
     let mut times = PublisherTimes {
@@ -134,14 +151,36 @@ impl PgWorkload for Apply {
             row_work: settings.row_work,
             ..ApplyConfig::default()
         };
-        let (link, wire) = crossbeam_channel::bounded::<Vec<Vec<u8>>>(1024);
-        let (times, outcome) = std::thread::scope(|s| {
-            let publisher = s.spawn(|| run_publisher(&published.messages, settings.row_work, link));
-            let outcome = apply::<K>(&cfg, wire.iter().flatten());
-            // A failed apply drops the channel's receiving end, which stops the publisher.
-            drop(wire);
-            (publisher.join(), outcome)
-        });
+        // The publisher beside the leader apply worker, which is the calling thread.
+        let replicate = || -> (std::thread::Result<PublisherTimes>, Result<ApplyOutcome, ApplyError>) {
+            let (link, wire) = channel::bounded::<Vec<Vec<u8>>>(1024);
+            pglocks_sync::thread::scope(|s| {
+                let publisher =
+                    s.spawn(|| run_publisher(&published.messages, settings.row_work, link));
+                let outcome = apply::<K>(&cfg, wire.iter().flatten());
+                // A failed apply drops the channel's receiving end, which stops the publisher.
+                drop(wire);
+                (publisher.join(), outcome)
+            })
+        };
+        let ((times, outcome), sim) = match &spec.sim {
+            None => (replicate(), None),
+            Some(profile) => {
+                let mut done = None;
+                let cpu = pglocks_harness::topology::cpu_for_thread(&spec.pin_order, 0);
+                let leader = SimThread {
+                    placement: Placement::Cpu(cpu.unwrap_or(0)),
+                    body: Box::new(|| done = Some(replicate())),
+                };
+                let out = pglocks_sim::run(profile, vec![leader], SIM_LIMIT)?;
+                let cost = SimCost {
+                    host_time: out.host_time,
+                    ops: out.ops,
+                };
+                let done = done.ok_or(pglocks_harness::HarnessError::ThreadPanicked)?;
+                (done, Some(cost))
+            }
+        };
         let times = times
             .map_err(|_| workload_error(std::io::Error::other("the publisher thread panicked")))?;
         let outcome = outcome.map_err(workload_error)?;
@@ -208,7 +247,7 @@ impl PgWorkload for Apply {
             ideal_ops_per_sec: None,
             timeline_ops_per_sec: Vec::new(),
             timeline_interval: pglocks_harness::team::TIMELINE_INTERVAL,
-            sim: None,
+            sim,
         })
     }
 }

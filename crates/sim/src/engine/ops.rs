@@ -43,7 +43,7 @@ fn charge(addr: usize, kind: Access) {
 }
 
 /// Waits until every store in the thread's store buffer is visible.
-fn drain_stores() {
+pub(super) fn drain_stores() {
     while with(Engine::drain_stores) {
         sync_point();
     }

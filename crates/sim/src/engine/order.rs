@@ -206,8 +206,13 @@ impl Engine {
 }
 
 /// Runs the virtual threads in virtual-time order until none is left to run: pops the earliest
-/// event and resumes its thread, which runs until it suspends at its next sync point.
-pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Result<(), SimError> {
+/// event and resumes its thread, which runs until it suspends at its next sync point. A thread
+/// started by the one resumed gets its coroutine once that one has suspended
+/// ([`adopt_born`](super::spawn::adopt_born)), before any event of the new thread comes due.
+pub(super) fn schedule(
+    engine: *mut Engine,
+    coroutines: &mut Vec<Option<Co>>,
+) -> Result<(), SimError> {
     // SAFETY (every dereference below): no virtual thread runs while the scheduler holds these
     // short-lived references; each ends before the next resume.
     let e = || unsafe { &mut *engine };
@@ -239,6 +244,9 @@ pub(super) fn schedule(engine: *mut Engine, coroutines: &mut [Option<Co>]) -> Re
         ENGINE.with(|c| c.set(engine));
         let r = catch_unwind(AssertUnwindSafe(|| co.resume(())));
         ENGINE.with(|c| c.set(std::ptr::null_mut()));
+        if !e().born.is_empty() {
+            super::spawn::adopt_born(e(), coroutines)?;
+        }
         match r {
             Ok(CoroutineResult::Yield(())) => {}
             Ok(CoroutineResult::Return(())) => {

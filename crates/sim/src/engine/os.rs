@@ -89,9 +89,9 @@ impl SpinWatch {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct KernelCosts {
     /// Entering and leaving the kernel.
-    syscall: Picos,
+    pub(super) syscall: Picos,
     /// From a futex wake to the woken thread's running.
-    wake: Picos,
+    pub(super) wake: Picos,
     /// Handing a CPU from one thread to the next.
     context_switch: Picos,
     /// A thread's time slice (never 0).

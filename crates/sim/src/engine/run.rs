@@ -6,14 +6,13 @@
 //! thread's may, because every coroutine has returned or been unwound before `run` does. Every
 //! thread starts runnable at virtual time 0, in the order given, so the first placed on a CPU
 //! runs first and the others queue behind it; creating a thread costs nothing (not modelled:
-//! `clone`, the first touch of its stack). A run that fails (a deadlock, the time limit, a
-//! panic) unwinds the unfinished threads with the hooks off: their destructors run as plain
-//! code.
+//! `clone`, the first touch of its stack). A thread may start others while it runs (`spawn`),
+//! which the scheduler gives coroutines as they come. A run that fails (a deadlock, the time
+//! limit, a panic) unwinds the unfinished threads with the hooks off, youngest first: their
+//! destructors run as plain code.
 
 use super::order::{schedule, Co};
-use super::os::{Cpu, KernelCosts, SpinWatch, State, Wake};
-use super::store_buffer::StoreBuffer;
-use super::touch::Overlap;
+use super::os::{Cpu, KernelCosts};
 #[cfg(pglocks_sim)]
 use super::SIMULATING;
 use super::{Engine, Outcome, Placement, SimError, SimThread, Thread, BUILT_IN, ENGINE};
@@ -100,6 +99,7 @@ pub fn run(
         epoch: started,
         hot: HotLines::from_env(costs.line_shift),
         translation: crate::shmem::Translation::current(),
+        born: Vec::new(),
         costs,
     };
     let mut bodies = Vec::with_capacity(threads.len());
@@ -117,18 +117,7 @@ pub fn run(
                 (engine.cpus.len() - 1, engine.costs.housekeeping())
             }
         };
-        engine.threads.push(Thread {
-            clock: Picos::ZERO,
-            cpu,
-            place,
-            state: State::Queued,
-            token: 0,
-            wake: Wake::Woken,
-            yielder: std::ptr::null(),
-            spin: SpinWatch::default(),
-            overlap: Overlap::default(),
-            stores: StoreBuffer::default(),
-        });
+        engine.threads.push(Thread::new(cpu, place));
         bodies.push((tid, th.body));
     }
     for tid in 0..engine.threads.len() {
@@ -141,21 +130,17 @@ pub fn run(
         // run to completion or dropped (which unwinds it) before `run` returns, so no borrow
         // outlives what it borrows, as with scoped threads.
         let body: Box<dyn FnOnce() + 'static> = unsafe { std::mem::transmute(body) };
-        let stack = DefaultStack::new(STACK_BYTES).map_err(|e| SimError::Stack(e.to_string()))?;
-        coroutines.push(Some(Coroutine::with_stack(
-            stack,
-            move |y: &Yielder<(), ()>, ()| {
-                super::with(|e| e.threads[tid].yielder = y as *const _);
-                body();
-            },
-        )));
+        coroutines.push(Some(coroutine(tid, body)?));
     }
     #[cfg(pglocks_sim)]
     SIMULATING.fetch_add(1, Ordering::Relaxed);
     let result = schedule(engine, &mut coroutines);
-    // Unwind unfinished threads with the hooks off (their destructors run as plain code).
+    // Unwind unfinished threads with the hooks off (their destructors run as plain code),
+    // youngest first: a thread started mid-run may borrow from its starter's frame.
     ENGINE.with(|e| e.set(std::ptr::null_mut()));
-    drop(coroutines);
+    while let Some(co) = coroutines.pop() {
+        drop(co);
+    }
     #[cfg(pglocks_sim)]
     SIMULATING.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: made by Box::into_raw above; no virtual thread is left to use it.
@@ -182,6 +167,18 @@ pub fn run(
         hot_lines,
         by_structure,
     })
+}
+
+/// The coroutine of thread `tid`, running `body` on a stack of its own.
+pub(super) fn coroutine(tid: usize, body: Box<dyn FnOnce() + 'static>) -> Result<Co, SimError> {
+    let stack = DefaultStack::new(STACK_BYTES).map_err(|e| SimError::Stack(e.to_string()))?;
+    Ok(Coroutine::with_stack(
+        stack,
+        move |y: &Yielder<(), ()>, ()| {
+            super::with(|e| e.threads[tid].yielder = y as *const _);
+            body();
+        },
+    ))
 }
 
 #[cfg(test)]
