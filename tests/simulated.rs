@@ -108,10 +108,6 @@ fn what_cannot_run_simulated_is_a_usage_error_that_says_what_can() {
         "the implementations of spin that do: pg, tas, ticket, mcs, floor",
     );
     check(
-        run(&["sim:opteron-48", "apply"]),
-        "publisher and apply workers are threads of their own",
-    );
-    check(
         run(&["sim:nowhere", "spin"]),
         "no machine profile 'nowhere' (known: opteron-48",
     );

@@ -16,7 +16,7 @@ use pglocks_harness::format::si3;
 use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
-use pglocks_workloads::plan::{Machine, PlanError, RunRequest};
+use pglocks_workloads::plan::{Machine, RunRequest};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -398,20 +398,7 @@ fn reproduce_one(
         reason,
         dir,
     };
-    // A model the simulated machine does not run is a verdict, not a failure; any other error
-    // in the claim's run is one.
-    let plan = match request.plan() {
-        Err(e @ PlanError::NotSimulated { .. }) => {
-            return Ok(outcome(
-                Verdict::NotRun,
-                String::new(),
-                Some(e.to_string()),
-                None,
-            ))
-        }
-        plan => plan?,
-    };
-    let report = plan.run()?;
+    let report = request.plan()?.run()?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
     let path = dir.join("curves.md");

@@ -140,15 +140,6 @@ impl Workload {
     pub fn executor_work(&self) -> bool {
         self.knobs.contains(&"executor_work")
     }
-
-    /// Why this workload cannot run on a simulated machine, if it cannot. Every workload runs
-    /// simulated now: the simulator runs the team's threads, the companions a model hands the
-    /// team (the WAL writer), and the threads a model starts and joins itself through the
-    /// shim's scoped threads (parallel apply's publisher and workers). The question stays for
-    /// a model that needs what the simulator does not run (a thread of std's, not the shim's).
-    pub fn not_simulated(&self) -> Option<&'static str> {
-        None
-    }
 }
 
 /// The PostgreSQL code a workload runs, generic over the lock types (see [`Model::run`]).

@@ -178,13 +178,6 @@ impl RunRequest {
             (None, None) => Topology::detect()?,
         };
         topology.pin_order(self.pin)?;
-        if let (Some(profile), Some(why)) = (sim, w.not_simulated()) {
-            return Err(PlanError::NotSimulated {
-                workload: w.name,
-                machine: profile.name.clone(),
-                why,
-            });
-        }
         let mut sets = self.sets.clone();
         if let Some(latency) = &self.flush_latency {
             if !w.flushes_wal() {
@@ -359,16 +352,6 @@ pub enum PlanError {
     /// A sysfs tree for a simulated machine.
     #[error("--sysfs-root describes a real machine; a simulated one has its profile's topology")]
     SysfsOnSimulated,
-    /// A workload the simulator does not run.
-    #[error("{workload} cannot run on the simulated machine {machine}: {why}")]
-    NotSimulated {
-        /// The workload.
-        workload: &'static str,
-        /// The simulated machine.
-        machine: String,
-        /// Why not.
-        why: &'static str,
-    },
     /// An implementation that does not go through the sync shim, on a simulated machine.
     #[error("--impl {impl_name} cannot run on a simulated machine: it does not go through the sync shim (the implementations of {workload} that do: {on_shim})")]
     NotOnShim {
