@@ -73,7 +73,7 @@ use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_proc::Backend;
-use pglocks_sync::shmem::{Placed, Region};
+use pglocks_sync::shmem::{Placed, PlacedBox, Region};
 use pglocks_sync::time::Duration;
 use pglocks_sync::CachePadded;
 
@@ -219,10 +219,10 @@ pub struct BufferInfo {
 /// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`,
 /// each placed in a simulated machine's shared-memory map.
 pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
-    /// The shared structures' places in a simulated machine's shared-memory map: the
-    /// descriptors, the I/O locks, `BufFreelistLock` and the strategy control. (First: fields
-    /// drop in declaration order, and the map must forget this memory before it is freed.)
-    _placed: [Placed; 4],
+    /// The arrays' places in a simulated machine's shared-memory map: the descriptors and the
+    /// I/O locks. (First: fields drop in declaration order, and the map must forget this
+    /// memory before it is freed.)
+    _placed: [Placed; 2],
     descs: Box<[PaddedDesc<K>]>,
     /// `BufferBlocks`: `NBuffers` pages of [`BLCKSZ`] bytes, buffer `buf_id`'s page element
     /// `buf_id`.
@@ -231,9 +231,9 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     io_locks: Box<[K]>,
     table: BufTable<K, P>,
     /// `BufFreelistLock` (≤ 9.4), one of `MainLWLockArray`'s individual locks.
-    freelist_lock: Box<CachePadded<K>>,
+    freelist_lock: PlacedBox<CachePadded<K>>,
     /// `StrategyControl`.
-    strategy: Box<StrategyControl>,
+    strategy: PlacedBox<StrategyControl>,
     victim_search: VictimSearch,
     pin: PinMethod,
     hdr: HeaderLock,
@@ -280,17 +280,11 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         let placed_io = Placed::slice("Buffer IO Locks", &io_locks);
         // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
         let table = BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin);
-        let strategy = Box::new(StrategyControl::new(n));
-        let placed_strategy = Placed::one("Buffer Strategy Status", &*strategy);
-        let freelist_lock = Box::new(CachePadded::new(K::new("BufFreelist")));
-        let placed_freelist_lock = Placed::one("BufFreelistLock", &*freelist_lock);
+        let strategy = PlacedBox::new("Buffer Strategy Status", StrategyControl::new(n));
+        let freelist_lock =
+            PlacedBox::new("BufFreelistLock", CachePadded::new(K::new("BufFreelist")));
         Ok(Self {
-            _placed: [
-                placed_descs,
-                placed_io,
-                placed_strategy,
-                placed_freelist_lock,
-            ],
+            _placed: [placed_descs, placed_io],
             blocks,
             descs,
             io_locks,

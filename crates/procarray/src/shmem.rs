@@ -21,8 +21,8 @@
 //!   the simulated shared-memory map at PostgreSQL's offsets (so nothing is counted twice).
 
 use crate::SnapshotLayout;
-use pglocks_sync::shmem::{Placed, Region};
-use std::ops::{Deref, Index, Range};
+use pglocks_sync::shmem::{Placed, PlacedBox, Region};
+use std::ops::{Index, Range};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// `len` elements of `T` laid out as `ShmemAlloc` lays out an array (`InitProcGlobal`'s
@@ -65,33 +65,8 @@ impl<T> Index<usize> for ShmemArray<T> {
     }
 }
 
-/// One value in an allocation of its own, placed in the simulated map as `name`: a struct
-/// `ShmemInitStruct` gives a place (`ShmemVariableCache`), a word of `PROC_HDR`, a padded
-/// LWLock.
-pub(crate) struct ShmemBox<T> {
-    /// Declared first, so the placement ends before the memory is freed.
-    _placed: Placed,
-    value: Box<T>,
-}
-
-impl<T> ShmemBox<T> {
-    pub(crate) fn new(name: &'static str, value: T) -> Self {
-        let value = Box::new(value);
-        Self {
-            _placed: Placed::one(name, &*value),
-            value,
-        }
-    }
-}
-
-impl<T> Deref for ShmemBox<T> {
-    type Target = T;
-
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.value
-    }
-}
+/// One value in an allocation of its own, placed in the simulated map ([`PlacedBox`]).
+pub(crate) type ShmemBox<T> = PlacedBox<T>;
 
 /// Models `ProcArrayStruct` (procarray.c): `numProcs` and the backends in the array, in order.
 ///

@@ -193,6 +193,42 @@ impl Drop for Placed {
     }
 }
 
+/// One value in an allocation of its own, placed in the simulated shared-memory map as `name`
+/// for as long as it lives: a struct `ShmemInitStruct` gives a place of its own, or one of
+/// `MainLWLockArray`'s padded LWLocks. Boxed, so that it does not move.
+pub struct PlacedBox<T> {
+    /// Declared first: fields drop in declaration order, and the map must forget the memory
+    /// before it is freed.
+    _placed: Placed,
+    value: Box<T>,
+}
+
+impl<T> PlacedBox<T> {
+    /// `value`, boxed and placed as `name`.
+    pub fn new(name: &'static str, value: T) -> Self {
+        let value = Box::new(value);
+        Self {
+            _placed: Placed::one(name, &*value),
+            value,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for PlacedBox<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for PlacedBox<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
 /// Runs `f`, whose loads do not depend on each other: on a simulated CPU their misses overlap,
 /// up to the machine's fill buffers at once. Anything but a load or private work inside (a
 /// store, a read-modify-write, a wait) first waits for the loads in flight.

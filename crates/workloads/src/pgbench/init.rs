@@ -37,6 +37,8 @@ use pglocks_procarray::{ProcArray, Snapshot, INVALID_TRANSACTION_ID};
 use pglocks_sinval::{SinvalConfig, SinvalQueue};
 use pglocks_slru::clog::Clog;
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::shmem::PlacedBox;
+use pglocks_sync::CachePadded;
 use pglocks_wal::Wal;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
@@ -118,7 +120,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
             (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN),
             updates,
         ),
-        multixact_gen: K::new("MultiXactGen"),
+        multixact_gen: PlacedBox::new("MultiXactGenLock", CachePadded::new(K::new("MultiXactGen"))),
         refetch_updated_row: settings.refetch_updated_row,
         btree_rightmost_fastpath: settings.btree_rightmost_fastpath,
         executor_steps: settings.executor_work.steps_per_statement(

@@ -139,6 +139,8 @@ use pglocks_sinval::{SinvalBackend, SinvalError, SinvalQueue};
 use pglocks_slru::clog::Clog;
 use pglocks_slru::SlruError;
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::shmem::PlacedBox;
+use pglocks_sync::CachePadded;
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
 use schema::{AppendTable, Table, XMAX_COMMITTED};
 use std::sync::atomic::Ordering::Acquire;
@@ -209,8 +211,9 @@ pub(crate) struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtoc
     tellers: Table,
     branches: Table,
     /// `MultiXactGenLock`, taken shared by each writing transaction's first update
-    /// (`MultiXactIdSetOldestMember`).
-    multixact_gen: K,
+    /// (`MultiXactIdSetOldestMember`): one of `MainLWLockArray`'s padded locks, placed in the
+    /// simulated shared-memory map under its name.
+    multixact_gen: PlacedBox<CachePadded<K>>,
     /// 14+: `ExecUpdate` reads the old row again (`table_tuple_fetch_row_version`) to build
     /// the new one.
     refetch_updated_row: bool,
