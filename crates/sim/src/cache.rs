@@ -328,17 +328,51 @@ impl Places {
 
 const NO_OWNER: u32 = u32::MAX;
 
-/// One transfer of a line, kept while the place it brought the line to may still use it.
+/// One transfer of a line, kept while the place it brought the line to may still use it. Hops
+/// are most of the model's memory (a line that many CPUs read keeps one per reader), so one is
+/// 16 bytes: the arrival is kept as the time after the answer.
 #[derive(Debug, Clone, Copy)]
 struct Hop {
-    /// The place the line went to.
-    place: u32,
-    /// Whether it went exclusive (a store or read-modify-write) or as a shared copy (a load).
-    exclusive: bool,
     /// When the previous holder answered: the transfer's effect.
     answer: Picos,
+    /// From the answer to the line's arrival, in picoseconds.
+    rest: u32,
+    /// The place the line went to, times two, plus one if it went exclusive (a store or
+    /// read-modify-write) rather than as a shared copy (a load).
+    place_and_kind: u32,
+}
+
+impl Hop {
+    fn new(place: usize, exclusive: bool, answer: Picos, done: Picos) -> Hop {
+        let place = u32::try_from(place)
+            .ok()
+            .filter(|&p| p < 1 << 31)
+            .expect("fewer than 2^31 places");
+        Hop {
+            answer,
+            rest: u32::try_from((done - answer).0)
+                .expect("a line transfer's second half of less than 4.29 ms of virtual time"),
+            place_and_kind: place << 1 | exclusive as u32,
+        }
+    }
+
+    /// The place the line went to.
+    #[inline]
+    fn place(&self) -> u32 {
+        self.place_and_kind >> 1
+    }
+
+    /// Whether it went exclusive (a store or read-modify-write) or as a shared copy (a load).
+    #[inline]
+    fn exclusive(&self) -> bool {
+        self.place_and_kind & 1 != 0
+    }
+
     /// When the line arrived.
-    done: Picos,
+    #[inline]
+    fn done(&self) -> Picos {
+        self.answer + Picos(u64::from(self.rest))
+    }
 }
 
 /// One line's coherence state.
@@ -349,6 +383,9 @@ struct Line {
     /// How many of `hops[1..]` are exclusive: with none, no copy a load could still use is
     /// left (see [`Line::held_until_answer`]), and the hops need not be read.
     later_exclusive: u32,
+    /// How many hops at the end of `hops` are shared copies (the loads since the last
+    /// exclusive transfer, or since the first hop if none was exclusive).
+    trailing_loads: u32,
     /// The places holding shared copies (when there is no owner).
     sharers: Places,
     /// When the last transfer stops keeping the line busy.
@@ -364,6 +401,7 @@ impl Default for Line {
         Line {
             owner: NO_OWNER,
             later_exclusive: 0,
+            trailing_loads: 0,
             sharers: Places::default(),
             busy_until: Picos::ZERO,
             version: 0,
@@ -392,13 +430,13 @@ impl Line {
     fn held_until_answer(&mut self, place: usize, now: Picos, exclusive: bool) -> bool {
         // Every access from now on is at `now` or later: the copies that an exclusive transfer
         // answered by now took away are over, and so are their hops. (The last such transfer
-        // is found from the newest hop back; once every exclusive one of `hops[1..]` has been
-        // seen, there is none.)
+        // is found from the newest exclusive hop back; once every exclusive one of `hops[1..]`
+        // has been seen, there is none.)
         if self.later_exclusive > 0 {
             let (mut seen, mut answered) = (0, None);
-            for k in (1..self.hops.len()).rev() {
+            for k in (1..=self.last_exclusive()).rev() {
                 let h = &self.hops[k];
-                if h.exclusive {
+                if h.exclusive() {
                     if h.answer <= now {
                         answered = Some(k);
                         break;
@@ -411,38 +449,49 @@ impl Line {
             }
             if let Some(k) = answered {
                 // The exclusive hops up to `k` leave `hops[1..]`: dropped, or (`k`) first.
-                let gone = (1..=k).filter(|&i| self.hops[i].exclusive).count();
+                let gone = (1..=k).filter(|&i| self.hops[i].exclusive()).count();
                 self.later_exclusive -= gone as u32;
                 self.hops.drain(..k);
             }
         }
-        // Every exclusive transfer in `hops[1..]` is now answered after `now`.
+        // Every exclusive transfer in `hops[1..]` is now answered after `now`, and so arrives
+        // after it too: none of them brought a copy this place may use now.
+        let (place, Some(first)) = (place as u32, self.hops.front()) else {
+            return false;
+        };
         if exclusive {
-            // A written copy lasts until the next transfer's answer, whatever its kind.
-            let next = self.hops.iter().skip(1);
-            self.hops.iter().zip(next).any(|(h, next)| {
-                h.exclusive && h.place == place as u32 && h.done <= now && now < next.answer
-            })
+            // A written copy lasts until the next transfer's answer, whatever its kind: only
+            // the first hop's can have arrived and be kept.
+            first.exclusive()
+                && first.place() == place
+                && first.done() <= now
+                && self.hops.get(1).is_some_and(|next| now < next.answer)
         } else {
             // A read copy lasts until the next exclusive transfer's answer: any copy brought
             // before the last exclusive transfer is still there.
-            if self.later_exclusive == 0 {
-                return false;
-            }
-            let last = (1..self.hops.len())
-                .rev()
-                .find(|&k| self.hops[k].exclusive)
-                .expect("an exclusive hop is counted in hops[1..]");
-            self.hops
-                .range(..last)
-                .any(|h| h.place == place as u32 && h.done <= now)
+            self.later_exclusive > 0
+                && self
+                    .hops
+                    .range(..self.last_exclusive())
+                    .any(|h| h.place() == place && h.done() <= now)
         }
+    }
+
+    /// The index of the last exclusive hop (while `later_exclusive` counts one).
+    #[inline]
+    fn last_exclusive(&self) -> usize {
+        self.hops.len() - 1 - self.trailing_loads as usize
     }
 
     /// Queues a transfer of the line.
     fn push(&mut self, hop: Hop) {
-        if hop.exclusive && !self.hops.is_empty() {
-            self.later_exclusive += 1;
+        if !hop.exclusive() {
+            self.trailing_loads += 1;
+        } else {
+            self.trailing_loads = 0;
+            if !self.hops.is_empty() {
+                self.later_exclusive += 1;
+            }
         }
         self.hops.push_back(hop);
     }
@@ -617,14 +666,9 @@ impl Caches {
                 self.transfers[d as usize] += 1;
                 let start = now.max(line.busy_until);
                 line.busy_until = start + cost * costs.occupancy / 1024;
-                let hop = Hop {
-                    place: place as u32,
-                    exclusive: kind != Access::Load,
-                    answer: start + cost / 2,
-                    done: start + cost,
-                };
-                line.push(hop);
-                (hop.answer, hop.done)
+                let (answer, done) = (start + cost / 2, start + cost);
+                line.push(Hop::new(place, kind != Access::Load, answer, done));
+                (answer, done)
             }
         };
         Charged {
@@ -838,20 +882,20 @@ mod tests {
     ) -> bool {
         if let Some(k) = (1..hops.len())
             .rev()
-            .find(|&k| hops[k].exclusive && hops[k].answer <= now)
+            .find(|&k| hops[k].exclusive() && hops[k].answer <= now)
         {
             hops.drain(..k);
         }
         let (mut next_any, mut next_exclusive) = (None, None);
         for h in hops.iter().rev() {
-            if h.place == place as u32 && h.done <= now && (h.exclusive || !exclusive) {
+            if h.place() == place as u32 && h.done() <= now && (h.exclusive() || !exclusive) {
                 let until = if exclusive { next_any } else { next_exclusive };
                 if until.is_some_and(|answer| now < answer) {
                     return true;
                 }
             }
             next_any = Some(h.answer);
-            if h.exclusive {
+            if h.exclusive() {
                 next_exclusive = Some(h.answer);
             }
         }
@@ -878,22 +922,20 @@ mod tests {
                 t = (t + next(40)).saturating_sub(next(30));
                 if next(3) > 0 {
                     let answer = Picos(t + next(20));
-                    let hop = Hop {
-                        place: next(5) as u32,
-                        exclusive: next(4) == 0,
-                        answer,
-                        done: answer + Picos(next(20)),
-                    };
+                    let done = answer + Picos(next(20));
+                    let hop = Hop::new(next(5) as usize, next(4) == 0, answer, done);
                     line.push(hop);
                     hops.push_back(hop);
                 }
                 let (place, now, exclusive) = (next(5) as usize, Picos(t), next(2) == 0);
                 let expected = held_by_reading_every_hop(&mut hops, place, now, exclusive);
                 assert_eq!(line.held_until_answer(place, now, exclusive), expected);
-                let kept: Vec<_> = line.hops.iter().map(|h| (h.place, h.answer)).collect();
+                let kept: Vec<_> = line.hops.iter().map(|h| (h.place(), h.answer)).collect();
                 assert_eq!(
                     kept,
-                    hops.iter().map(|h| (h.place, h.answer)).collect::<Vec<_>>()
+                    hops.iter()
+                        .map(|h| (h.place(), h.answer))
+                        .collect::<Vec<_>>()
                 );
                 (held, answers) = (held + expected as u32, answers + 1);
             }
