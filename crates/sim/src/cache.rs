@@ -152,6 +152,9 @@ pub struct Costs {
     smt_speed: u64,
     /// Each CPU's SMT siblings.
     siblings: Vec<Vec<usize>>,
+    /// Whether any CPU has a sibling: asked at every access, and without SMT the answer is
+    /// known without reading the CPU's list.
+    smt: bool,
 }
 
 impl Costs {
@@ -190,6 +193,13 @@ impl Costs {
             }
         }
         let hop3 = if c.hop3 > 0.0 { c.hop3 } else { c.hop2 };
+        let siblings: Vec<Vec<usize>> = (0..n)
+            .map(|a| {
+                (0..n)
+                    .filter(|&b| b != a && cpus[b].core == cpus[a].core)
+                    .collect()
+            })
+            .collect();
         Costs {
             places,
             distance,
@@ -214,18 +224,17 @@ impl Costs {
             outstanding: c.outstanding_misses.max(1) as usize,
             store_buffer: c.store_buffer as usize,
             smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
-            siblings: (0..n)
-                .map(|a| {
-                    (0..n)
-                        .filter(|&b| b != a && cpus[b].core == cpus[a].core)
-                        .collect()
-                })
-                .collect(),
+            smt: siblings.iter().any(|s| !s.is_empty()),
+            siblings,
         }
     }
 
     /// The SMT siblings of `cpu` (none for a housekeeping place).
+    #[inline]
     pub fn siblings(&self, cpu: usize) -> &[usize] {
+        if !self.smt {
+            return &[];
+        }
         self.siblings.get(cpu).map_or(&[], Vec::as_slice)
     }
 
@@ -962,5 +971,23 @@ mod tests {
         p.clear();
         assert_eq!(p.iter().count(), 0);
         assert!(!p.contains(1000));
+    }
+
+    #[test]
+    fn siblings_are_listed_only_on_a_profile_with_smt() {
+        let (plain, _) = two_socket();
+        assert!(!plain.smt);
+        assert!((0..plain.housekeeping() + 1).all(|c| plain.siblings(c).is_empty()));
+        let mut p = Profile::find("westmere-80").unwrap();
+        p.topology.threads_per_core = 2;
+        let smt = Costs::new(&p);
+        assert!(smt.smt);
+        let cpus = p.cpus();
+        for c in 0..cpus.len() {
+            let s = smt.siblings(c);
+            assert_eq!(s.len(), 1, "{c}");
+            assert_eq!(cpus[s[0]].core, cpus[c].core);
+        }
+        assert!(smt.siblings(smt.housekeeping()).is_empty());
     }
 }
