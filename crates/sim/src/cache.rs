@@ -55,6 +55,16 @@
 //! locks appear: a holder whose critical section outlasts its half-transfer of grace must queue
 //! its release behind every waiter's attempt.
 //!
+//! **The books.** A line's state is one small record, kept in the order lines are first
+//! touched ([`crate::keyed`]): its owner, its sharers (a bitset inside the record for the first
+//! 128 places, the rest on the heap), its busy-until time, its write count, and its transfers
+//! (*hops*) from the oldest whose place may still hold it. The record also counts the exclusive
+//! transfers among its hops after the first. Only a transfer after a place's own can take the
+//! line from it, and an exclusive transfer answered by the time of an access drops every hop
+//! before it; so with the count at zero no load can be served by a copy a queued request has
+//! not reached yet, and the hops are not read at all. That is the common case of a line many
+//! CPUs read and few write, whose hops pile up one per reader.
+//!
 //! Shortcuts the model takes: no capacity or conflict misses (every line stays cached until
 //! another CPU takes it); no prefetching or false-sharing beyond the line size; a transfer's
 //! latency does not depend on the load of the interconnect, only on the line's own queue. (The
@@ -155,6 +165,9 @@ pub struct Costs {
     smt_speed: u64,
     /// Each CPU's SMT siblings.
     siblings: Vec<Vec<usize>>,
+    /// Whether any CPU has a sibling: asked at every access, and without SMT the answer is
+    /// known without reading the CPU's list.
+    smt: bool,
 }
 
 impl Costs {
@@ -222,6 +235,13 @@ impl Costs {
             }
             by
         };
+        let siblings: Vec<Vec<usize>> = (0..n)
+            .map(|a| {
+                (0..n)
+                    .filter(|&b| b != a && cpus[b].core == cpus[a].core)
+                    .collect()
+            })
+            .collect();
         Costs {
             places,
             distance,
@@ -240,18 +260,17 @@ impl Costs {
             outstanding: c.outstanding_misses.max(1) as usize,
             store_buffer: c.store_buffer as usize,
             smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
-            siblings: (0..n)
-                .map(|a| {
-                    (0..n)
-                        .filter(|&b| b != a && cpus[b].core == cpus[a].core)
-                        .collect()
-                })
-                .collect(),
+            smt: siblings.iter().any(|s| !s.is_empty()),
+            siblings,
         }
     }
 
     /// The SMT siblings of `cpu` (none for a housekeeping place).
+    #[inline]
     pub fn siblings(&self, cpu: usize) -> &[usize] {
+        if !self.smt {
+            return &[];
+        }
         self.siblings.get(cpu).map_or(&[], Vec::as_slice)
     }
 
@@ -300,53 +319,122 @@ impl Costs {
     }
 }
 
-/// A set of places, as bits.
+/// A set of places, as bits: the first 128 in the line's own state (every profile so far has
+/// fewer places), any beyond in a block on the heap.
 #[derive(Debug, Clone, Default)]
-struct Places(Vec<u64>);
+struct Places {
+    /// Places 0 to 127.
+    low: [u64; LOW_WORDS],
+    /// Places from 128 on, 64 a word (empty until one is inserted).
+    high: Box<[u64]>,
+}
+
+/// Words of [`Places::low`].
+const LOW_WORDS: usize = 2;
 
 impl Places {
-    fn contains(&self, p: usize) -> bool {
-        self.0.get(p / 64).is_some_and(|w| w & (1 << (p % 64)) != 0)
-    }
-
-    fn insert(&mut self, p: usize) {
-        if self.0.len() <= p / 64 {
-            self.0.resize(p / 64 + 1, 0);
+    /// The word holding place `p`'s bit, if there is one yet.
+    #[inline]
+    fn word(&self, p: usize) -> Option<&u64> {
+        match self.low.get(p / 64) {
+            Some(w) => Some(w),
+            None => self.high.get(p / 64 - LOW_WORDS),
         }
-        self.0[p / 64] |= 1 << (p % 64);
     }
 
+    #[inline]
+    fn contains(&self, p: usize) -> bool {
+        self.word(p).is_some_and(|w| w & (1 << (p % 64)) != 0)
+    }
+
+    #[inline]
+    fn insert(&mut self, p: usize) {
+        let bit = 1 << (p % 64);
+        if let Some(w) = self.low.get_mut(p / 64) {
+            *w |= bit;
+            return;
+        }
+        let i = p / 64 - LOW_WORDS;
+        if self.high.len() <= i {
+            let mut more = self.high.to_vec();
+            more.resize(i + 1, 0);
+            self.high = more.into_boxed_slice();
+        }
+        self.high[i] |= bit;
+    }
+
+    #[inline]
     fn clear(&mut self) {
-        self.0.iter_mut().for_each(|w| *w = 0);
+        self.low = [0; LOW_WORDS];
+        self.high.iter_mut().for_each(|w| *w = 0);
     }
 
+    /// The places, in increasing order.
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                (w != 0).then(|| {
-                    let b = w.trailing_zeros() as usize;
-                    w &= w - 1;
-                    i * 64 + b
+        self.low
+            .iter()
+            .chain(self.high.iter())
+            .enumerate()
+            .flat_map(|(i, &w)| {
+                let mut w = w;
+                std::iter::from_fn(move || {
+                    (w != 0).then(|| {
+                        let b = w.trailing_zeros() as usize;
+                        w &= w - 1;
+                        i * 64 + b
+                    })
                 })
             })
-        })
     }
 }
 
 const NO_OWNER: u32 = u32::MAX;
 
-/// One transfer of a line, kept while the place it brought the line to may still use it.
+/// One transfer of a line, kept while the place it brought the line to may still use it. Hops
+/// are most of the model's memory (a line that many CPUs read keeps one per reader), so one is
+/// 16 bytes: the arrival is kept as the time after the answer.
 #[derive(Debug, Clone, Copy)]
 struct Hop {
-    /// The place the line went to.
-    place: u32,
-    /// Whether it went exclusive (a store or read-modify-write) or as a shared copy (a load).
-    exclusive: bool,
     /// When the previous holder answered: the transfer's effect.
     answer: Picos,
+    /// From the answer to the line's arrival, in picoseconds.
+    rest: u32,
+    /// The place the line went to, times two, plus one if it went exclusive (a store or
+    /// read-modify-write) rather than as a shared copy (a load).
+    place_and_kind: u32,
+}
+
+impl Hop {
+    fn new(place: usize, exclusive: bool, answer: Picos, done: Picos) -> Hop {
+        let place = u32::try_from(place)
+            .ok()
+            .filter(|&p| p < 1 << 31)
+            .expect("fewer than 2^31 places");
+        Hop {
+            answer,
+            rest: u32::try_from((done - answer).0)
+                .expect("a line transfer's second half of less than 4.29 ms of virtual time"),
+            place_and_kind: place << 1 | exclusive as u32,
+        }
+    }
+
+    /// The place the line went to.
+    #[inline]
+    fn place(&self) -> u32 {
+        self.place_and_kind >> 1
+    }
+
+    /// Whether it went exclusive (a store or read-modify-write) or as a shared copy (a load).
+    #[inline]
+    fn exclusive(&self) -> bool {
+        self.place_and_kind & 1 != 0
+    }
+
     /// When the line arrived.
-    done: Picos,
+    #[inline]
+    fn done(&self) -> Picos {
+        self.answer + Picos(u64::from(self.rest))
+    }
 }
 
 /// One line's coherence state.
@@ -354,6 +442,12 @@ struct Hop {
 struct Line {
     /// The place holding it exclusively, or `NO_OWNER`.
     owner: u32,
+    /// How many of `hops[1..]` are exclusive: with none, no copy a load could still use is
+    /// left (see [`Line::held_until_answer`]), and the hops need not be read.
+    later_exclusive: u32,
+    /// How many hops at the end of `hops` are shared copies (the loads since the last
+    /// exclusive transfer, or since the first hop if none was exclusive).
+    trailing_loads: u32,
     /// The places holding shared copies (when there is no owner).
     sharers: Places,
     /// When the last transfer stops keeping the line busy.
@@ -368,6 +462,8 @@ impl Default for Line {
     fn default() -> Self {
         Line {
             owner: NO_OWNER,
+            later_exclusive: 0,
+            trailing_loads: 0,
             sharers: Places::default(),
             busy_until: Picos::ZERO,
             version: 0,
@@ -395,28 +491,71 @@ impl Line {
     /// where they are); for a copy written to, any next transfer.
     fn held_until_answer(&mut self, place: usize, now: Picos, exclusive: bool) -> bool {
         // Every access from now on is at `now` or later: the copies that an exclusive transfer
-        // answered by now took away are over, and so are their hops.
-        if let Some(k) = (1..self.hops.len())
-            .rev()
-            .find(|&k| self.hops[k].exclusive && self.hops[k].answer <= now)
-        {
-            self.hops.drain(..k);
-        }
-        // From the newest hop back, the answer of the nearest later transfer of each kind.
-        let (mut next_any, mut next_exclusive) = (None, None);
-        for h in self.hops.iter().rev() {
-            if h.place == place as u32 && h.done <= now && (h.exclusive || !exclusive) {
-                let until = if exclusive { next_any } else { next_exclusive };
-                if until.is_some_and(|answer| now < answer) {
-                    return true;
+        // answered by now took away are over, and so are their hops. (The last such transfer
+        // is found from the newest exclusive hop back; once every exclusive one of `hops[1..]`
+        // has been seen, there is none.)
+        if self.later_exclusive > 0 {
+            let (mut seen, mut answered) = (0, None);
+            for k in (1..=self.last_exclusive()).rev() {
+                let h = &self.hops[k];
+                if h.exclusive() {
+                    if h.answer <= now {
+                        answered = Some(k);
+                        break;
+                    }
+                    seen += 1;
+                    if seen == self.later_exclusive {
+                        break;
+                    }
                 }
             }
-            next_any = Some(h.answer);
-            if h.exclusive {
-                next_exclusive = Some(h.answer);
+            if let Some(k) = answered {
+                // The exclusive hops up to `k` leave `hops[1..]`: dropped, or (`k`) first.
+                let gone = (1..=k).filter(|&i| self.hops[i].exclusive()).count();
+                self.later_exclusive -= gone as u32;
+                self.hops.drain(..k);
             }
         }
-        false
+        // Every exclusive transfer in `hops[1..]` is now answered after `now`, and so arrives
+        // after it too: none of them brought a copy this place may use now.
+        let (place, Some(first)) = (place as u32, self.hops.front()) else {
+            return false;
+        };
+        if exclusive {
+            // A written copy lasts until the next transfer's answer, whatever its kind: only
+            // the first hop's can have arrived and be kept.
+            first.exclusive()
+                && first.place() == place
+                && first.done() <= now
+                && self.hops.get(1).is_some_and(|next| now < next.answer)
+        } else {
+            // A read copy lasts until the next exclusive transfer's answer: any copy brought
+            // before the last exclusive transfer is still there.
+            self.later_exclusive > 0
+                && self
+                    .hops
+                    .range(..self.last_exclusive())
+                    .any(|h| h.place() == place && h.done() <= now)
+        }
+    }
+
+    /// The index of the last exclusive hop (while `later_exclusive` counts one).
+    #[inline]
+    fn last_exclusive(&self) -> usize {
+        self.hops.len() - 1 - self.trailing_loads as usize
+    }
+
+    /// Queues a transfer of the line.
+    fn push(&mut self, hop: Hop) {
+        if !hop.exclusive() {
+            self.trailing_loads += 1;
+        } else {
+            self.trailing_loads = 0;
+            if !self.hops.is_empty() {
+                self.later_exclusive += 1;
+            }
+        }
+        self.hops.push_back(hop);
     }
 }
 
@@ -593,14 +732,9 @@ impl Caches {
                 self.transfers[d as usize] += 1;
                 let start = now.max(line.busy_until);
                 line.busy_until = start + cost * costs.occupancy / 1024;
-                let hop = Hop {
-                    place: place as u32,
-                    exclusive: kind != Access::Load,
-                    answer: start + cost / 2,
-                    done: start + cost,
-                };
-                line.hops.push_back(hop);
-                (hop.answer, hop.done)
+                let (answer, done) = (start + cost / 2, start + cost);
+                line.push(Hop::new(place, kind != Access::Load, answer, done));
+                (answer, done)
             }
         };
         Charged {
@@ -868,5 +1002,115 @@ mod tests {
         let remote = caches.access(&c, 10, addr, Access::Load, now);
         assert_eq!(remote.done - now, cycles(223.0));
         assert!(cycles(44.0) < c.transfer(Distance::Die));
+    }
+
+    /// `Line::held_until_answer` as first written: every hop read from the newest back on
+    /// each call. The line's counts let the model skip most of them; it must answer the same.
+    fn held_by_reading_every_hop(
+        hops: &mut VecDeque<Hop>,
+        place: usize,
+        now: Picos,
+        exclusive: bool,
+    ) -> bool {
+        if let Some(k) = (1..hops.len())
+            .rev()
+            .find(|&k| hops[k].exclusive() && hops[k].answer <= now)
+        {
+            hops.drain(..k);
+        }
+        let (mut next_any, mut next_exclusive) = (None, None);
+        for h in hops.iter().rev() {
+            if h.place() == place as u32 && h.done() <= now && (h.exclusive() || !exclusive) {
+                let until = if exclusive { next_any } else { next_exclusive };
+                if until.is_some_and(|answer| now < answer) {
+                    return true;
+                }
+            }
+            next_any = Some(h.answer);
+            if h.exclusive() {
+                next_exclusive = Some(h.answer);
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn a_copy_held_until_an_answer_is_found_as_by_reading_every_hop() {
+        // Random transfers of a few places, with times that go back as well as forward (a
+        // touch is charged at its thread's own clock), each followed by a question.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut held, mut answers) = (0, 0);
+        for _ in 0..200 {
+            let mut line = Line::default();
+            let mut hops = VecDeque::new();
+            let mut t = 0u64;
+            for _ in 0..300 {
+                t = (t + next(40)).saturating_sub(next(30));
+                if next(3) > 0 {
+                    let answer = Picos(t + next(20));
+                    let done = answer + Picos(next(20));
+                    let hop = Hop::new(next(5) as usize, next(4) == 0, answer, done);
+                    line.push(hop);
+                    hops.push_back(hop);
+                }
+                let (place, now, exclusive) = (next(5) as usize, Picos(t), next(2) == 0);
+                let expected = held_by_reading_every_hop(&mut hops, place, now, exclusive);
+                assert_eq!(line.held_until_answer(place, now, exclusive), expected);
+                let kept: Vec<_> = line.hops.iter().map(|h| (h.place(), h.answer)).collect();
+                assert_eq!(
+                    kept,
+                    hops.iter()
+                        .map(|h| (h.place(), h.answer))
+                        .collect::<Vec<_>>()
+                );
+                (held, answers) = (held + expected as u32, answers + 1);
+            }
+        }
+        // Both answers came up often.
+        assert!(
+            held * 50 > answers && held * 2 < answers,
+            "{held} of {answers}"
+        );
+    }
+
+    #[test]
+    fn sharers_beyond_the_first_128_places_are_kept_as_well() {
+        let mut p = Places::default();
+        for place in [0, 63, 64, 127, 128, 200, 1000] {
+            p.insert(place);
+        }
+        assert!(p.contains(1000) && p.contains(128) && p.contains(127) && !p.contains(129));
+        assert!(!p.contains(5000));
+        assert_eq!(
+            p.iter().collect::<Vec<_>>(),
+            [0, 63, 64, 127, 128, 200, 1000]
+        );
+        p.clear();
+        assert_eq!(p.iter().count(), 0);
+        assert!(!p.contains(1000));
+    }
+
+    #[test]
+    fn siblings_are_listed_only_on_a_profile_with_smt() {
+        let (plain, _) = two_socket();
+        assert!(!plain.smt);
+        assert!((0..plain.housekeeping() + 1).all(|c| plain.siblings(c).is_empty()));
+        let mut p = Profile::find("westmere-80").unwrap();
+        p.topology.threads_per_core = 2;
+        let smt = Costs::new(&p);
+        assert!(smt.smt);
+        let cpus = p.cpus();
+        for c in 0..cpus.len() {
+            let s = smt.siblings(c);
+            assert_eq!(s.len(), 1, "{c}");
+            assert_eq!(cpus[s[0]].core, cpus[c].core);
+        }
+        assert!(smt.siblings(smt.housekeeping()).is_empty());
     }
 }

@@ -138,12 +138,46 @@ pub(crate) fn placements() -> Vec<Placement> {
 
 /// Host addresses to the map's, for one simulation: the placements in force when it started,
 /// and those made or ended while it runs.
-#[derive(Debug, Default)]
+///
+/// Every access of a simulated CPU asks this first, so the answers are remembered: each lookup
+/// finds a *range* of host addresses with one answer (a placement, or the gap between two in
+/// which nothing is placed), and a small direct-mapped table keyed by the address's 4-KiB page
+/// keeps the range last found there. A run's accesses go to a few dozen structures at a time,
+/// which the table holds, where a binary search over every placement walked a cold array at
+/// each access. Any placement made or ended empties the table.
+#[derive(Debug)]
 pub(crate) struct Translation {
     /// By host address, not overlapping.
     placed: Vec<Placement>,
-    /// The index last found (accesses come in runs on one structure).
-    last: usize,
+    /// The ranges last found, by `(addr >> RANGE_PAGE_BITS) % RANGES`.
+    ranges: [Range; RANGES],
+}
+
+/// Entries of [`Translation::ranges`].
+const RANGES: usize = 64;
+
+/// log2 of the host page that picks a range's entry.
+const RANGE_PAGE_BITS: u32 = 12;
+
+/// Host addresses `from..to` with one answer: placed at `base + (addr - from)`, or (`base` is
+/// `NOT_PLACED`) not placed. An empty range (`from == to`) matches nothing.
+#[derive(Debug, Clone, Copy, Default)]
+struct Range {
+    from: usize,
+    to: usize,
+    base: usize,
+}
+
+/// [`Range::base`] of addresses that are not placed.
+const NOT_PLACED: usize = usize::MAX;
+
+impl Default for Translation {
+    fn default() -> Self {
+        Translation {
+            placed: Vec::new(),
+            ranges: [Range::default(); RANGES],
+        }
+    }
 }
 
 impl Translation {
@@ -151,7 +185,7 @@ impl Translation {
     pub fn current() -> Translation {
         Translation {
             placed: placements(),
-            last: 0,
+            ..Translation::default()
         }
     }
 
@@ -165,17 +199,32 @@ impl Translation {
     /// The place in the map of host address `addr`, if it is placed.
     #[inline]
     pub fn placed(&mut self, addr: usize) -> Option<usize> {
-        if let Some(p) = self.placed.get(self.last) {
-            if addr.wrapping_sub(p.host) < p.len {
-                return Some(p.base + (addr - p.host));
-            }
+        let entry = (addr >> RANGE_PAGE_BITS) % RANGES;
+        let mut r = self.ranges[entry];
+        if addr.wrapping_sub(r.from) >= r.to.wrapping_sub(r.from) {
+            r = self.find(addr);
+            self.ranges[entry] = r;
         }
+        (r.base != NOT_PLACED).then(|| r.base + (addr - r.from))
+    }
+
+    /// The range `addr` lies in: its placement's, or the gap between the placements around it.
+    #[cold]
+    fn find(&self, addr: usize) -> Range {
         let i = self.placed.partition_point(|p| p.host <= addr);
-        let p = self.placed[i.checked_sub(1)?];
-        (addr - p.host < p.len).then(|| {
-            self.last = i - 1;
-            p.base + (addr - p.host)
-        })
+        let before = i.checked_sub(1).map(|j| self.placed[j]);
+        match before {
+            Some(p) if addr - p.host < p.len => Range {
+                from: p.host,
+                to: p.host + p.len,
+                base: p.base,
+            },
+            _ => Range {
+                from: before.map_or(0, |p| p.host + p.len),
+                to: self.placed.get(i).map_or(usize::MAX, |p| p.host),
+                base: NOT_PLACED,
+            },
+        }
     }
 
     /// The length of the placement that starts at `host`, if any.
@@ -192,7 +241,7 @@ impl Translation {
             let i = self.placed.partition_point(|q| q.host < p.host);
             self.placed.insert(i, p);
         }
-        self.last = 0;
+        self.ranges = [Range::default(); RANGES];
     }
 }
 
@@ -287,5 +336,42 @@ mod tests {
         );
         unplace(at);
         assert_eq!(Translation::current().of(at), at);
+    }
+
+    #[test]
+    fn remembered_ranges_translate_as_a_search_of_every_placement_does() {
+        let p = |host, len, base| Placement { host, len, base };
+        let mut placed = vec![
+            p(0x1000, 64, BASE),
+            p(0x1040, 200, BASE + 128),
+            p(0x1140, 8, BASE + 384),
+            p(0x9_0000, 0x3_0000, BASE + 512),
+        ];
+        let mut t = Translation {
+            placed: placed.clone(),
+            ..Translation::default()
+        };
+        let by_search = |placed: &[Placement], addr: usize| {
+            placed
+                .iter()
+                .find(|q| q.host <= addr && addr < q.host + q.len)
+                .map(|q| q.base + (addr - q.host))
+        };
+        let addrs: Vec<usize> = (0..0x1200)
+            .chain(0x8_f000..0xc_1000)
+            .step_by(4)
+            .chain([0, usize::MAX, usize::MAX - 1])
+            .collect();
+        // Twice in one order and once in another, so answers come from the table as well.
+        for round in 0..3 {
+            for &addr in addrs.iter().rev().skip(round % 2) {
+                assert_eq!(t.placed(addr), by_search(&placed, addr), "{addr:#x}");
+            }
+            // A placement ended, another made: the table forgets what it found.
+            t.update(None, 0x1040);
+            placed.remove(1);
+            t.update(Some(p(0x1080, 16, BASE + 4096)), 0x1080);
+            placed.insert(1, p(0x1080, 16, BASE + 4096));
+        }
     }
 }

@@ -49,17 +49,80 @@ pub(super) enum Kind {
 }
 
 /// An entry of the event queue. Events are ordered by time, then by sequence number (the order
-/// they were queued in), so two at the same time come out in a fixed order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// they were queued in, unique in a run), so two at the same time come out in a fixed order.
+/// The queue holds an event per store in every store buffer, so one is kept to 32 bytes: the
+/// kind and a timer's token apart ([`Event::kind`] puts them together).
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Event {
     /// When.
     at: Picos,
     /// Queued as the `seq`-th event of the run.
     seq: u64,
+    /// A timer's token (0 for the other kinds).
+    token: u64,
     /// The thread.
-    tid: usize,
+    tid: u32,
     /// What for.
-    kind: Kind,
+    what: What,
+}
+
+/// [`Kind`] without a timer's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Run,
+    Timer,
+    Drain,
+}
+
+impl Event {
+    fn new(at: Picos, seq: u64, tid: usize, kind: Kind) -> Event {
+        let (what, token) = match kind {
+            Kind::Run => (What::Run, 0),
+            Kind::Timer(token) => (What::Timer, token),
+            Kind::Drain => (What::Drain, 0),
+        };
+        Event {
+            at,
+            seq,
+            token,
+            tid: u32::try_from(tid).expect("fewer than 2^32 virtual threads"),
+            what,
+        }
+    }
+
+    /// The thread.
+    fn tid(&self) -> usize {
+        self.tid as usize
+    }
+
+    /// What for.
+    fn kind(&self) -> Kind {
+        match self.what {
+            What::Run => Kind::Run,
+            What::Timer => Kind::Timer(self.token),
+            What::Drain => Kind::Drain,
+        }
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Event {}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
 }
 
 /// A miss that is booked but has not taken effect: the thread's clock is at the moment the
@@ -87,12 +150,8 @@ pub(crate) fn sync_point() {
 impl Engine {
     pub(super) fn push(&mut self, at: Picos, tid: usize, kind: Kind) {
         self.seq += 1;
-        self.events.push(Reverse(Event {
-            at,
-            seq: self.seq,
-            tid,
-            kind,
-        }));
+        self.events
+            .push(Reverse(Event::new(at, self.seq, tid, kind)));
         self.horizon = self.horizon.min(at);
     }
 
@@ -216,7 +275,8 @@ pub(super) fn schedule(
     // SAFETY (every dereference below): no virtual thread runs while the scheduler holds these
     // short-lived references; each ends before the next resume.
     let e = || unsafe { &mut *engine };
-    while let Some(Reverse(Event { at, tid, kind, .. })) = e().events.pop() {
+    while let Some(Reverse(event)) = e().events.pop() {
+        let (at, tid, kind) = (event.at, event.tid(), event.kind());
         if let Kind::Timer(token) = kind {
             e().timer_fires(tid, token, at);
             continue;
@@ -303,6 +363,25 @@ mod tests {
     use crate::cache::Costs;
     use std::cell::Cell;
     use std::time::Duration;
+
+    #[test]
+    fn events_come_out_by_time_then_queue_order_and_keep_their_kind() {
+        assert_eq!(std::mem::size_of::<Event>(), 32);
+        let mut q = std::collections::BinaryHeap::new();
+        let queued = [
+            (Picos(7), 1, Kind::Timer(u64::MAX)),
+            (Picos(5), 2, Kind::Drain),
+            (Picos(7), 3, Kind::Run),
+            (Picos(5), 4, Kind::Timer(3)),
+        ];
+        for (seq, &(at, tid, kind)) in queued.iter().enumerate() {
+            q.push(Reverse(Event::new(at, seq as u64, tid, kind)));
+        }
+        let out: Vec<_> = std::iter::from_fn(|| q.pop())
+            .map(|Reverse(e)| (e.at, e.tid(), e.kind()))
+            .collect();
+        assert_eq!(out, [queued[1], queued[3], queued[0], queued[2]]);
+    }
 
     /// An address for the cost model alone (the tests keep their values in `Cell`s).
     const FLAG: usize = 0x1000;
