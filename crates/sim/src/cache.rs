@@ -55,15 +55,19 @@
 //! locks appear: a holder whose critical section outlasts its half-transfer of grace must queue
 //! its release behind every waiter's attempt.
 //!
-//! **The books.** A line's state is one small record, kept in the order lines are first
-//! touched ([`crate::keyed`]): its owner, its sharers (a bitset inside the record for the first
+//! **The books.** A line's state is one small record, kept in the order lines are first touched
+//! (the engine's `keyed` tables): its owner, its sharers (a bitset inside the record for the first
 //! 128 places, the rest on the heap), its busy-until time, its write count, and its transfers
-//! (*hops*) from the oldest whose place may still hold it. The record also counts the exclusive
-//! transfers among its hops after the first. Only a transfer after a place's own can take the
-//! line from it, and an exclusive transfer answered by the time of an access drops every hop
-//! before it; so with the count at zero no load can be served by a copy a queued request has
-//! not reached yet, and the hops are not read at all. That is the common case of a line many
-//! CPUs read and few write, whose hops pile up one per reader.
+//! (*hops*, 16 bytes each) from the oldest whose place may still hold it. Only a transfer after a
+//! place's own can take the line from it, and an exclusive transfer answered by the time of an
+//! access drops every hop before it; so once those are dropped, every exclusive hop after the first
+//! is answered, and arrives, after the access. Two counts in the record let an access use that
+//! without reading every hop: the exclusive hops after the first, and the loads at the end of the
+//! queue. With no exclusive hop after the first, no load can be served by a copy a queued request
+//! has not reached yet, and the hops are not read at all: the common case of a line many CPUs read
+//! and few write, whose hops pile up one per reader. A store or read-modify-write can only be
+//! served by the first hop's copy. The search for the answered exclusive transfer starts at the
+//! last exclusive hop, past the trailing loads.
 //!
 //! Shortcuts the model takes: no capacity or conflict misses (every line stays cached until
 //! another CPU takes it); no prefetching or false-sharing beyond the line size; a transfer's
