@@ -4,7 +4,7 @@
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
 use pglocks_procarray::{ProcArray, ProcArrayConfig, Snapshot, SnapshotLayout};
-use pglocks_sim::SimThread;
+use pglocks_sim::{Outcome, SimThread};
 
 /// Touches of a simulated run in which one backend takes `snapshots` snapshots with `idle`
 /// other backends in the array.
@@ -44,7 +44,7 @@ fn every_snapshot_reads_each_entry_of_the_array() {
 
 /// Transfers by structure of a simulated run in which one backend (CPU 0) runs `rounds`
 /// write transactions while another (CPU 10, the other package) takes as many snapshots.
-fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
+fn by_structure(layout: SnapshotLayout, rounds: usize) -> Outcome {
     let pa: ProcArray<AtomicLwLock<Pg96Layout>> =
         ProcArray::new(&ProcArrayConfig::new(2, layout, true)).unwrap();
     let procs = ProcTable::new(2);
@@ -69,10 +69,6 @@ fn by_structure(layout: SnapshotLayout, rounds: usize) -> Vec<(String, u64)> {
         })
         .collect();
     pglocks_sim::run_tallied("westmere-80", team)
-        .by_structure
-        .into_iter()
-        .map(|s| (s.name, s.transfers))
-        .collect()
 }
 
 #[test]
@@ -90,14 +86,17 @@ fn the_shared_structures_are_placed_in_the_map_under_postgresqls_names() {
         // The writer's entry, the xid counter and the lock move to the snapshot taker and back.
         for name in [entries, "ShmemVariableCache", "ProcArrayLock"] {
             assert!(
-                found.iter().any(|(n, t)| n == name && *t > 0),
+                found.transfers_of(name) > 0,
                 "{layout:?}: no transfers of {name}: {found:?}"
             );
         }
         // Nothing of the ProcArray is charged outside the map (where a line outside it is
         // named after the source line that first missed on it).
         assert!(
-            !found.iter().any(|(n, _)| n.contains("crates/procarray/")),
+            !found
+                .outside_the_map()
+                .iter()
+                .any(|s| ["crates/procarray/"].iter().any(|c| s.name.contains(c))),
             "{layout:?}: {found:?}"
         );
     }

@@ -157,6 +157,12 @@ impl Outcome {
         self.ops as f64 / self.host_time.as_secs_f64().max(1e-9)
     }
 
+    /// The structures of [`Outcome::by_structure`] that are not in the shared-memory map:
+    /// lines charged at their host address, named by the code that first missed on them.
+    pub fn outside_the_map(&self) -> Vec<&Structure> {
+        self.by_structure.iter().filter(|s| !s.placed).collect()
+    }
+
     /// The transfers of the structure `name` in [`Outcome::by_structure`]: 0 when none of its
     /// lines moved, or when the run kept no tally.
     pub fn transfers_of(&self, name: &str) -> u64 {

@@ -47,6 +47,8 @@ pub struct Structure {
     pub name: String,
     /// Transfers of its lines.
     pub transfers: u64,
+    /// Whether it is a region of the map (else a line outside it, named by its code).
+    pub placed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -113,7 +115,9 @@ impl HotLines {
             .collect();
         let mut by: Vec<Structure> = Vec::new();
         for (key, l) in &lines {
-            let name = crate::shmem::region_name((key << shift) as usize).map_or_else(
+            let region = crate::shmem::region_name((key << shift) as usize);
+            let placed = region.is_some();
+            let name = region.map_or_else(
                 || l.site.split(" < ").next().unwrap_or("").to_string(),
                 str::to_string,
             );
@@ -122,6 +126,7 @@ impl HotLines {
                 None => by.push(Structure {
                     name,
                     transfers: l.transfers,
+                    placed,
                 }),
             }
         }

@@ -3,7 +3,7 @@
 
 use pglocks_lwlock::{AtomicLwLock, Pg96Layout};
 use pglocks_proc::ProcTable;
-use pglocks_sim::SimThread;
+use pglocks_sim::{Outcome, SimThread};
 use pglocks_sinval::{SharedInvalidationMessage, SinvalCheck, SinvalConfig, SinvalQueue};
 
 /// Touches of a simulated run in which one backend queues `n` messages and another reads them.
@@ -39,7 +39,7 @@ fn the_slots_written_and_read_are_charged() {
 
 /// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
 /// packages) each queue a message and then read the queue, `rounds` times.
-fn by_structure(check: SinvalCheck, rounds: u32) -> Vec<(String, u64)> {
+fn by_structure(check: SinvalCheck, rounds: u32) -> Outcome {
     let q: SinvalQueue<AtomicLwLock<Pg96Layout>> =
         SinvalQueue::new(&SinvalConfig::new(2, check)).unwrap();
     let procs = ProcTable::new(2);
@@ -58,10 +58,6 @@ fn by_structure(check: SinvalCheck, rounds: u32) -> Vec<(String, u64)> {
         })
         .collect();
     pglocks_sim::run_tallied("westmere-80", team)
-        .by_structure
-        .into_iter()
-        .map(|s| (s.name, s.transfers))
-        .collect()
 }
 
 #[test]
@@ -84,16 +80,20 @@ fn the_queue_is_placed_in_the_map_under_postgresqls_names() {
         }
         for name in names {
             assert!(
-                found.iter().any(|(n, t)| n == name && *t > 0),
+                found.transfers_of(name) > 0,
                 "{check:?}: no transfers of {name}: {found:?}"
             );
         }
         // Nothing of the queue is charged outside the map (where a line outside it is named
         // after the source line that first missed on it).
         assert!(
-            !found.iter().any(|(n, _)| n.contains("crates/sinval/")
-                || n.contains("crates/lwlock/")
-                || n.contains("crates/spin/")),
+            !found.outside_the_map().iter().any(|s| [
+                "crates/sinval/",
+                "crates/lwlock/",
+                "crates/spin/"
+            ]
+            .iter()
+            .any(|c| s.name.contains(c))),
             "{check:?}: {found:?}"
         );
     }
