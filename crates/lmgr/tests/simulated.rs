@@ -23,50 +23,46 @@ fn taking_turns(rounds: usize, shared: bool, freelists: usize) -> Outcome {
         ..LockManagerConfig::new(2)
     });
     let turn = AtomicUsize::new(0);
-    let team = (0..2)
-        .map(|me| {
-            SimThread::on(me * 10, {
-                let (lm, procs, turn) = (&lm, &procs, &turn);
-                move || {
-                    let mut b = procs.attach().unwrap();
-                    let mut local = lm.connect(&mut b, 5).unwrap();
-                    let tag = LockTag::relation(5, 16384 + if shared { 0 } else { me as u32 });
-                    let lock = |b: &mut _, local: &mut _, mode, owner| {
-                        lm.acquire(b, local, tag, mode, owner, &Default::default())
-                            .unwrap();
-                    };
-                    if shared {
-                        lock(
-                            &mut b,
-                            &mut local,
-                            LockMode::AccessShare,
-                            LockOwner::Session,
-                        );
-                    }
-                    for round in 0..rounds {
-                        while turn.load(Ordering::Acquire) != 2 * round + me {
-                            pglocks_sync::hint::spin_wait();
-                        }
-                        lock(
-                            &mut b,
-                            &mut local,
-                            LockMode::RowShare,
-                            LockOwner::Transaction,
-                        );
-                        lm.release(
-                            &mut b,
-                            &mut local,
-                            tag,
-                            LockMode::RowShare,
-                            LockOwner::Transaction,
-                        )
-                        .unwrap();
-                        turn.fetch_add(1, Ordering::Release);
-                    }
+    let team = SimThread::team(&[0, 10], |me| {
+        let (lm, procs, turn) = (&lm, &procs, &turn);
+        move || {
+            let mut b = procs.attach().unwrap();
+            let mut local = lm.connect(&mut b, 5).unwrap();
+            let tag = LockTag::relation(5, 16384 + if shared { 0 } else { me as u32 });
+            let lock = |b: &mut _, local: &mut _, mode, owner| {
+                lm.acquire(b, local, tag, mode, owner, &Default::default())
+                    .unwrap();
+            };
+            if shared {
+                lock(
+                    &mut b,
+                    &mut local,
+                    LockMode::AccessShare,
+                    LockOwner::Session,
+                );
+            }
+            for round in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * round + me {
+                    pglocks_sync::hint::spin_wait();
                 }
-            })
-        })
-        .collect();
+                lock(
+                    &mut b,
+                    &mut local,
+                    LockMode::RowShare,
+                    LockOwner::Transaction,
+                );
+                lm.release(
+                    &mut b,
+                    &mut local,
+                    tag,
+                    LockMode::RowShare,
+                    LockOwner::Transaction,
+                )
+                .unwrap();
+                turn.fetch_add(1, Ordering::Release);
+            }
+        }
+    });
     pglocks_sim::run_tallied("westmere-80", team)
 }
 

@@ -49,25 +49,23 @@ fn by_structure(layout: SnapshotLayout, rounds: usize) -> Outcome {
         ProcArray::new(&ProcArrayConfig::new(2, layout, true)).unwrap();
     let procs = ProcTable::new(2);
     let (pa, procs) = (&pa, &procs);
-    let team = (0..2)
-        .map(|me| {
-            SimThread::on(me * 10, move || {
-                let mut b = procs.attach().unwrap();
-                let me_proc = b.procno();
-                pa.add(&mut b, me_proc).unwrap();
-                let mut snap = Snapshot::new();
-                for _ in 0..rounds {
-                    if me == 0 {
-                        let xid = pa.assign_xid(&mut b, None).unwrap();
-                        pa.end_transaction(&mut b, xid).unwrap();
-                    } else {
-                        pa.get_snapshot_data(&mut b, &mut snap).unwrap();
-                        pa.end_transaction(&mut b, 0).unwrap();
-                    }
+    let team = SimThread::team(&[0, 10], |me| {
+        move || {
+            let mut b = procs.attach().unwrap();
+            let me_proc = b.procno();
+            pa.add(&mut b, me_proc).unwrap();
+            let mut snap = Snapshot::new();
+            for _ in 0..rounds {
+                if me == 0 {
+                    let xid = pa.assign_xid(&mut b, None).unwrap();
+                    pa.end_transaction(&mut b, xid).unwrap();
+                } else {
+                    pa.get_snapshot_data(&mut b, &mut snap).unwrap();
+                    pa.end_transaction(&mut b, 0).unwrap();
                 }
-            })
-        })
-        .collect();
+            }
+        }
+    });
     pglocks_sim::run_tallied("westmere-80", team)
 }
 

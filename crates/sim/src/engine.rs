@@ -77,6 +77,14 @@ impl<'a> SimThread<'a> {
             body: Box::new(body),
         }
     }
+
+    /// One virtual thread on each of `cpus`, the `i`-th running what `body(i)` returns.
+    pub fn team<F: FnOnce() + 'a>(cpus: &[usize], body: impl Fn(usize) -> F) -> Vec<Self> {
+        cpus.iter()
+            .enumerate()
+            .map(|(i, &cpu)| SimThread::on(cpu, body(i)))
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for SimThread<'_> {

@@ -44,19 +44,17 @@ fn by_structure(check: SinvalCheck, rounds: u32) -> Outcome {
         SinvalQueue::new(&SinvalConfig::new(2, check)).unwrap();
     let procs = ProcTable::new(2);
     let (q, procs) = (&q, &procs);
-    let team = (0..2)
-        .map(|me| {
-            SimThread::on(me * 10, move || {
-                let mut b = procs.attach().unwrap();
-                let mut mine = q.backend_init(&mut b, false).unwrap();
-                for i in 0..rounds {
-                    let m = SharedInvalidationMessage::relcache(1, i);
-                    q.insert_data_entries(&mut b, &[m]).unwrap();
-                    q.accept_invalidation_messages(&mut b, &mut mine).unwrap();
-                }
-            })
-        })
-        .collect();
+    let team = SimThread::team(&[0, 10], |_| {
+        move || {
+            let mut b = procs.attach().unwrap();
+            let mut mine = q.backend_init(&mut b, false).unwrap();
+            for i in 0..rounds {
+                let m = SharedInvalidationMessage::relcache(1, i);
+                q.insert_data_entries(&mut b, &[m]).unwrap();
+                q.accept_invalidation_messages(&mut b, &mut mine).unwrap();
+            }
+        }
+    });
     pglocks_sim::run_tallied("westmere-80", team)
 }
 

@@ -8,14 +8,21 @@ use pglocks_slru::clog::{Clog, ClogConfig, XidStatus};
 use pglocks_slru::{MemoryStore, Victim};
 use std::time::Duration;
 
-/// Touches of a simulated run that commits xid 3 with `subxids` subtransactions (all on page
-/// 0) and then writes out every dirty page, after extending the log to `pages` pages.
-fn touches(subxids: u32, pages: u32) -> u64 {
-    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
-        &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
+/// The commit log of 9.6–16 (one control lock) or 17 (`banks`), with `buffers` pages, for
+/// `backends` backends, kept in memory.
+fn clog(buffers: usize, banks: bool, backends: usize) -> Clog<AtomicLwLock<Pg96Layout>> {
+    Clog::new(
+        &ClogConfig::new(buffers, banks, Victim::AvoidIoBusy, false, backends),
         Box::new(MemoryStore::new(Duration::ZERO)),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Touches of a simulated run that extends the log to `pages` pages (each zeroed in a slot of
+/// its own) and then, with `commit`, commits xid 3 with `subxids` subtransactions (all on page
+/// 0) and writes out every dirty page.
+fn touches(pages: u32, commit: Option<u32>) -> u64 {
+    let clog = clog(8, false, 1);
     let procs = ProcTable::new(1);
     let team = vec![SimThread::on(0, || {
         let mut b = procs.attach().unwrap();
@@ -23,10 +30,12 @@ fn touches(subxids: u32, pages: u32) -> u64 {
         for p in 1..pages {
             clog.extend(&mut b, p * 32768).unwrap();
         }
-        let subs: Vec<u32> = (4..4 + subxids).collect();
-        clog.set_tree_status(&mut b, 3, &subs, XidStatus::Committed, 0)
-            .unwrap();
-        clog.slru().write_all(&mut b).unwrap();
+        if let Some(subxids) = commit {
+            let subs: Vec<u32> = (4..4 + subxids).collect();
+            clog.set_tree_status(&mut b, 3, &subs, XidStatus::Committed, 0)
+                .unwrap();
+            clog.slru().write_all(&mut b).unwrap();
+        }
     })];
     pglocks_sim::run_tallied("westmere-80", team).touches
 }
@@ -38,8 +47,8 @@ fn touches(subxids: u32, pages: u32) -> u64 {
 )]
 fn a_status_update_reads_and_writes_its_byte() {
     // One call either way; 100 more statuses set: 100 more bytes read and written.
-    let alone = touches(0, 1);
-    let tree = touches(100, 1);
+    let alone = touches(1, Some(0));
+    let tree = touches(1, Some(100));
     assert!(tree >= alone + 200, "{alone} -> {tree}");
 }
 
@@ -50,28 +59,9 @@ fn a_status_update_reads_and_writes_its_byte() {
 )]
 fn a_page_written_out_is_read_whole() {
     // Two more dirty pages: 256 more lines read by the writes.
-    let one = touches(0, 1);
-    let three = touches(0, 3);
+    let one = touches(1, Some(0));
+    let three = touches(3, Some(0));
     assert!(three >= one + 256, "{one} -> {three}");
-}
-
-/// Touches of a simulated run that extends the log to `pages` pages (each zeroed in a slot of
-/// its own) and does nothing else.
-fn zeroing(pages: u32) -> u64 {
-    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
-        &ClogConfig::new(8, false, Victim::AvoidIoBusy, false, 1),
-        Box::new(MemoryStore::new(Duration::ZERO)),
-    )
-    .unwrap();
-    let procs = ProcTable::new(1);
-    let team = vec![SimThread::on(0, || {
-        let mut b = procs.attach().unwrap();
-        clog.extend(&mut b, 3).unwrap();
-        for p in 1..pages {
-            clog.extend(&mut b, p * 32768).unwrap();
-        }
-    })];
-    pglocks_sim::run_tallied("westmere-80", team).touches
 }
 
 #[test]
@@ -81,8 +71,8 @@ fn zeroing(pages: u32) -> u64 {
 )]
 fn a_page_zeroed_is_written_whole() {
     // Two more pages zeroed: each page's 128 lines stored, and its 1024 group LSNs' 128 lines.
-    let one = zeroing(1);
-    let three = zeroing(3);
+    let one = touches(1, None);
+    let three = touches(3, None);
     assert!(three >= one + 2 * (128 + 128), "{one} -> {three}");
 }
 
@@ -90,32 +80,26 @@ fn a_page_zeroed_is_written_whole() {
 /// xids while another (CPU 10, the other package) looks their statuses up, on `banks` (17) or
 /// one control lock (9.6–16).
 fn by_structure(banks: bool, rounds: u32) -> Outcome {
-    let clog: Clog<AtomicLwLock<Pg96Layout>> = Clog::new(
-        &ClogConfig::new(32, banks, Victim::AvoidIoBusy, false, 2),
-        Box::new(MemoryStore::new(Duration::ZERO)),
-    )
-    .unwrap();
+    let clog = clog(32, banks, 2);
     let procs = ProcTable::new(2);
     {
         let mut b = procs.attach().unwrap();
         clog.extend(&mut b, 3).unwrap();
     }
     let (clog, procs) = (&clog, &procs);
-    let team = (0..2)
-        .map(|me| {
-            SimThread::on(me * 10, move || {
-                let mut b = procs.attach().unwrap();
-                for xid in 3..3 + rounds {
-                    if me == 0 {
-                        clog.set_tree_status(&mut b, xid, &[], XidStatus::Committed, 0)
-                            .unwrap();
-                    } else {
-                        clog.get_status(&mut b, xid).unwrap();
-                    }
+    let team = SimThread::team(&[0, 10], |me| {
+        move || {
+            let mut b = procs.attach().unwrap();
+            for xid in 3..3 + rounds {
+                if me == 0 {
+                    clog.set_tree_status(&mut b, xid, &[], XidStatus::Committed, 0)
+                        .unwrap();
+                } else {
+                    clog.get_status(&mut b, xid).unwrap();
                 }
-            })
-        })
-        .collect();
+            }
+        }
+    });
     pglocks_sim::run_tallied("westmere-80", team)
 }
 

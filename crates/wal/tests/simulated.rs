@@ -70,24 +70,22 @@ fn by_structure(records: usize, wal_buffers: usize) -> Outcome {
     let procs = ProcTable::new(2);
     let data = vec![7u8; 200];
     let (wal, procs, data) = (&wal, &procs, &data);
-    let team = (0..2)
-        .map(|me| {
-            SimThread::on(me * 10, move || {
-                let mut b = procs.attach().unwrap();
-                let mut w = wal.backend();
-                let rec = Record {
-                    xid: 1,
-                    rmid: 10,
-                    info: 0,
-                    payload: data,
-                };
-                for _ in 0..records {
-                    let end = wal.insert(&mut b, &mut w, &rec).unwrap();
-                    wal.flush(&mut b, &mut w, end).unwrap();
-                }
-            })
-        })
-        .collect();
+    let team = SimThread::team(&[0, 10], |_| {
+        move || {
+            let mut b = procs.attach().unwrap();
+            let mut w = wal.backend();
+            let rec = Record {
+                xid: 1,
+                rmid: 10,
+                info: 0,
+                payload: data,
+            };
+            for _ in 0..records {
+                let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+                wal.flush(&mut b, &mut w, end).unwrap();
+            }
+        }
+    });
     pglocks_sim::run_tallied("westmere-80", team)
 }
 
