@@ -6,28 +6,35 @@ use pglocks_proc::ProcTable;
 use pglocks_sim::{Outcome, SimThread};
 use pglocks_wal::{NullDevice, Record, Wal, WalConfig};
 
+type TestWal = Wal<AtomicLwLock<Pg96Layout>>;
+
+/// A backend's run: `records` records of `payload`'s bytes inserted, each flushed with
+/// `flush`.
+fn backend_inserts(wal: &TestWal, procs: &ProcTable, payload: &[u8], records: usize, flush: bool) {
+    let mut b = procs.attach().unwrap();
+    let mut w = wal.backend();
+    let rec = Record {
+        xid: 1,
+        rmid: 10,
+        info: 0,
+        payload,
+    };
+    for _ in 0..records {
+        let end = wal.insert(&mut b, &mut w, &rec).unwrap();
+        if flush {
+            wal.flush(&mut b, &mut w, end).unwrap();
+        }
+    }
+}
+
 /// Touches of a simulated run that inserts `records` records of `payload` bytes, without
 /// flushing, or flushing each when `flush`.
 fn touches(payload: usize, records: usize, flush: bool) -> u64 {
-    let wal: Wal<AtomicLwLock<Pg96Layout>> =
-        Wal::new(WalConfig::new(1), Box::new(NullDevice)).unwrap();
+    let wal: TestWal = Wal::new(WalConfig::new(1), Box::new(NullDevice)).unwrap();
     let procs = ProcTable::new(1);
     let data = vec![7u8; payload];
     let team = vec![SimThread::on(0, || {
-        let mut b = procs.attach().unwrap();
-        let mut w = wal.backend();
-        let rec = Record {
-            xid: 1,
-            rmid: 10,
-            info: 0,
-            payload: &data,
-        };
-        for _ in 0..records {
-            let end = wal.insert(&mut b, &mut w, &rec).unwrap();
-            if flush {
-                wal.flush(&mut b, &mut w, end).unwrap();
-            }
-        }
+        backend_inserts(&wal, &procs, &data, records, flush)
     })];
     pglocks_sim::run_tallied("westmere-80", team).touches
 }
@@ -59,7 +66,7 @@ fn a_write_reads_every_line_of_its_pages() {
 /// Transfers by structure of a simulated run in which two backends (CPUs 0 and 10, on the two
 /// packages) each insert and flush `records` records, on `wal_buffers` pages.
 fn by_structure(records: usize, wal_buffers: usize) -> Outcome {
-    let wal: Wal<AtomicLwLock<Pg96Layout>> = Wal::new(
+    let wal: TestWal = Wal::new(
         WalConfig {
             wal_buffers,
             ..WalConfig::new(2)
@@ -71,20 +78,7 @@ fn by_structure(records: usize, wal_buffers: usize) -> Outcome {
     let data = vec![7u8; 200];
     let (wal, procs, data) = (&wal, &procs, &data);
     let team = SimThread::team(&[0, 10], |_| {
-        move || {
-            let mut b = procs.attach().unwrap();
-            let mut w = wal.backend();
-            let rec = Record {
-                xid: 1,
-                rmid: 10,
-                info: 0,
-                payload: data,
-            };
-            for _ in 0..records {
-                let end = wal.insert(&mut b, &mut w, &rec).unwrap();
-                wal.flush(&mut b, &mut w, end).unwrap();
-            }
-        }
+        move || backend_inserts(wal, procs, data, records, true)
     });
     pglocks_sim::run_tallied("westmere-80", team)
 }
