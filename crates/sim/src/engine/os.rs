@@ -15,9 +15,10 @@
 //! thread waits for the CPU; every such call costs `os.syscall_ns`. A futex wake makes each
 //! woken thread runnable `os.wake_ns` after the waker's clock, in the order the waiters queued
 //! on the address, and the waker pays for each thread it wakes (the lines of the waiter's
-//! queue entry, its task and its CPU's run queue, [`Engine::futex_wake`]); a timed wait or a sleep is a timer event in virtual time, and a sleep of `d`
-//! ends `d` plus the timer slack (`os.timer_slack_ns`) plus a second system call's cost after
-//! the call. A woken thread runs at once if its CPU is free, else it joins the CPU's run queue.
+//! queue entry, its task and its CPU's run queue, [`Engine::futex_wake`]); a timed wait or a
+//! sleep is a timer event in virtual time, and a sleep of `d` ends `d` plus the timer slack
+//! (`os.timer_slack_ns`) plus a second system call's cost after the call. A woken thread runs
+//! at once if its CPU is free, else it joins the CPU's run queue.
 //! Each thread carries a *token*, bumped whenever it blocks, parks or becomes runnable again, so
 //! a wake-up or a timer meant for an earlier wait is recognised as stale and ignored. Not
 //! modelled: signals, priorities, and the scheduler's own cost beyond the context switch.

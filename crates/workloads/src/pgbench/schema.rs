@@ -8,8 +8,8 @@
 //! `r / rows_per_page`, line pointer `r % rows_per_page + 1` ([`Table::tid`]). Its primary key
 //! is a B-tree built bottom-up, as `CREATE INDEX` builds one (nbtsort.c): the leaves first from
 //! block 1 (block 0 is the metapage), 367 keys to a leaf, then each level of parents, 285
-//! children to a page, up to a single root ([`btree_levels`]); the page holding a key at each level follows from the key's
-//! position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
+//! children to a page, up to a single root ([`btree_levels`]); the page holding a key at each
+//! level follows from the key's position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
 //! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions and `pd_prune_xid`;
 //! the heap access (`super::heap`) reads and changes them. A table that only grows
 //! ([`AppendTable`]) is its size in pages, extended one page at a time.
