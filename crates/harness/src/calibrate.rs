@@ -35,7 +35,8 @@ use pglocks_sync::{CachePadded, Semaphore};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// Batches per figure (the median is kept).
+/// Batches per figure (the median is kept). Unsourced: a choice of method, not a figure of
+/// the machine.
 const BATCHES: usize = 7;
 
 /// Times `f(n)` for `n` iterations in [`BATCHES`] batches; returns the median ns per iteration.
@@ -156,7 +157,7 @@ fn parallel_speed(a: usize, b: usize, n: u64) -> f64 {
 
 /// The kernel's time slice when two busy threads share CPU `a`, in µs: each thread spins
 /// reading the clock, and a gap of more than 50 µs between two readings is a time it was not
-/// running; the median run between gaps is the slice.
+/// running; the median run between gaps is the slice. (The 50 µs is unsourced.)
 fn time_slice(a: usize, total: Duration) -> f64 {
     let spin = || {
         pin_current_thread(a);
@@ -264,7 +265,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
         1.0
     };
     // Two CPUs that slow each other down share a core, whatever the topology says (a VM's
-    // vCPUs may be two threads of one host core): the profile makes them SMT siblings.
+    // vCPUs may be two threads of one host core): the profile makes them SMT siblings. (The
+    // 0.8 is unsourced.)
     let shares_core = speed < 0.8 && topology.logical_cpus() == 2;
     let syscall_ns = syscall(20_000 / scale);
     let wake_ns = if a != b {
@@ -321,6 +323,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             hop1: transfer,
             hop2: transfer,
             hop3: transfer,
+            // Not measured (unsourced): a line no cache holds costs a transfer, not memory's
+            // latency, and one transfer at a time.
             memory: transfer,
             occupancy: 1.0,
             smt_speed: if shares_core {
@@ -344,6 +348,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             syscall_ns: syscall_ns.round(),
             wake_ns: wake_ns.round(),
             context_switch_ns: switch_ns.round(),
+            // Under 50 µs, no slice was seen: 3 ms instead, the built-in profiles' (unsourced).
             quantum_us: if slice_us >= 50.0 {
                 slice_us.round()
             } else {

@@ -132,12 +132,14 @@ pub struct Cycles {
     /// From memory, when no cache holds the line.
     pub memory: f64,
     /// How long a transfer keeps the line busy for the next one, as a fraction of its latency:
-    /// 1 serialises every transfer of a line (the home agent handles one at a time).
+    /// 1 serialises every transfer of a line (the home agent handles one at a time). The default
+    /// of 1, which every built-in profile keeps, is unsourced.
     #[serde(default = "full")]
     pub occupancy: f64,
     /// The fraction of its speed a hardware thread keeps while the other thread of its core runs
     /// too (the two share one pipeline): its private work (hits, atomics, pauses, fences,
-    /// `busy_work`, `local`) takes 1/`smt_speed` as long. 1 without SMT.
+    /// `busy_work`, `local`) takes 1/`smt_speed` as long. 1 without SMT. The default of 1 on a
+    /// profile with SMT (siblings that do not slow each other) is unsourced.
     #[serde(default = "full")]
     pub smt_speed: f64,
     /// One `pause` instruction (`spin_loop`).
@@ -147,18 +149,21 @@ pub struct Cycles {
     /// One step of the shim's `busy_work` (a dependent multiply and add).
     pub busy_step: f64,
     /// The code between two shim operations (hashing, bookkeeping, the workloads' loops), charged
-    /// once per operation; fitted to a machine's single-thread runs (0: not charged).
+    /// once per operation; fitted to a machine's single-thread runs (0: not charged, as on
+    /// every built-in profile, which is unsourced).
     #[serde(default)]
     pub local: f64,
     /// Not a cost but a count: how many misses of one core may be outstanding at once (its line
     /// fill buffers, or miss address buffers), which is how many of the independent loads a
-    /// model declares ([`crate::hook::independent`]) overlap. 1, the default, overlaps none.
+    /// model declares ([`crate::hook::independent`]) overlap. 1, the default, overlaps none
+    /// (unsourced for any machine: it stands for a figure not known).
     #[serde(default = "one")]
     pub outstanding_misses: u32,
     /// Not a cost but a count: the entries of a core's store buffer, where a store waits,
     /// after the core has gone on, until it can be made visible (x86's TSO: in order, each
     /// after the one before; a locked instruction or a fence waits for all). 0, the default,
-    /// has none: every store stalls its core until it is visible.
+    /// has none: every store stalls its core until it is visible (unsourced for any x86 core,
+    /// all of which have one: it stands for a size not known).
     #[serde(default)]
     pub store_buffer: u32,
     /// A load that finds the line Shared by other cores (MESI's S) and by none of this core's

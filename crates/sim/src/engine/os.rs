@@ -257,6 +257,8 @@ impl Engine {
             }
         };
         t.spin.paused = true;
+        // Parked after the second unchanged re-read (unsourced; any count gives the same
+        // loads, and only moves when elision starts).
         if t.spin.rounds < 2 {
             return None;
         }
@@ -384,7 +386,9 @@ impl Engine {
     }
 
     /// What waking a thread at `place` costs the current thread (see [`Engine::futex_wake`]):
-    /// a store and two locked instructions on lines that place holds.
+    /// a store and two locked instructions on lines that place holds. The count of lines is
+    /// derived from the kernel functions named there; charging each as a transfer from the
+    /// woken thread's CPU, whatever those lines' state, is unsourced.
     fn waking_cost(&self, place: usize) -> Picos {
         let c = &self.costs;
         let d = c.distance(self.threads[self.current].place, place);
