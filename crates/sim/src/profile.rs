@@ -21,6 +21,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("westmere-80", include_str!("../profiles/westmere-80.toml")),
     ("epyc-2s", include_str!("../profiles/epyc-2s.toml")),
     ("xeon-2s", include_str!("../profiles/xeon-2s.toml")),
+    (
+        "haswell-ep-2s",
+        include_str!("../profiles/haswell-ep-2s.toml"),
+    ),
+    (
+        "haswell-ex-4s",
+        include_str!("../profiles/haswell-ex-4s.toml"),
+    ),
 ];
 
 /// The name of the profile of the machine at hand.
@@ -600,5 +608,37 @@ mod tests {
         assert!(e.starts_with("malformed machine profile x:"), "{e}");
         let e = Profile::find("nope").unwrap_err().to_string();
         assert!(e.contains("known: opteron-48"), "{e}");
+    }
+
+    #[test]
+    fn the_haswell_machines_have_two_threads_a_core_numbered_siblings_last() {
+        // 2 x 18-core E5-2699 v3: cpu c and c + 36 share a core; cpus 0-17 are package 0.
+        let ep = Profile::find("haswell-ep-2s").unwrap();
+        let cpus = ep.cpus();
+        assert_eq!((ep.cpu_count(), ep.core_count()), (72, 36));
+        assert_eq!(cpus[5].core, cpus[41].core);
+        assert_eq!((cpus[5].smt, cpus[41].smt), (0, 1));
+        assert_eq!(
+            (cpus[17].socket, cpus[18].socket, cpus[53].socket),
+            (0, 1, 0)
+        );
+        assert_eq!((cpus[17].node, cpus[18].node), (0, 1));
+        assert_eq!(ep.hops(0, 1), 1);
+        // 4 x 18-core E7-8890 v3: cpu c and c + 72 share a core; every pair of packages is one
+        // hop apart.
+        let ex = Profile::find("haswell-ex-4s").unwrap();
+        let cpus = ex.cpus();
+        assert_eq!((ex.cpu_count(), ex.core_count()), (144, 72));
+        assert_eq!(cpus[60].core, cpus[132].core);
+        assert_eq!((cpus[60].smt, cpus[132].smt), (0, 1));
+        assert_eq!(
+            (cpus[53].socket, cpus[54].socket, cpus[143].socket),
+            (2, 3, 3)
+        );
+        for a in 0..4 {
+            for b in 0..4 {
+                assert_eq!(ex.hops(a, b), u32::from(a != b));
+            }
+        }
     }
 }
