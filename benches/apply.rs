@@ -74,6 +74,7 @@ fn apply(c: &mut Criterion) {
             sample_every: 0,
             sim: None,
             sim_op_cost: None,
+            until: None,
         };
         group.throughput(Throughput::Elements(100_000));
         group.bench_function(BenchmarkId::new("100k-inserts", mode), |bench| {

@@ -60,6 +60,7 @@ fn sweep_series(
             sample_every: 0,
             sim: None,
             sim_op_cost: None,
+            until: None,
         };
         group.throughput(Throughput::Elements(1));
         let id = BenchmarkId::new(format!("{workload}/{preset}"), threads);

@@ -66,6 +66,7 @@ fn model(
             sample_every: 1024,
             sim: None,
             sim_op_cost: None,
+            until: None,
         };
         let run = (s.run)(&spec).unwrap();
         let tx = run.total_ops();

@@ -70,6 +70,7 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             sample_every: 0,
             sim,
             sim_op_cost: None,
+            until: None,
         };
         let real = (s.run)(&spec(None, real_ms))?;
         let simulated = (s.run)(&spec(Some(Arc::new(profile.clone())), 4))?;

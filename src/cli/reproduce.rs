@@ -263,6 +263,9 @@ fn command_line(r: &RunRequest) -> String {
     if let Some(n) = r.repeat {
         let _ = write!(c, " --repeat {n}");
     }
+    if let Some(n) = r.until_ops {
+        let _ = write!(c, " --until-ops {n}");
+    }
     c
 }
 

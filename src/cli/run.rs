@@ -36,10 +36,12 @@ pub(crate) struct RunArgs {
     /// Thread counts: a list `1,2,4`, a range `1..64`, a doubling range `1..64:x2`, or a mix.
     #[arg(long, default_value = "1,2,4")]
     threads: String,
-    /// Measured time per run (`2s`, `500ms`) [default: 2s; 20ms of virtual time under `sim`].
+    /// Measured time per run (`2s`, `500ms`) [default: 2s; under `sim`, 20ms of virtual time
+    /// or longer: see --until-ops].
     #[arg(long)]
     duration: Option<String>,
-    /// Unmeasured time before each run [default: 500ms; 5ms of virtual time under `sim`].
+    /// Unmeasured time before each run [default: 500ms; under `sim`, 5ms of virtual time or
+    /// longer: see --until-ops].
     #[arg(long)]
     warmup: Option<String>,
     /// The machine: `real` (this one), or `sim:PROFILE`, a simulated many-core machine (see
@@ -50,6 +52,11 @@ pub(crate) struct RunArgs {
     /// whose runs repeat exactly].
     #[arg(long)]
     repeat: Option<u32>,
+    /// Under `sim`: each run's measured phase goes on past --duration until the team has
+    /// completed this many operations (its warm-up a quarter as many), up to 1 s of virtual
+    /// time; 0 runs exactly --duration [default: 4000].
+    #[arg(long)]
+    until_ops: Option<u64>,
     /// Thread placement: compact, scatter, node:N or none.
     #[arg(long, default_value = "compact")]
     pin: String,
@@ -90,6 +97,7 @@ fn request(a: &RunArgs) -> Result<RunRequest, CliError> {
     r.duration = parse_optional_duration("--duration", a.duration.as_deref())?;
     r.warmup = parse_optional_duration("--warmup", a.warmup.as_deref())?;
     r.repeat = a.repeat;
+    r.until_ops = a.until_ops;
     r.machine = Machine::parse(&a.machine)?;
     r.pin = pin_policy(&a.pin)?;
     r.sysfs_root = a.sysfs_root.clone();

@@ -37,7 +37,9 @@ pub mod topology;
 pub use render::{render, render_with, Format, Show};
 pub use report::Report;
 pub use sweep::{sweep, SeriesSpec, SweepConfig};
-pub use team::{latency_histogram, run_team, run_team_with, Companion, TeamRun, TeamSpec};
+pub use team::{
+    latency_histogram, run_team, run_team_with, Companion, RunLength, TeamRun, TeamSpec,
+};
 pub use topology::{PinPolicy, Topology};
 
 use std::path::{Path, PathBuf};

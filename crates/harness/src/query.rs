@@ -124,6 +124,7 @@ mod tests {
             config: RunConfig {
                 workload: config_workload.into(),
                 duration_ms: 100,
+                until: None,
                 repeat: 1,
                 pin: "none".into(),
             },

@@ -386,6 +386,7 @@ mod tests {
             config: RunConfig {
                 workload: "wal-commit".into(),
                 duration_ms: 100,
+                until: None,
                 repeat: 1,
                 pin: "none".into(),
             },

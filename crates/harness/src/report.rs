@@ -120,12 +120,28 @@ pub struct Simulated {
 pub struct RunConfig {
     /// Workload name.
     pub workload: String,
-    /// Measured time per run.
+    /// Measured time per run (the least, when `until` lengthens it).
     pub duration_ms: u64,
+    /// Optional: each run went on past `duration_ms` until it had counted `ops` operations, or
+    /// for at most `cap_ms` (the simulated machine's default). Absent: every run lasted
+    /// `duration_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<RunUntil>,
     /// Runs per point.
     pub repeat: u32,
     /// Pinning policy.
     pub pin: String,
+}
+
+/// How a run's measured phase was lengthened: until the team had counted `ops` operations, or
+/// for at most `cap_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunUntil {
+    /// Operations each run counts.
+    pub ops: u64,
+    /// The longest a run lasts, in milliseconds.
+    pub cap_ms: u64,
 }
 
 /// One (preset, impl) pair's curve.

@@ -9,8 +9,8 @@
 //! that performs one timed run for a [`TeamSpec`]. That keeps the thing measured and the measuring
 //! apart: workloads never print, and the harness never knows what a lock is.
 
-use crate::report::{Machine, Point, Report, RunConfig, Series, Simulated};
-use crate::team::{TeamRun, TeamSpec};
+use crate::report::{Machine, Point, Report, RunConfig, RunUntil, Series, Simulated};
+use crate::team::{RunLength, TeamRun, TeamSpec};
 use crate::topology::{PinPolicy, Topology};
 use crate::HarnessError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -57,6 +57,9 @@ pub struct SweepConfig {
     /// Run on this simulated machine (then `topology` must be its topology, and the durations
     /// are virtual time).
     pub sim: Option<Arc<Profile>>,
+    /// Lengthen each run until it has counted this many operations (see [`RunLength`]);
+    /// `None`: every run lasts `warmup` and `duration`.
+    pub until: Option<RunLength>,
 }
 
 /// Runs every series at every thread count and assembles the report.
@@ -161,6 +164,7 @@ pub fn sweep(
                     sample_every: cfg.sample_every,
                     sim: machines[i].0.clone(),
                     sim_op_cost: machines[i].1,
+                    until: cfg.until,
                 };
                 bar.set_message(format!(
                     "{} {}/{} at {threads} threads",
@@ -229,6 +233,10 @@ pub fn sweep(
         config: RunConfig {
             workload: cfg.workload.clone(),
             duration_ms: cfg.duration.as_millis() as u64,
+            until: cfg.until.map(|u| RunUntil {
+                ops: u.ops,
+                cap_ms: u.cap.as_millis() as u64,
+            }),
             repeat,
             pin: cfg.pin.to_string(),
         },
@@ -264,6 +272,7 @@ impl SweepConfig {
             sample_every: 64,
             progress: false,
             sim: None,
+            until: None,
         }
     }
 }

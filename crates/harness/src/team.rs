@@ -2,10 +2,16 @@
 //!
 //! Every thread plays one backend: it attaches to the workload's [`ProcTable`], pins itself (if
 //! asked), and waits on a barrier so that all start together. The main thread then walks the team
-//! through three phases by one shared word: *warm-up* (operations run, nothing is counted),
-//! *measure* (operations are counted and every `sample_every`-th is timed into the thread's own
-//! histogram), *stop*. Elapsed time is taken by the main thread between the two phase changes, so
-//! a thread that is descheduled at the boundary shifts at most one operation across it.
+//! through three phases by one shared word: *warm-up* (operations run, counted only for the
+//! main thread's rule), *measure* (operations are counted and every `sample_every`-th is timed
+//! into the thread's own histogram), *stop*. Elapsed time is taken by the main thread between the
+//! two phase changes, so a thread that is descheduled at the boundary shifts at most one
+//! operation across it.
+//!
+//! A phase lasts its time ([`TeamSpec::warmup`], [`TeamSpec::duration`]), or, when the spec
+//! gives a [`RunLength`] (the simulated machine's default), at least its time and then until the
+//! team has completed the phase's number of operations or the phase has lasted its cap: the main
+//! thread reads the counters every [`RunLength::POLL`] once the time is up.
 //!
 //! Nothing is shared on the hot path but the read-mostly phase word and one counter per thread:
 //! each thread counts into its own variables and its backend's statistics, and the main thread
@@ -15,9 +21,10 @@
 //! the operation, and `benches/instructions.rs` counts what the loop adds around it.
 //!
 //! Throughput against time (like pgbench's `-P` progress lines): each thread also publishes its
-//! running count of measured operations in a cache-padded counter of its own (one relaxed store per
-//! operation, on a line no other thread writes), and the main thread, which sleeps through the
-//! measure phase anyway, reads all the counters every [`TIMELINE_INTERVAL`]. The differences of
+//! running count of operations, the warm-up's and then the measured ones after them, in a
+//! cache-padded counter of its own (one relaxed store per operation, on a line no other thread
+//! writes), and the main thread, which sleeps through the measure phase anyway, reads all the
+//! counters at the start of the measured phase and every [`TIMELINE_INTERVAL`] after it. The differences of
 //! consecutive readings over their actual spacing are the run's per-interval throughput. Only full
 //! intervals are kept: a run shorter than one interval has an empty timeline, and the tail after
 //! the last full interval is left out, as pgbench's last progress line only covers a full period.
@@ -74,6 +81,35 @@ pub struct TeamSpec {
     /// On a simulated machine, private work charged after each operation, in ns (the calibrated
     /// cost of the workload's own code; see [`Profile::for_workload`]).
     pub sim_op_cost: Option<f64>,
+    /// Run each phase past its time until it has counted this many operations (or reached the
+    /// cap); `None`: the phases last exactly `warmup` and `duration`.
+    pub until: Option<RunLength>,
+}
+
+/// A run whose length is decided by what it counts: each phase lasts at least its time
+/// ([`TeamSpec::warmup`], [`TeamSpec::duration`]) and then goes on until the team has completed
+/// its number of operations, or until the phase has lasted its cap, whichever comes first.
+///
+/// A point's figure is a count over a time; how far it can be trusted depends on how many
+/// events the count holds, not on how long it ran. A fixed length gives a fast point
+/// (80 threads taking a lock) millions of hand-overs and a slow one (a transaction that waits
+/// for its commit record's flush) a handful. The count is checked every [`RunLength::POLL`],
+/// so a phase overshoots its count by at most what the team completes in one poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLength {
+    /// Operations the warm-up completes before the measured phase starts.
+    pub warmup_ops: u64,
+    /// The longest the warm-up lasts, whatever it has counted.
+    pub warmup_cap: Duration,
+    /// Operations the measured phase counts.
+    pub ops: u64,
+    /// The longest the measured phase lasts, whatever it has counted.
+    pub cap: Duration,
+}
+
+impl RunLength {
+    /// How often the controlling thread reads the team's counts once a phase's time is up.
+    pub const POLL: Duration = Duration::from_millis(1);
 }
 
 /// The result of one timed run.
@@ -395,18 +431,74 @@ fn control(
     published: &[CachePadded<AtomicU64>],
     spec: &TeamSpec,
 ) -> (Duration, Timeline) {
+    let total = || -> u64 { published.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
     let _ = phase.compare_exchange(STARTING, WARMUP, Ordering::Release, Ordering::Relaxed);
+    let warm_start = Instant::now();
     sleep_unless_stopped(phase, spec.warmup);
+    if let Some(until) = spec.until {
+        poll_until(phase, warm_start, until.warmup_cap, || {
+            total() >= until.warmup_ops
+        });
+    }
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::Relaxed, Ordering::Relaxed);
     if pglocks_sim::hook::active() {
         // The hot-lines tally covers what is measured, not the warm-up.
         pglocks_sim::hook::measurement_starts();
     }
     let start = Instant::now();
-    let timeline = sample_timeline(phase, published, start, spec.duration);
-    sleep_unless_stopped(phase, spec.duration.saturating_sub(start.elapsed()));
+    // Each thread's count goes on from its warm-up's: what the team has completed since this
+    // moment is the total less what it is now.
+    let base = total();
+    let mut timeline = Timeline::default();
+    let mut last = (start, base);
+    let mut due = TIMELINE_INTERVAL;
+    let (cap, target) = match spec.until {
+        Some(u) => (u.cap.max(spec.duration), Some(u.ops)),
+        None => (spec.duration, None),
+    };
+    loop {
+        let now = Instant::now();
+        let elapsed = now - start;
+        if phase.load(Ordering::Relaxed) == STOP || crate::interrupt::stop_requested() {
+            break;
+        }
+        let ops = total();
+        if start + due <= now {
+            timeline.add(ops.saturating_sub(last.1), (now - last.0).as_secs_f64());
+            last = (now, ops);
+            due += TIMELINE_INTERVAL;
+        }
+        let counted = target.map_or(true, |t| ops.saturating_sub(base) >= t);
+        if elapsed >= cap || (elapsed >= spec.duration && counted) {
+            break;
+        }
+        // Sleep to the next timeline point, or the end of the time, or the next poll of the
+        // count once the time is up.
+        let next_point = start + due;
+        let wake = if elapsed < spec.duration {
+            next_point.min(start + spec.duration)
+        } else {
+            next_point.min(now + RunLength::POLL).min(start + cap)
+        };
+        sleep_unless_stopped(phase, wake.saturating_duration_since(now));
+    }
     phase.store(STOP, Ordering::Relaxed);
     (start.elapsed(), timeline)
+}
+
+/// Sleeps in [`RunLength::POLL`] steps until `done` says so, `cap` has passed since `from`, or
+/// the team is stopped.
+fn poll_until(phase: &AtomicU8, from: Instant, cap: Duration, mut done: impl FnMut() -> bool) {
+    loop {
+        let now = Instant::now();
+        if done() || now - from >= cap || phase.load(Ordering::Relaxed) == STOP {
+            return;
+        }
+        if crate::interrupt::stop_requested() {
+            return;
+        }
+        sleep_unless_stopped(phase, RunLength::POLL.min(cap - (now - from)));
+    }
 }
 
 /// [`run_team_with`] on a simulated machine: every thread of the team is a virtual thread on the
@@ -482,9 +574,13 @@ where
             }
         }),
     });
-    // A run that has not finished after four times its length (and a second more) in virtual
-    // time is stuck (a lock never released, a livelock).
-    let limit = (spec.warmup + spec.duration) * 4 + Duration::from_secs(1);
+    // A run that has not finished after four times its longest length (and a second more) in
+    // virtual time is stuck (a lock never released, a livelock).
+    let longest = match spec.until {
+        Some(u) => u.warmup_cap.max(spec.warmup) + u.cap.max(spec.duration),
+        None => spec.warmup + spec.duration,
+    };
+    let limit = longest * 4 + Duration::from_secs(1);
     let outcome = pglocks_sim::run(profile, threads, limit)?;
     let (elapsed, timeline) = measured;
     let results = results.into_iter().map(|r| {
@@ -588,35 +684,6 @@ impl Timeline {
     }
 }
 
-/// Sleeps through the measured phase from `start`, reading the threads' published counts at every
-/// full [`TIMELINE_INTERVAL`] that ends within `duration`, into a [`Timeline`]. Stops early (with
-/// the intervals so far) if a thread failed and stopped the team, or a stop was asked for.
-fn sample_timeline(
-    phase: &AtomicU8,
-    published: &[CachePadded<AtomicU64>],
-    start: Instant,
-    duration: Duration,
-) -> Timeline {
-    let total = || -> u64 { published.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
-    let mut timeline = Timeline::default();
-    let (mut last_at, mut last_ops) = (start, 0);
-    let mut due = TIMELINE_INTERVAL;
-    while due <= duration {
-        sleep_unless_stopped(
-            phase,
-            (start + due).saturating_duration_since(Instant::now()),
-        );
-        if phase.load(Ordering::Relaxed) == STOP || crate::interrupt::stop_requested() {
-            break;
-        }
-        let (at, ops) = (Instant::now(), total());
-        timeline.add(ops.saturating_sub(last_ops), (at - last_at).as_secs_f64());
-        (last_at, last_ops) = (at, ops);
-        due += TIMELINE_INTERVAL;
-    }
-    timeline
-}
-
 /// An empty latency histogram as runs keep them: 1 ns to the longest latency recorded, 3
 /// significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
@@ -699,10 +766,11 @@ where
     F: FnMut(&mut Backend) -> Result<(), E>,
     E: Into<OpError>,
 {
-    warm_up(&mut op, backend, &words)?;
+    let warm = warm_up(&mut op, backend, &words)?;
     backend.take_stats();
     let mut latency = latency_histogram();
-    let mut ops = 0u64;
+    // The published count goes on from the warm-up's; the thread's own is the difference.
+    let mut ops = warm;
     // The first operation is always timed, so even a thread that completes only a few
     // operations (a FIFO lock oversubscribed) contributes a latency sample.
     let mut until_sample = 1;
@@ -718,7 +786,7 @@ where
         words.publish(ops);
     }
     Ok(ThreadResult {
-        ops,
+        ops: ops - warm,
         latency,
         stats: backend.take_stats(),
     })
@@ -781,21 +849,25 @@ where
     Ok(())
 }
 
-/// The warm-up: operations run, nothing counted, until the phase moves on.
+/// The warm-up: operations run until the phase moves on, counted only in the published word
+/// (the controlling thread may wait for a number of them); returns how many.
 #[inline(never)]
 fn warm_up<const SIMULATED: bool, F, E>(
     op: &mut F,
     backend: &mut Backend,
     words: &LoopWords<'_, SIMULATED>,
-) -> Result<(), OpError>
+) -> Result<u64, OpError>
 where
     F: FnMut(&mut Backend) -> Result<(), E>,
     E: Into<OpError>,
 {
+    let mut ops = 0u64;
     while words.phase() == WARMUP {
         op(backend).map_err(Into::into)?;
+        ops += 1;
+        words.publish(ops);
     }
-    Ok(())
+    Ok(ops)
 }
 
 #[cfg(test)]
@@ -811,6 +883,7 @@ mod tests {
             sample_every: 4,
             sim: None,
             sim_op_cost: None,
+            until: None,
         }
     }
 
@@ -827,6 +900,49 @@ mod tests {
         // Each thread times its first operation and every fourth after it: ceil(ops / 4).
         let samples = run.latency.len();
         assert!(samples * 4 >= run.total_ops() && samples * 4 <= run.total_ops() + 9);
+    }
+
+    #[test]
+    fn a_count_lengthens_each_phase_past_its_time() {
+        let procs = ProcTable::new(2);
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        // Each operation takes a millisecond: 10 ms of measured time holds about 20 of two
+        // threads', far fewer than the 200 asked for.
+        let op = |_| {
+            let calls = &calls;
+            move |_b: &mut Backend| -> Result<(), std::io::Error> {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+                Ok(())
+            }
+        };
+        let mut s = spec(2);
+        s.duration = Duration::from_millis(10);
+        s.warmup = Duration::ZERO;
+        s.until = Some(RunLength {
+            warmup_ops: 30,
+            warmup_cap: Duration::from_secs(60),
+            ops: 200,
+            cap: Duration::from_secs(60),
+        });
+        let run = run_team(&s, &procs, op).unwrap();
+        assert!(run.total_ops() >= 200, "{}", run.total_ops());
+        // The warm-up's 30 came first and are not among them.
+        let calls = calls.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(calls >= run.total_ops() + 30, "{calls} {}", run.total_ops());
+        // A count out of reach stops at the cap.
+        s.until = Some(RunLength {
+            ops: u64::MAX,
+            cap: Duration::from_millis(30),
+            ..s.until.unwrap()
+        });
+        let run = run_team(&s, &procs, op).unwrap();
+        assert!(
+            run.elapsed >= Duration::from_millis(30),
+            "{:?}",
+            run.elapsed
+        );
+        assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
     }
 
     #[test]

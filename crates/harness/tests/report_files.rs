@@ -83,6 +83,7 @@ fn two_workload_report() -> Report {
         config: RunConfig {
             workload: "select-only,tpcb-like".into(),
             duration_ms: 500,
+            until: None,
             repeat: 3,
             pin: "compact".into(),
         },

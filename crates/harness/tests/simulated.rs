@@ -18,6 +18,7 @@ fn spec(threads: usize, profile: &str) -> TeamSpec {
         sample_every: 8,
         sim: Some(Arc::new(Profile::find(profile).unwrap())),
         sim_op_cost: None,
+        until: None,
     }
 }
 
@@ -51,6 +52,66 @@ fn two_runs_of_the_same_simulation_are_identical() {
     assert_eq!(a.latency, b.latency);
     assert_eq!(a.sim.unwrap().ops, b.sim.unwrap().ops);
     assert!(a.total_ops() > 0);
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_run_with_a_count_goes_on_until_it_has_counted_or_reached_its_cap() {
+    use pglocks_harness::RunLength;
+    // Each operation sleeps 100 µs of virtual time (and its timer slack): 2 ms holds a dozen.
+    let slow = |spec: &TeamSpec| {
+        let procs = ProcTable::new(spec.threads);
+        let calls = AtomicU64::new(0);
+        let run = run_team(spec, &procs, |_| {
+            let calls = &calls;
+            move |_b: &mut Backend| -> Result<(), std::io::Error> {
+                calls.fetch_add(1, Ordering::Relaxed);
+                pglocks_sync::time::sleep(Duration::from_micros(100));
+                Ok(())
+            }
+        })
+        .unwrap();
+        (run, calls.load(Ordering::Relaxed))
+    };
+    let mut s = spec(2, "westmere-80");
+    let (fixed, _) = slow(&s);
+    assert!(fixed.total_ops() < 100, "{}", fixed.total_ops());
+    s.until = Some(RunLength {
+        warmup_ops: 50,
+        warmup_cap: Duration::from_secs(1),
+        ops: 300,
+        cap: Duration::from_secs(1),
+    });
+    let (counted, calls) = slow(&s);
+    // It counted its 300, overshooting by at most a poll's worth (two threads, 1 ms).
+    assert!(
+        (300..330).contains(&counted.total_ops()),
+        "{}",
+        counted.total_ops()
+    );
+    assert!(
+        counted.elapsed > Duration::from_millis(10),
+        "{:?}",
+        counted.elapsed
+    );
+    // The warm-up did its 50 first, and they are not counted.
+    assert!(calls >= counted.total_ops() + 50, "{calls}");
+    // A count out of reach ends at the cap.
+    s.until = Some(RunLength {
+        ops: 1_000_000,
+        cap: Duration::from_millis(8),
+        ..s.until.unwrap()
+    });
+    let (capped, _) = slow(&s);
+    assert!(
+        capped.elapsed >= Duration::from_millis(8) && capped.elapsed < Duration::from_millis(9),
+        "{:?}",
+        capped.elapsed
+    );
+    assert!(capped.total_ops() < 300, "{}", capped.total_ops());
 }
 
 #[test]

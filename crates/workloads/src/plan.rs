@@ -4,7 +4,8 @@
 //! workload, release presets (each optionally with knobs of its own, `pg92+fast_path=off`),
 //! implementations, knob settings, thread counts, the machine. [`RunRequest::plan`] checks it
 //! against the registry ([`WORKLOADS`], [`PRESETS`](crate::PRESETS), the knobs), fills in what
-//! the machine implies (a simulated machine runs 20 ms of virtual time once; this one 2 s three
+//! the machine implies (a simulated machine runs each point once, for at least 20 ms of
+//! virtual time and until it has counted enough operations, [`SIM_LENGTH`]; this one 2 s three
 //! times), and yields a [`Plan`]: the harness's sweep settings, the topology the threads are
 //! placed on, and one series per preset × implementation, in the order asked. Everything a
 //! request can get wrong is a [`PlanError`] that names the valid choices.
@@ -36,7 +37,9 @@
 use crate::preset::ExecutorWork;
 use crate::{workload, Preset, Workload, WorkloadError, DEFAULT_PRESET, WORKLOADS};
 use pglocks_harness::topology::TopologyError;
-use pglocks_harness::{HarnessError, PinPolicy, Report, SeriesSpec, SweepConfig, Topology};
+use pglocks_harness::{
+    HarnessError, PinPolicy, Report, RunLength, SeriesSpec, SweepConfig, Topology,
+};
 use pglocks_sim::{Profile, ProfileError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +47,58 @@ use std::time::Duration;
 
 /// The most runs a point may be repeated.
 pub const MAX_REPEAT: u32 = 1000;
+
+/// How long a simulated point runs, in virtual time: at least its times, then on until its
+/// counts (see [`RunLength`]).
+///
+/// The counts make a point's figure rest on enough events: a point's throughput is a count
+/// of operations (transactions, lock hand-overs, commits) over a time, and a count of `n`
+/// roughly independent events scatters by about 1/√n, so 4,000 operations put the counting
+/// error near 1.6 %, under the spread between seeds. The warm-up's count is there for the
+/// data: a simulated run starts with every line in memory, and until the transactions have
+/// touched their working set (the index's pages, the rows' heap pages) each first touch pays
+/// a memory access a machine that has been running for minutes would not. The caps bound a
+/// slow point's cost (a transaction that waits for a flush): such a point says in its report
+/// how many operations it counted.
+pub const SIM_LENGTH: SimLength = SimLength {
+    duration: Duration::from_millis(20),
+    warmup: Duration::from_millis(5),
+    ops: 4000,
+    warmup_ops: 1000,
+    cap: Duration::from_secs(1),
+    warmup_cap: Duration::from_millis(250),
+};
+
+/// A simulated point's times and counts: [`SIM_LENGTH`].
+#[derive(Debug, Clone, Copy)]
+pub struct SimLength {
+    /// The least measured time.
+    pub duration: Duration,
+    /// The least warm-up.
+    pub warmup: Duration,
+    /// Operations the measured phase counts.
+    pub ops: u64,
+    /// Operations the warm-up completes.
+    pub warmup_ops: u64,
+    /// The longest measured phase.
+    pub cap: Duration,
+    /// The longest warm-up.
+    pub warmup_cap: Duration,
+}
+
+impl SimLength {
+    /// The harness's rule for these counts, the measured count `ops` if given (the warm-up's
+    /// scaled with it).
+    fn until(&self, ops: Option<u64>) -> RunLength {
+        let ops = ops.unwrap_or(self.ops);
+        RunLength {
+            warmup_ops: ops * self.warmup_ops / self.ops,
+            warmup_cap: self.warmup_cap,
+            ops,
+            cap: self.cap,
+        }
+    }
+}
 
 /// The machine a run measures.
 #[derive(Debug, Clone, Default)]
@@ -111,12 +166,18 @@ pub struct RunRequest {
     pub flush_latency: Option<String>,
     /// Thread counts, in order.
     pub threads: Vec<usize>,
-    /// Measured time per run [default: 2 s; 20 ms of virtual time on a simulated machine].
+    /// Measured time per run [default: 2 s; on a simulated machine at least 20 ms of virtual
+    /// time, then on until its count, [`SIM_LENGTH`]].
     pub duration: Option<Duration>,
-    /// Unmeasured time before each run [default: 500 ms; 5 ms simulated].
+    /// Unmeasured time before each run [default: 500 ms; at least 5 ms simulated, likewise].
     pub warmup: Option<Duration>,
     /// Runs per point [default: 3; 1 simulated, whose runs repeat exactly].
     pub repeat: Option<u32>,
+    /// On a simulated machine, the operations each run counts: its warm-up and its measured
+    /// phase go on past their times until the team has completed this many, up to their caps
+    /// ([`SIM_LENGTH`]); 0 runs exactly the times [default: [`SIM_LENGTH`]'s]. Not for this
+    /// machine, whose runs last their times.
+    pub until_ops: Option<u64>,
     /// The machine.
     pub machine: Machine,
     /// Where threads are placed.
@@ -143,6 +204,7 @@ impl RunRequest {
             duration: None,
             warmup: None,
             repeat: None,
+            until_ops: None,
             machine: Machine::Real,
             pin: PinPolicy::Compact,
             sysfs_root: None,
@@ -156,8 +218,14 @@ impl RunRequest {
         let w = workload(&self.workload)?;
         let sim = self.machine.profile();
         let (duration, warmup, repeat) = match sim {
-            Some(_) => (Duration::from_millis(20), Duration::from_millis(5), 1),
+            Some(_) => (SIM_LENGTH.duration, SIM_LENGTH.warmup, 1),
             None => (Duration::from_secs(2), Duration::from_millis(500), 3),
+        };
+        let until = match (sim, self.until_ops) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(PlanError::UntilOpsOnReal),
+            (Some(_), Some(0)) => None,
+            (Some(_), ops) => Some(SIM_LENGTH.until(ops)),
         };
         let duration = self.duration.unwrap_or(duration);
         let warmup = self.warmup.unwrap_or(warmup);
@@ -208,6 +276,7 @@ impl RunRequest {
                 sample_every: self.sample_every,
                 progress: self.progress,
                 sim: sim.cloned(),
+                until,
             },
             series,
             topology,
@@ -340,6 +409,9 @@ pub enum PlanError {
     /// A simulated machine, in a build without the simulator.
     #[error("this build of pglocks has no simulator (build it with RUSTFLAGS=\"--cfg pglocks_sim\"; the pglocks command does so by itself)")]
     NoSimulator,
+    /// An operation count for the runs of this machine, which last their times.
+    #[error("--until-ops is for a simulated machine (--machine sim:NAME); runs on this machine last their --duration")]
+    UntilOpsOnReal,
     /// A measured time of zero.
     #[error("--duration must be longer than 0")]
     ZeroDuration,
@@ -476,6 +548,17 @@ mod tests {
     }
 
     #[test]
+    fn an_operation_count_is_for_a_simulated_machine() {
+        let mut r = quick("spin");
+        assert!(r.plan().unwrap().sweep.until.is_none());
+        r.until_ops = Some(100);
+        assert!(matches!(r.plan(), Err(PlanError::UntilOpsOnReal)));
+        let length = SIM_LENGTH.until(Some(8000));
+        assert_eq!((length.ops, length.warmup_ops), (8000, 2000));
+        assert_eq!(SIM_LENGTH.until(None).ops, SIM_LENGTH.ops);
+    }
+
+    #[test]
     fn a_flush_latency_is_the_knob_for_the_workloads_that_flush() {
         let mut r = quick("wal-commit");
         r.flush_latency = Some("soon".into());
@@ -517,6 +600,9 @@ mod tests {
                 let plan = r.plan().unwrap();
                 assert_eq!(plan.sweep.duration, Duration::from_millis(20));
                 assert_eq!(plan.sweep.repeat, 1);
+                assert_eq!(plan.sweep.until, Some(SIM_LENGTH.until(None)));
+                r.until_ops = Some(0);
+                assert_eq!(r.plan().unwrap().sweep.until, None);
             }
             (false, Err(PlanError::NoSimulator)) => {}
             (built_in, other) => panic!("simulator built in: {built_in}, parsed: {other:?}"),

@@ -96,7 +96,9 @@ pub(crate) fn auxiliary_procs(settings: &Settings) -> usize {
 /// takes the last slot of `procs` (an auxiliary process's `PGPROC` follows the backends'; see
 /// [`auxiliary_procs`]). The writer starts before the team and is stopped once it is done;
 /// its statistics (writes, fsyncs, `WALWriteLock` waits; not its idle sleep) join the run's,
-/// counted from about the end of `warmup` (from the first round after it).
+/// counted from about the end of `warmup` (from the first round after it; a warm-up that goes
+/// on to complete its operations, [`pglocks_harness::RunLength`], ends later, and the writer's
+/// figures then include its tail).
 ///
 /// Shortcut: PostgreSQL's WAL writer (8.3+) runs whatever `synchronous_commit` says, writing
 /// whole pages in the background for synchronous commits and `wal-insert` too; the model
@@ -245,6 +247,7 @@ mod tests {
             sample_every: 8,
             sim: None,
             sim_op_cost: None,
+            until: None,
         };
         (s.run)(&spec).unwrap()
     }

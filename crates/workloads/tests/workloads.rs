@@ -15,6 +15,7 @@ fn quick_spec(threads: usize) -> TeamSpec {
         sample_every: 8,
         sim: None,
         sim_op_cost: None,
+        until: None,
     }
 }
 
