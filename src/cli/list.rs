@@ -37,11 +37,13 @@ pub(crate) fn print_list() {
         println!("  {:<width$} {text}", p.name);
     }
     println!("\nmachines (--machine real | sim:PROFILE; the impls marked * do not run simulated):");
-    println!("  {:<14} this machine (the default)", "real");
-    for name in Profile::names() {
+    let names = Profile::names();
+    let width = names.iter().map(String::len).max().unwrap_or(0).max(10);
+    println!("  {:<w$} this machine (the default)", "real", w = width + 4);
+    for name in names {
         match Profile::find(&name) {
-            Ok(p) => println!("  sim:{name:<10} {} ({})", p.summary, p.describe()),
-            Err(e) => println!("  sim:{name:<10} (unreadable: {e})"),
+            Ok(p) => println!("  sim:{name:<width$} {} ({})", p.summary, p.describe()),
+            Err(e) => println!("  sim:{name:<width$} (unreadable: {e})"),
         }
     }
     println!("\nknobs (--set knob=value, applied on top of the preset):");
