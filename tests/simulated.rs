@@ -34,8 +34,10 @@ fn a_simulated_run_prints_the_report_of_a_real_one_and_names_its_machine() {
     assert_eq!(sim["profile"], "opteron-48");
     assert!(sim["operations"].as_u64().unwrap() > 0);
     assert_eq!(report["machine"]["cpus"], 48);
-    // The defaults under sim: 20 ms of virtual time, one run (it would repeat exactly).
+    // The defaults under sim: at least 20 ms of virtual time and on until 4,000 operations,
+    // one run (it would repeat exactly).
     assert_eq!(report["config"]["duration_ms"], 20);
+    assert_eq!(report["config"]["until"]["ops"], 4000);
     assert_eq!(report["config"]["repeat"], 1);
     assert_eq!(report["series"].as_array().unwrap().len(), 2);
     // Deterministic: the same command gives the same figures.
@@ -112,6 +114,14 @@ fn what_cannot_run_simulated_is_a_usage_error_that_says_what_can() {
         "no machine profile 'nowhere' (known: opteron-48",
     );
     check(run(&["big", "spin"]), "expected real or sim:PROFILE");
+    check(
+        run(&["sim:westmere-80+cycles.fense*2", "spin"]),
+        "malformed machine profile westmere-80+cycles.fense*2: 'cycles.fense': the profile has no such value to scale",
+    );
+    check(
+        run(&["sim:westmere-80+model.jitter=2", "spin"]),
+        "model.jitter must be in [0, 1)",
+    );
     check(
         run(&["sim:westmere-80", "spin", "--sysfs-root", "/tmp"]),
         "a simulated one has its profile's topology",

@@ -45,7 +45,8 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     warmup: Option<String>,
     /// The machine: `real` (this one), or `sim:PROFILE`, a simulated many-core machine (see
-    /// `pglocks list` for the profiles), on which durations are virtual time.
+    /// `pglocks list` for the profiles), on which durations are virtual time; values of the
+    /// profile may follow its name, `sim:westmere-80+cycles.fence*2+model.seed=7`.
     #[arg(long, default_value = "real")]
     machine: String,
     /// Runs per point; the median is reported and all are kept [default: 3; 1 under `sim`,

@@ -357,6 +357,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             timer_slack_ns: slack.max(0.0).round(),
         },
         op_ns: Default::default(),
+        model: Default::default(),
     }
 }
 

@@ -77,10 +77,11 @@
 
 use crate::keyed::Keyed;
 use crate::picos::Picos;
-use crate::profile::{ByDistance, Profile};
+use crate::profile::{ByDistance, Model, Profile};
 use std::collections::VecDeque;
 
-/// How far a transfer's latency strays either side of the profile's figure, as a fraction.
+/// How far a transfer's latency strays either side of the profile's figure, as a fraction,
+/// unless the profile's `model.jitter` says otherwise.
 ///
 /// Unsourced: ±50 % was chosen against this project's two-thread runs of `sim:this` (with every
 /// latency fixed, `lwlock-exclusive` at 2 threads ran at 0.32× the real figure and
@@ -88,7 +89,13 @@ use std::collections::VecDeque;
 pub const JITTER: f64 = 0.5;
 
 /// `JITTER` in 1/1024ths, for integer arithmetic on [`Picos`].
+#[cfg(test)]
 const JITTER_1024: u64 = (JITTER * 1024.0) as u64;
+
+/// A fraction in 1/1024ths.
+fn in_1024ths(x: f64) -> u64 {
+    (x * 1024.0).round().clamp(0.0, 1024.0) as u64
+}
 
 /// How far apart two CPUs are, for the line transfers between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -176,6 +183,10 @@ pub struct Costs {
     /// Whether any CPU has a sibling: asked at every access, and without SMT the answer is
     /// known without reading the CPU's list.
     smt: bool,
+    /// How far through a transfer its holder answers, in 1/1024ths (`model.answer_at`).
+    answer_at: u64,
+    /// Whether a place keeps a line until the next request's answer (`model.hold_window`).
+    hold_window: bool,
 }
 
 impl Costs {
@@ -271,6 +282,8 @@ impl Costs {
             smt_speed: (c.smt_speed * 1024.0).round().clamp(1.0, 1024.0) as u64,
             smt: siblings.iter().any(|s| !s.is_empty()),
             siblings,
+            answer_at: in_1024ths(profile.model.answer_at),
+            hold_window: profile.model.hold_window,
         }
     }
 
@@ -637,11 +650,16 @@ impl Default for Caches {
 impl Caches {
     /// No line cached anywhere, and the jitter generator at its fixed seed.
     pub fn new() -> Caches {
+        Caches::for_model(&Model::default())
+    }
+
+    /// No line cached anywhere, transfers jittered as `model` says, from its seed.
+    pub fn for_model(model: &Model) -> Caches {
         Caches {
             lines: Keyed::default(),
             transfers: [0; 8],
-            jitter: 0x2545_F491_4F6C_DD1D,
-            spread: JITTER_1024,
+            jitter: model.seed.max(1),
+            spread: in_1024ths(model.jitter),
         }
     }
 
@@ -670,7 +688,8 @@ impl Caches {
         // A load of a copy the books still list is a hit below; anything else may still be
         // served by a copy a queued transfer has not yet taken away.
         let listed = mine || (kind == Access::Load && line.sharers.contains(place));
-        if !listed && line.held_until_answer(place, now, kind != Access::Load) {
+        if costs.hold_window && !listed && line.held_until_answer(place, now, kind != Access::Load)
+        {
             // The line is still here: requests queued for it have not reached this place.
             let cost = match kind {
                 Access::Rmw => costs.atomic,
@@ -742,9 +761,9 @@ impl Caches {
                 self.transfers[d as usize] += 1;
                 let start = now.max(line.busy_until);
                 line.busy_until = start + cost * costs.occupancy / 1024;
-                // The holder answers half-way through the transfer (unsourced: the request's
-                // half of a round trip; see the module doc's "Timing").
-                let (answer, done) = (start + cost / 2, start + cost);
+                // The holder answers `model.answer_at` through the transfer, by default half-way
+                // (unsourced: the request's half of a round trip; see the module doc's "Timing").
+                let (answer, done) = (start + cost * costs.answer_at / 1024, start + cost);
                 line.push(Hop::new(place, kind != Access::Load, answer, done));
                 (answer, done)
             }
@@ -950,6 +969,48 @@ mod tests {
         let upgrade = caches.access(&c, 1, addr, Access::Store, read.done);
         assert!(upgrade.miss());
         assert!(upgrade.answer > write.done);
+    }
+
+    #[test]
+    fn the_profiles_model_sets_the_answer_the_hold_window_and_the_jitter() {
+        let with = |item: &str| {
+            let p = Profile::find(&format!("westmere-80+{item}")).unwrap();
+            (Costs::new(&p), Caches::for_model(&p.model))
+        };
+        let addr = 0x6000;
+        let now = Picos(1_000_000);
+        // Answered at the start of the transfer (and the next request too, as the line
+        // arrives, which ends the window at once); with no hold window a retry after the
+        // exchange is a miss again, queued behind the next request.
+        for (item, answered_at_start, held) in [
+            ("model.jitter=0", false, true),
+            ("model.answer_at=0", true, false),
+            ("model.hold_window=false", false, false),
+        ] {
+            let (c, mut caches) = with(&format!("{item}+model.jitter=0"));
+            caches.access(&c, 0, addr, Access::Store, Picos::ZERO);
+            let mine = caches.access(&c, 1, addr, Access::Rmw, now);
+            caches.access(&c, 2, addr, Access::Rmw, now);
+            assert_eq!(mine.answer == now, answered_at_start, "{item}");
+            let retry = caches.access(&c, 1, addr, Access::Rmw, mine.done + Picos(1));
+            assert_eq!(!retry.miss(), held, "{item}");
+        }
+        // Without jitter every transfer is the figure; another seed draws other latencies.
+        let draws = |item: &str| -> Vec<Picos> {
+            let (c, mut caches) = with(item);
+            let mut at = caches.access(&c, 0, addr, Access::Store, Picos::ZERO).done;
+            (0..16)
+                .map(|k| {
+                    let r = caches.access(&c, 1 - k % 2, addr, Access::Store, at + Picos(1));
+                    at = r.done;
+                    r.done - r.answer
+                })
+                .collect()
+        };
+        let exact = draws("model.jitter=0");
+        assert!(exact.windows(2).all(|w| w[0] == w[1]), "{exact:?}");
+        assert_ne!(draws("model.seed=7"), draws("model.seed=8"));
+        assert_eq!(draws("model.seed=7"), draws("model.seed=7"));
     }
 
     #[test]

@@ -65,10 +65,56 @@ pub struct Profile {
     /// operation.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub op_ns: BTreeMap<String, f64>,
+    /// The cost model's own rules and constants, the same on every built-in profile; a
+    /// profile names them only to change them (a sensitivity run, a seed of its own).
+    #[serde(default, skip_serializing_if = "Model::is_default")]
+    pub model: Model,
 }
 
 fn default_line_bytes() -> u32 {
     64
+}
+
+/// The cost model's constants that are not the machine's: how much transfers stray, from
+/// which seed, when a holder answers and whether a place keeps a line until then. Each is
+/// unsourced (docs/simulator.md, "Every constant and its source"); they are settable so that
+/// a run can show how much a figure depends on them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Model {
+    /// Each transfer's latency is drawn uniformly from [1 − `jitter`, 1 + `jitter`) times the
+    /// profile's figure (0: every transfer exactly the figure).
+    pub jitter: f64,
+    /// The jitter generator's seed (xorshift64; 0 is taken as 1): another seed gives another
+    /// interleaving of the same machine.
+    pub seed: u64,
+    /// How far through a transfer the line's holder answers, taking the access's effect
+    /// (0.5: the request's half of a round trip; 0 at issue, 1 at completion).
+    pub answer_at: f64,
+    /// Whether the place a transfer brought a line to keeps using it at a hit's cost until the
+    /// next queued request's holder answers (the hold window; off: a queued request takes the
+    /// line in the books at once).
+    pub hold_window: bool,
+}
+
+impl Model {
+    /// The seed every profile runs with unless it names another.
+    pub const SEED: u64 = 0x2545_F491_4F6C_DD1D;
+
+    fn is_default(&self) -> bool {
+        *self == Model::default()
+    }
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            jitter: crate::cache::JITTER,
+            seed: Model::SEED,
+            answer_at: 0.5,
+            hold_window: true,
+        }
+    }
 }
 
 /// How CPU ids are numbered over the shape.
@@ -277,8 +323,119 @@ impl Profile {
         Ok(p)
     }
 
-    /// A built-in profile, or `this` from the profile directory.
-    pub fn find(name: &str) -> Result<Profile, ProfileError> {
+    /// A built-in profile, or `this` from the profile directory, with the settings that follow
+    /// its name applied ([`Profile::set`]): `westmere-80+cycles.fence*2+model.seed=7`. The
+    /// profile's name is then the whole text, so that a report says what it ran on.
+    pub fn find(spec: &str) -> Result<Profile, ProfileError> {
+        let mut items = spec.split('+');
+        let mut profile = Profile::find_named(items.next().unwrap_or_default())?;
+        for item in items {
+            profile
+                .set(item)
+                .map_err(|message| ProfileError::Malformed {
+                    origin: spec.to_string(),
+                    message,
+                })?;
+        }
+        profile.name = spec.to_string();
+        Ok(profile)
+    }
+
+    /// Changes one value: `path=value` sets it (`model.seed=7`, `os.wake_ns=25000`),
+    /// `path*factor` scales a number (`cycles.busy_step*0.5`; an integer is rounded), and
+    /// `latencies*factor` scales the whole latency table at once, every distance and memory
+    /// and the Shared rows, so that their order holds. The profile must still pass its checks.
+    pub fn set(&mut self, item: &str) -> Result<(), String> {
+        let (path, op, value) = match item.find(['=', '*']) {
+            Some(i) => (&item[..i], &item[i..=i], &item[i + 1..]),
+            None => return Err(format!("'{item}': expected path=value or path*factor")),
+        };
+        let factor = || -> Result<f64, String> {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .ok_or_else(|| format!("'{item}': the factor must be a number from 0"))
+        };
+        if path == "latencies" {
+            if op != "*" {
+                return Err("'latencies' is a table: scale it (latencies*2)".into());
+            }
+            let f = factor()?;
+            let c = &mut self.cycles;
+            for x in [
+                &mut c.smt,
+                &mut c.die,
+                &mut c.package,
+                &mut c.hop1,
+                &mut c.hop2,
+                &mut c.hop3,
+                &mut c.memory,
+            ] {
+                *x *= f;
+            }
+            for row in [
+                &mut c.load_from_shared,
+                &mut c.store_on_shared,
+                &mut c.atomic_on_shared,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                for x in [
+                    &mut row.die,
+                    &mut row.package,
+                    &mut row.hop1,
+                    &mut row.hop2,
+                    &mut row.hop3,
+                ] {
+                    *x *= f;
+                }
+            }
+            return self.check();
+        }
+        let mut root = toml::Value::try_from(&*self).map_err(|e| e.to_string())?;
+        let model = toml::Value::try_from(Model::default()).map_err(|e| e.to_string())?;
+        let (parents, leaf) = match path.rsplit_once('.') {
+            Some((parents, leaf)) => (parents.split('.').collect::<Vec<_>>(), leaf),
+            None => (Vec::new(), path),
+        };
+        let mut table = root.as_table_mut().ok_or("a profile is a table")?;
+        // The model's section is left out of a profile's text when it is the default.
+        table.entry("model").or_insert(model);
+        for key in parents {
+            table = table
+                .get_mut(key)
+                .and_then(toml::Value::as_table_mut)
+                .ok_or_else(|| format!("'{path}': a profile has no table '{key}'"))?;
+        }
+        let new = if op == "=" {
+            let parsed: toml::Table = toml::from_str(&format!("x = {value}"))
+                .map_err(|_| format!("'{item}': '{value}' is not a TOML value"))?;
+            parsed["x"].clone()
+        } else {
+            let f = factor()?;
+            match table.get(leaf) {
+                Some(toml::Value::Float(x)) => toml::Value::Float(x * f),
+                Some(toml::Value::Integer(x)) => {
+                    toml::Value::Integer((*x as f64 * f).round() as i64)
+                }
+                Some(_) => return Err(format!("'{path}' is not a number to scale")),
+                None => return Err(format!("'{path}': the profile has no such value to scale")),
+            }
+        };
+        table.insert(leaf.to_string(), new);
+        let mut changed: Profile = root
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("'{item}': {}", e.to_string().trim()))?;
+        changed.check()?;
+        changed.name = std::mem::take(&mut self.name);
+        *self = changed;
+        Ok(())
+    }
+
+    /// A built-in profile, or `this` from the profile directory, by its name alone.
+    fn find_named(name: &str) -> Result<Profile, ProfileError> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
             return Profile::parse(text, name);
         }
@@ -406,6 +563,13 @@ impl Profile {
         }
         if !(c.smt_speed >= 0.1 && c.smt_speed <= 1.0) {
             return Err("cycles.smt_speed must be in [0.1, 1]".into());
+        }
+        let m = &self.model;
+        if !(0.0..1.0).contains(&m.jitter) {
+            return Err("model.jitter must be in [0, 1)".into());
+        }
+        if !(0.0..=1.0).contains(&m.answer_at) {
+            return Err("model.answer_at must be in [0, 1]".into());
         }
         let o = &self.os;
         let os = [
@@ -597,6 +761,48 @@ mod tests {
         assert_eq!(p.cycles.local, 3.0);
         // And it survives being written out.
         assert_eq!(Profile::parse(&p.to_toml(), "x").unwrap(), p);
+    }
+
+    #[test]
+    fn settings_after_a_profiles_name_change_its_values() {
+        let base = Profile::find("westmere-80").unwrap();
+        let p = Profile::find("westmere-80+cycles.fence*2+model.seed=7+os.wake_ns=25000").unwrap();
+        assert_eq!(
+            p.name,
+            "westmere-80+cycles.fence*2+model.seed=7+os.wake_ns=25000"
+        );
+        assert_eq!(p.cycles.fence, 2.0 * base.cycles.fence);
+        assert_eq!((p.model.seed, p.os.wake_ns), (7, 25000.0));
+        assert_eq!(p.model.jitter, base.model.jitter);
+        // An integer stays one.
+        let p = Profile::find("westmere-80+cycles.outstanding_misses*0.45").unwrap();
+        assert_eq!(p.cycles.outstanding_misses, 5);
+        // The latency table scales whole; the core's own costs do not move.
+        let p = Profile::find("westmere-80+latencies*0.5").unwrap();
+        assert_eq!(p.cycles.hop2, base.cycles.hop2 / 2.0);
+        assert_eq!(p.cycles.memory, base.cycles.memory / 2.0);
+        let (row, was) = (p.cycles.store_on_shared, base.cycles.store_on_shared);
+        assert_eq!(row.unwrap().hop1, was.unwrap().hop1 / 2.0);
+        assert_eq!(
+            (p.cycles.hit, p.cycles.atomic),
+            (base.cycles.hit, base.cycles.atomic)
+        );
+        // Setting a value to what it was changes nothing but the name.
+        let mut same = Profile::find(&format!("westmere-80+model.seed={}", Model::SEED)).unwrap();
+        same.name = base.name.clone();
+        assert_eq!(same, base);
+        for (bad, says) in [
+            ("westmere-80+cycles.fense=3", "fense"),
+            ("westmere-80+cycles.fence", "expected path=value"),
+            ("westmere-80+cycles.fence*x", "factor"),
+            ("westmere-80+model.jitter=1.5", "model.jitter"),
+            ("westmere-80+nosuch.thing=1", "no table 'nosuch'"),
+            ("westmere-80+latencies=2", "scale it"),
+            ("westmere-80+summary*2", "not a number"),
+        ] {
+            let e = Profile::find(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub fn run(
     let costs = Costs::new(profile);
     let ncpus = profile.cpu_count();
     let mut engine = Engine {
-        caches: Caches::new(),
+        caches: Caches::for_model(&profile.model),
         threads: Vec::with_capacity(threads.len()),
         cpus: (0..ncpus).map(|_| Cpu::default()).collect(),
         events: BinaryHeap::new(),
