@@ -126,7 +126,7 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         c.die,
         c.pause,
         c.fence,
-        c.busy_step,
+        profile.busy_step(),
         c.local,
         c.smt_speed,
         profile.os.syscall_ns,

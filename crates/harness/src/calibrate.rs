@@ -295,6 +295,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
     let transfer = cyc(line.max(hit));
     Profile {
         name: pglocks_sim::profile::THIS.to_string(),
+        core_speed: None,
         summary: format!(
             "this machine ({}), as `pglocks calibrate` measured it",
             topology.model
@@ -334,7 +335,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             },
             pause: cyc(pause),
             fence: cyc(fence_ns),
-            busy_step: cyc(busy),
+            busy_step: Some(cyc(busy)),
             local: 0.0,
             // Not measured: misses stay one at a time, and stores stall until visible.
             outstanding_misses: 1,

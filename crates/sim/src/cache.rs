@@ -273,7 +273,7 @@ impl Costs {
             atomic: ps(c.atomic),
             pause: ps(c.pause),
             fence: ps(c.fence),
-            busy_step_fs: (c.busy_step * 1_000_000.0 / profile.ghz).round() as u64,
+            busy_step_fs: (profile.busy_step() * 1_000_000.0 / profile.ghz).round() as u64,
             local: ps(c.local),
             occupancy: (c.occupancy * 1024.0).round().clamp(1.0, 1024.0) as u64,
             line_shift: profile.line_bytes.trailing_zeros(),

@@ -53,6 +53,13 @@ pub struct Profile {
     /// The coherence unit in bytes: 64, or 128 where the adjacent-line prefetcher pairs lines.
     #[serde(default = "default_line_bytes")]
     pub line_bytes: u32,
+    /// One core's speed on one stream of integer work against the reference machine's
+    /// ([`REFERENCE_BUSY_STEPS_PER_US`]), from a published benchmark of the two parts: what
+    /// turns the CPU work measured on the reference machine (PostgreSQL's executor per
+    /// transaction, a workload's `cs_work` and `think`, all counted in `busy_work` steps)
+    /// into this core's time. A profile gives it or `cycles.busy_step`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_speed: Option<f64>,
     /// The machine's shape.
     pub topology: Shape,
     /// What the memory system charges, in core cycles.
@@ -200,8 +207,11 @@ pub struct Cycles {
     pub pause: f64,
     /// A full fence.
     pub fence: f64,
-    /// One step of the shim's `busy_work` (a dependent multiply and add).
-    pub busy_step: f64,
+    /// One step of the shim's `busy_work`, measured on the machine itself (`pglocks
+    /// calibrate`); a profile of another machine gives its `core_speed` instead, and the step
+    /// is the reference machine's over that speed ([`Profile::busy_step`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_step: Option<f64>,
     /// The code between two shim operations (hashing, bookkeeping, the workloads' loops), charged
     /// once per operation; fitted to a machine's single-thread runs (0: not charged, as on
     /// every built-in profile, which is unsourced).
@@ -307,6 +317,14 @@ pub enum ProfileError {
         message: String,
     },
 }
+
+/// `busy_work` steps a microsecond on the reference machine, the project's development machine
+/// (a KVM guest of 2 vCPUs on an AMD EPYC of the Zen 4 generation, family 25 model 17,
+/// reported at 2.6 GHz; Amazon's EPYC 9R14 is the public part of that family and clock the
+/// built-in profiles' `core_speed` sources compare against): `busy_work(n)` timed for `n` from
+/// 1,000 to 10,000,000 in a release build ran 7,240–7,370 steps a microsecond. Every CPU work
+/// the workloads measured there (`executor_work=pg15`) is counted in these steps.
+pub const REFERENCE_BUSY_STEPS_PER_US: u64 = 7300;
 
 /// The most CPUs a profile may have.
 pub const MAX_CPUS: usize = 512;
@@ -481,6 +499,16 @@ impl Profile {
         Some((p, ns))
     }
 
+    /// One `busy_work` step in this machine's cycles: `cycles.busy_step` if the profile measured
+    /// it, else the reference machine's step over `core_speed`.
+    pub fn busy_step(&self) -> f64 {
+        match (self.cycles.busy_step, self.core_speed) {
+            (Some(step), _) => step,
+            (None, Some(speed)) => 1000.0 / REFERENCE_BUSY_STEPS_PER_US as f64 / speed * self.ghz,
+            (None, None) => 0.0,
+        }
+    }
+
     /// The profile as TOML text (the form of a profile file).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
@@ -540,7 +568,7 @@ impl Profile {
             c.memory,
             c.pause,
             c.fence,
-            c.busy_step,
+            c.busy_step.unwrap_or(0.0),
             c.local,
         ];
         if !(self.ghz > 0.0 && self.ghz < 100.0) {
@@ -563,6 +591,18 @@ impl Profile {
         }
         if !(c.smt_speed >= 0.1 && c.smt_speed <= 1.0) {
             return Err("cycles.smt_speed must be in [0.1, 1]".into());
+        }
+        match (c.busy_step, self.core_speed) {
+            (Some(_), Some(_)) => {
+                return Err("give cycles.busy_step (measured here) or core_speed, not both".into())
+            }
+            (None, None) => {
+                return Err("give cycles.busy_step or core_speed (the core's speed against the reference machine)".into())
+            }
+            (None, Some(s)) if !(s > 0.0 && s <= 100.0) => {
+                return Err("core_speed must be above 0 and at most 100".into())
+            }
+            _ => {}
         }
         let m = &self.model;
         if !(0.0..1.0).contains(&m.jitter) {
@@ -803,6 +843,26 @@ mod tests {
             let e = Profile::find(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_busy_work_step_is_the_reference_machines_over_the_cores_speed() {
+        let w = Profile::find("westmere-80").unwrap();
+        // 1/7,300 µs on the reference machine; the Westmere core at 0.32 of its speed, 2.13 GHz.
+        let step = 1000.0 / 7300.0 / 0.32 * 2.13;
+        assert!((w.busy_step() - step).abs() < 1e-9, "{}", w.busy_step());
+        let faster = Profile::find("westmere-80+core_speed*2").unwrap();
+        assert!((faster.busy_step() - step / 2.0).abs() < 1e-9);
+        // A measured step is used as it is; a profile gives one or the other.
+        let measured = Profile::find("westmere-80+cycles.busy_step=0.3");
+        let e = measured.unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        let mut p = w.clone();
+        (p.core_speed, p.cycles.busy_step) = (None, Some(0.3));
+        assert_eq!(p.busy_step(), 0.3);
+        p.cycles.busy_step = None;
+        let e = Profile::parse(&p.to_toml(), "t").unwrap_err().to_string();
+        assert!(e.contains("give cycles.busy_step or core_speed"), "{e}");
     }
 
     #[test]

@@ -62,12 +62,12 @@ pub enum ExecutorWork {
 }
 
 /// `busy_work` steps per microsecond of a release build on the project's 2-core x86_64
-/// development machine (AMD EPYC): `busy_work(n)` timed for `n` from 1 000 to 10 000 000 runs
-/// 7 240–7 370 steps a microsecond (LLVM folds eight steps of its multiply-add chain into one),
-/// and `pglocks run lwlock-exclusive --impl floor --threads 1 --set think=1000000` shows the
-/// same (about 145 µs an operation). What turns a duration of executor work into steps, and
-/// what a simulated machine scales by its clock; a debug build is some 50 times slower.
-pub const BUSY_WORK_STEPS_PER_US: u64 = 7300;
+/// development machine, the reference machine of the simulated profiles
+/// ([`pglocks_sim::profile::REFERENCE_BUSY_STEPS_PER_US`], where the measurement is told);
+/// `pglocks run lwlock-exclusive --impl floor --threads 1 --set think=1000000` shows the same
+/// (about 145 µs an operation). What turns a duration of executor work into steps, and what a
+/// simulated machine scales by its `core_speed`; a debug build is some 50 times slower.
+pub const BUSY_WORK_STEPS_PER_US: u64 = pglocks_sim::profile::REFERENCE_BUSY_STEPS_PER_US;
 
 /// PostgreSQL 15's backend CPU per transaction, in microseconds (`tests/pg15-executor-cpu/cpu.tsv`,
 /// made by `scripts/pg15-executor-cpu.sh`: the serving backend's user + system time over a
