@@ -193,6 +193,35 @@ fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("us waited")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("spinlock and counter[0]"), "{err}");
+    // With a line of data in the critical section, each holder fetches it from the last too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+        .args([
+            "run",
+            "spin",
+            "--impl",
+            "mcs",
+            "--set",
+            "cs_lines=1",
+            "--threads",
+            "8",
+            "--machine",
+            "sim:opteron-48",
+            "--no-progress",
+            "--format",
+            "csv",
+        ])
+        .env("PGLOCKS_SIM_HOT_LINES", "2")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("us waited")).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("critical section's data[0]")),
+        "{err}"
+    );
 }
 
 /// In a build without the simulator, a command that needs it becomes the simulator's build named

@@ -219,7 +219,7 @@ const fn entry(
 /// Every workload.
 pub const WORKLOADS: &[Workload] = &[
     Workload {
-        knobs: &["cs_work", "think"],
+        knobs: &["cs_lines", "cs_work", "think"],
         ..entry(
             "spin",
             "acquire a spinlock, bump a counter under it, release",

@@ -511,6 +511,9 @@ settings! {
     /// Workload `lwlock-mixed`: the fraction of acquisitions that are shared.
     read_ratio: f64 = |_| 0.9,
         knob "read_ratio": Fraction => "0..1: share of shared acquisitions in lwlock-mixed (default 0.9)";
+    /// Workload `spin`: lines of shared data each critical section reads and writes.
+    cs_lines: u32 = |_| 0,
+        knob "cs_lines": Whole(0, 64) => "N in 0..=64: lines of shared data the critical section reads and writes, each on a line of its own after the lock's (spin; the SOSP'13 study's lock benchmark: 1)";
     /// Workload: dependent arithmetic steps done while holding the lock.
     cs_work: u32 = |_| 0,
         knob "cs_work": Whole(0, 1_000_000) => "N in 0..=1000000: arithmetic steps inside the critical section";

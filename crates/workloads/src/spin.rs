@@ -3,7 +3,10 @@
 //! This is PostgreSQL's pattern for a spinlock — a few fields of a shared struct changed in a
 //! handful of instructions (`insertpos_lck`, `info_lck`, the buffer header lock) — run as fast as
 //! the threads can. `--set cs_work=N` lengthens the critical section and `--set think=N` adds
-//! work between acquisitions, both as dependent arithmetic that touches no memory.
+//! work between acquisitions, both as dependent arithmetic that touches no memory;
+//! `--set cs_lines=N` has the critical section read and write N lines of shared data besides
+//! the counter, each a line of its own, as the lock benchmark of David, Guerraoui and
+//! Trigonakis (SOSP 2013) does with one: what the next holder then fetches from the last.
 
 use crate::preset::Settings;
 use crate::{proc_table, work, Impl, Model, RunResult};
@@ -12,8 +15,10 @@ use pglocks_proc::Backend;
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, RawSpinLock, SpinError, SpinLock, TicketLock,
 };
+use pglocks_sync::data::DataU64;
 use pglocks_sync::CachePadded;
 use std::hint::black_box;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Implementations of the `spin` workload: PostgreSQL's s_lock, then the peers, each run by
@@ -96,13 +101,25 @@ pub(crate) fn run<L: Guarded>(_: Model, settings: &Settings, spec: &TeamSpec) ->
     let (cs_work, think) = (settings.cs_work, settings.think);
     let procs = proc_table(settings, spec.threads);
     let lock = Arc::new(CachePadded::new(L::new()));
-    // The lock and its counter where a simulated machine's shared memory would hold them.
+    // The data lines the critical section reads and writes (the lock orders them).
+    let lines: Arc<Vec<CachePadded<DataU64>>> = Arc::new(
+        (0..settings.cs_lines)
+            .map(|_| CachePadded::new(DataU64::new(0)))
+            .collect(),
+    );
+    // The lock and its counter, then the data, where a simulated machine's shared memory would
+    // hold them.
     let _placed = pglocks_sync::shmem::Placed::one("spinlock and counter", &**lock);
+    let _data = (!lines.is_empty())
+        .then(|| pglocks_sync::shmem::Placed::slice("critical section's data", &lines[..]));
     run_team(spec, &procs, |_| {
-        let lock = Arc::clone(&lock);
+        let (lock, lines) = (Arc::clone(&lock), Arc::clone(&lines));
         move |b: &mut Backend| -> Result<(), SpinError> {
             lock.critical(b, |c| {
                 *c = c.wrapping_add(1);
+                for line in lines.iter() {
+                    line.store(line.load(Relaxed).wrapping_add(1), Relaxed);
+                }
                 if cs_work > 0 {
                     black_box(work(cs_work, *c));
                 }
