@@ -145,6 +145,18 @@ fn calibrate_writes_the_profile_that_sim_this_runs_on() {
     );
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("name = \"this\""), "{text}");
+    // Each measured figure is reported with the range of its samples, on stdout and in the file.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for said in [&stdout[..], &text[..]] {
+        let hit = said
+            .lines()
+            .find(|l| l.contains("cycles.hit"))
+            .unwrap_or("");
+        assert!(
+            hit.contains("cycles (") && hit.contains("7 samples)"),
+            "{said}"
+        );
+    }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
         .args(["run", "spin", "--machine", "sim:this", "--threads", "1,2"])
         .args(["--repeat", "1", "--format", "json"])

@@ -52,7 +52,8 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         topology.model,
         topology.logical_cpus()
     );
-    let mut profile = harness::calibrate::measure(&topology, a.quick);
+    let measured = harness::calibrate::measure(&topology, a.quick);
+    let mut profile = measured.profile;
     let real_ms = if a.quick { 100 } else { 1000 };
     let preset = Preset::by_name(workloads::DEFAULT_PRESET)?;
     let mut fits = Vec::new();
@@ -108,8 +109,13 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             error,
         })?;
     }
+    let spreads: String = measured
+        .figures
+        .iter()
+        .map(|f| format!("# {}\n", figure_line(f)))
+        .collect();
     let text = format!(
-        "# This machine, as `pglocks calibrate` measured it; `--machine sim:this` runs on it.\n{}",
+        "# This machine, as `pglocks calibrate` measured it; `--machine sim:this` runs on it.\n# Each measured figure: the median kept, and the least and most of its samples.\n{spreads}{}",
         profile.to_toml()
     );
     std::fs::write(&path, text).map_err(|error| CliError::Io {
@@ -135,6 +141,24 @@ pub(crate) fn calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         profile.os.timer_slack_ns,
         profile.os.quantum_us
     );
+    println!("each figure's median, and the least and most of its samples:");
+    for f in &measured.figures {
+        println!("  {}", figure_line(f));
+    }
     println!("wrote {}", path.display());
     Ok(())
+}
+
+/// `cycles.hit 0.9 cycles (0.88–1.02, 7 samples)`.
+fn figure_line(f: &harness::calibrate::Figure) -> String {
+    let s = f.spread;
+    let samples = if f.samples > 0 {
+        format!(", {} samples", f.samples)
+    } else {
+        String::new()
+    };
+    format!(
+        "{:<22} {:>10.2} {} ({:.2}–{:.2}{samples})",
+        f.name, s.median, f.unit, s.least, s.most
+    )
 }

@@ -1,7 +1,8 @@
 //! Measuring this machine for the simulator: the costs a machine profile states, timed here.
 //!
-//! Each figure is the median of several timed batches, on threads pinned to the CPUs named (so
-//! call it before anything else pins this thread):
+//! Each figure is the median of several timed batches (or samples), reported with the least
+//! and the most of them ([`Spread`]), on threads pinned to the CPUs named (so call it before
+//! anything else pins this thread):
 //! - `hit`, `atomic`, `pause`, `fence`, `busy_step`: a loop of relaxed loads of a line this
 //!   thread owns, of `fetch_add`s on it, of `spin_loop`s, of `SeqCst` fences, and `busy_work`'s
 //!   cost per step;
@@ -39,26 +40,75 @@ use std::time::{Duration, Instant};
 /// the machine.
 const BATCHES: usize = 7;
 
-/// Times `f(n)` for `n` iterations in [`BATCHES`] batches; returns the median ns per iteration.
-fn per_iteration(n: u64, mut f: impl FnMut(u64)) -> f64 {
-    let mut v: Vec<f64> = (0..BATCHES)
-        .map(|_| {
-            let t = Instant::now();
-            f(n);
-            t.elapsed().as_nanos() as f64 / n as f64
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[BATCHES / 2]
+/// A measured figure: the median of its samples, and their least and most.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The median sample, the figure kept.
+    pub median: f64,
+    /// The least sample.
+    pub least: f64,
+    /// The most.
+    pub most: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+impl Spread {
+    /// The same spread in other units (ns to cycles, a round trip to one transfer).
+    fn map(self, f: impl Fn(f64) -> f64) -> Spread {
+        Spread {
+            median: f(self.median),
+            least: f(self.least),
+            most: f(self.most),
+        }
+    }
+}
+
+/// One figure of a profile as measured: what it is, its unit, and its spread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// The profile's value it sets (`cycles.hit`, `os.wake_ns`).
+    pub name: &'static str,
+    /// Its unit.
+    pub unit: &'static str,
+    /// The samples' median, least and most, in that unit.
+    pub spread: Spread,
+    /// How many samples.
+    pub samples: usize,
+}
+
+/// What [`measure`] found: the profile, and each measured figure with its spread.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The machine's profile (`local` and `op_ns` left empty).
+    pub profile: Profile,
+    /// The figures behind it, in the order measured.
+    pub figures: Vec<Figure>,
+}
+
+/// Times `f(n)` for `n` iterations in [`BATCHES`] batches; returns the ns per iteration of
+/// each, as a median and a range.
+fn per_iteration(n: u64, mut f: impl FnMut(u64)) -> Spread {
+    spread(
+        (0..BATCHES)
+            .map(|_| {
+                let t = Instant::now();
+                f(n);
+                t.elapsed().as_nanos() as f64 / n as f64
+            })
+            .collect(),
+    )
+}
+
+fn spread(mut v: Vec<f64>) -> Spread {
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    Spread {
+        median: v.get(v.len() / 2).copied().unwrap_or(0.0),
+        least: v.first().copied().unwrap_or(0.0),
+        most: v.last().copied().unwrap_or(0.0),
+    }
 }
 
 /// One line transfer between `a` and `b` (a quarter of a round trip of passes), in ns.
-fn transfer(a: usize, b: usize, rounds: u64) -> f64 {
+fn transfer(a: usize, b: usize, rounds: u64) -> Spread {
     let word = CachePadded::new(AtomicU64::new(0));
     let w = &word;
     let rtts: Vec<f64> = std::thread::scope(|s| {
@@ -85,12 +135,12 @@ fn transfer(a: usize, b: usize, rounds: u64) -> f64 {
             })
             .collect()
     });
-    median(rtts) / 4.0
+    spread(rtts).map(|rtt| rtt / 4.0)
 }
 
 /// From a semaphore's unlock on `a` to the sleeper on `b` running, in ns; with `same_cpu`,
 /// both threads on `a` (a context switch each way).
-fn handover(a: usize, b: usize, rounds: usize) -> f64 {
+fn handover(a: usize, b: usize, rounds: usize) -> Spread {
     let (ping, pong) = (Semaphore::new(0), Semaphore::new(0));
     let stamp = AtomicU64::new(0);
     let origin = Instant::now();
@@ -117,7 +167,7 @@ fn handover(a: usize, b: usize, rounds: usize) -> f64 {
         }
         sleeper.join().unwrap_or_default()
     });
-    median(samples)
+    spread(samples)
 }
 
 /// How fast a thread on `b` runs a private loop (atomics on a line of its own) while a thread on
@@ -131,6 +181,7 @@ fn parallel_speed(a: usize, b: usize, n: u64) -> f64 {
                 own.fetch_add(1, Ordering::Relaxed);
             }
         })
+        .median
     };
     pin_current_thread(b);
     let alone = private(n);
@@ -158,7 +209,7 @@ fn parallel_speed(a: usize, b: usize, n: u64) -> f64 {
 /// The kernel's time slice when two busy threads share CPU `a`, in µs: each thread spins
 /// reading the clock, and a gap of more than 50 µs between two readings is a time it was not
 /// running; the median run between gaps is the slice. (The 50 µs is unsourced.)
-fn time_slice(a: usize, total: Duration) -> f64 {
+fn time_slice(a: usize, total: Duration) -> Spread {
     let spin = || {
         pin_current_thread(a);
         let start = Instant::now();
@@ -181,11 +232,11 @@ fn time_slice(a: usize, total: Duration) -> f64 {
         mine
     });
     // The first run of each thread starts with the scope, not with a slice.
-    median(runs.into_iter().filter(|&r| r > 0.0).collect())
+    spread(runs.into_iter().filter(|&r| r > 0.0).collect())
 }
 
 /// A `FUTEX_WAKE` of an address nobody waits on, in ns.
-fn syscall(n: u64) -> f64 {
+fn syscall(n: u64) -> Spread {
     let word = AtomicU64::new(0);
     per_iteration(n, |n| {
         for _ in 0..n {
@@ -218,12 +269,23 @@ fn ghz() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// Measures this machine's profile (`local` left at 0). `topology` is the machine's, read before
-/// any thread was pinned. `quick` takes a hundredth of the samples (seconds less, figures rougher).
-pub fn measure(topology: &Topology, quick: bool) -> Profile {
+/// Measures this machine's profile (`local` left at 0), with each figure's spread over its
+/// batches. `topology` is the machine's, read before any thread was pinned. `quick` takes a
+/// hundredth of the samples (seconds less, figures rougher).
+pub fn measure(topology: &Topology, quick: bool) -> Measured {
     let (scale, handovers) = if quick { (100, 5) } else { (1, 60) };
     let ghz = ghz();
     let cyc = |ns: f64| (ns * ghz * 100.0).round() / 100.0;
+    let mut figures = Vec::new();
+    let mut keep = |name: &'static str, unit: &'static str, spread: Spread, samples: usize| {
+        figures.push(Figure {
+            name,
+            unit,
+            spread,
+            samples,
+        });
+        spread.median
+    };
     let cpus: Vec<usize> = topology.cpus.iter().map(|c| c.id).collect();
     let a = cpus.first().copied().unwrap_or(0);
     let b = cpus.get(1).copied().unwrap_or(a);
@@ -236,26 +298,33 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
         }
         black_box(x);
     });
+    let hit = keep("cycles.hit", "cycles", hit.map(cyc), BATCHES);
     let atomic = per_iteration(2_000_000 / scale, |n| {
         for _ in 0..n {
             own.fetch_add(1, Ordering::Relaxed);
         }
     });
+    let atomic = keep("cycles.atomic", "cycles", atomic.map(cyc), BATCHES);
     let pause = per_iteration(200_000 / scale, |n| {
         for _ in 0..n {
             std::hint::spin_loop();
         }
     });
+    let pause = keep("cycles.pause", "cycles", pause.map(cyc), BATCHES);
     let fence_ns = per_iteration(2_000_000 / scale, |n| {
         for _ in 0..n {
             fence(Ordering::SeqCst);
         }
     });
+    let fence = keep("cycles.fence", "cycles", fence_ns.map(cyc), BATCHES);
     let busy = per_iteration(1, |_| {
         black_box(pglocks_sync::hint::busy_work(2_000_000, 1));
-    }) / 2_000_000.0;
+    })
+    .map(|ns| ns / 2_000_000.0);
+    let busy = keep("cycles.busy_step", "cycles", busy.map(cyc), BATCHES);
     let line = if a != b {
-        transfer(a, b, 20_000 / scale)
+        let t = transfer(a, b, 20_000 / scale).map(cyc);
+        keep("one line transfer", "cycles", t, BATCHES)
     } else {
         0.0
     };
@@ -268,15 +337,17 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
     // vCPUs may be two threads of one host core): the profile makes them SMT siblings. (The
     // 0.8 is unsourced.)
     let shares_core = speed < 0.8 && topology.logical_cpus() == 2;
-    let syscall_ns = syscall(20_000 / scale);
+    let syscall_ns = keep("os.syscall_ns", "ns", syscall(20_000 / scale), BATCHES);
     let wake_ns = if a != b {
-        handover(a, b, handovers)
+        keep("os.wake_ns", "ns", handover(a, b, handovers), handovers)
     } else {
         0.0
     };
-    let switch_ns = (handover(a, a, handovers) - 2.0 * syscall_ns).max(0.0);
-    let slice_us = time_slice(a, Duration::from_millis(if quick { 60 } else { 400 }));
-    let slack = median(
+    let switch = handover(a, a, handovers).map(|ns| (ns - 2.0 * syscall_ns).max(0.0));
+    let switch_ns = keep("os.context_switch_ns", "ns", switch, handovers);
+    let slices = time_slice(a, Duration::from_millis(if quick { 60 } else { 400 }));
+    let slice_us = keep("os.quantum_us", "µs", slices, 0);
+    let slack = spread(
         (0..handovers.min(25))
             .map(|_| {
                 let t = Instant::now();
@@ -285,6 +356,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             })
             .collect(),
     );
+    let slack = keep("os.timer_slack_ns", "ns", slack, handovers.min(25));
     let packages = topology.packages().max(1) as u32;
     let cores = if shares_core {
         1
@@ -292,8 +364,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
         topology.physical_cores().max(1) as u32
     };
     let threads = (topology.logical_cpus() as u32 / cores).max(1);
-    let transfer = cyc(line.max(hit));
-    Profile {
+    let transfer = line.max(hit);
+    let profile = Profile {
         name: pglocks_sim::profile::THIS.to_string(),
         core_speed: None,
         summary: format!(
@@ -316,8 +388,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             numbering: Numbering::SiblingsLast,
         },
         cycles: Cycles {
-            hit: cyc(hit),
-            atomic: cyc(atomic),
+            hit,
+            atomic,
             smt: transfer,
             die: transfer,
             package: transfer,
@@ -333,9 +405,9 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
             } else {
                 1.0
             },
-            pause: cyc(pause),
-            fence: cyc(fence_ns),
-            busy_step: Some(cyc(busy)),
+            pause,
+            fence,
+            busy_step: Some(busy),
             local: 0.0,
             // Not measured: misses stay one at a time, and stores stall until visible.
             outstanding_misses: 1,
@@ -359,7 +431,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Profile {
         },
         op_ns: Default::default(),
         model: Default::default(),
-    }
+    };
+    Measured { profile, figures }
 }
 
 #[cfg(test)]
@@ -371,11 +444,19 @@ mod tests {
     #[test]
     fn a_measured_profile_is_one_the_simulator_reads() {
         let topology = Topology::detect().unwrap();
-        let p = measure(&topology, true);
+        let m = measure(&topology, true);
+        let p = m.profile;
         let back = Profile::parse(&p.to_toml(), "measured").unwrap();
         assert_eq!(back, p);
         assert_eq!(p.cpu_count(), topology.logical_cpus());
         assert!(p.cycles.hit > 0.0 && p.cycles.atomic > 0.0, "{p:?}");
         assert!(p.cycles.die >= p.cycles.hit, "{p:?}");
+        // Every figure's median lies within its samples, and the profile holds the median.
+        for f in &m.figures {
+            let s = f.spread;
+            assert!(s.least <= s.median && s.median <= s.most, "{f:?}");
+        }
+        let hit = m.figures.iter().find(|f| f.name == "cycles.hit").unwrap();
+        assert_eq!(hit.spread.median, p.cycles.hit);
     }
 }
