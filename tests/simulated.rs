@@ -178,25 +178,27 @@ fn calibrate_writes_the_profile_that_sim_this_runs_on() {
     ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
 )]
 fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args([
-            "run",
-            "spin",
-            "--impl",
-            "tas",
-            "--threads",
-            "8",
-            "--machine",
-            "sim:opteron-48",
-            "--no-progress",
-            "--format",
-            "csv",
-        ])
-        .env("PGLOCKS_SIM_HOT_LINES", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    // `spin` at 8 threads on the simulated Opteron, with `n` hot lines asked for: stderr.
+    let hot = |n: &str, extra: &[&str]| -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
+            .args([
+                "run",
+                "spin",
+                "--threads",
+                "8",
+                "--machine",
+                "sim:opteron-48",
+            ])
+            .args(["--no-progress", "--format", "csv"])
+            .args(extra)
+            .env("PGLOCKS_SIM_HOT_LINES", n)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    let err = hot("1", &["--impl", "tas"]);
     assert!(
         err.contains("hot lines of a simulated run of 8 threads on opteron-48"),
         "{err}"
@@ -206,27 +208,7 @@ fn the_hot_lines_diagnostic_names_the_lock_word_a_contended_run_waits_on() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("spinlock and counter[0]"), "{err}");
     // With a line of data in the critical section, each holder fetches it from the last too.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pglocks"))
-        .args([
-            "run",
-            "spin",
-            "--impl",
-            "mcs",
-            "--set",
-            "cs_lines=1",
-            "--threads",
-            "8",
-            "--machine",
-            "sim:opteron-48",
-            "--no-progress",
-            "--format",
-            "csv",
-        ])
-        .env("PGLOCKS_SIM_HOT_LINES", "2")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = hot("2", &["--impl", "mcs", "--set", "cs_lines=1"]);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("us waited")).collect();
     assert!(
         lines
