@@ -50,6 +50,56 @@ fn a_claim_runs_on_a_simulated_machine_and_its_verdict_and_report_are_written() 
 }
 
 #[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_sensitivity_run_asks_each_claim_again_under_every_variant_of_the_profile() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("reproduce-sensitivity");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = pglocks(&[
+        "reproduce",
+        "group-commit",
+        "--quick",
+        "--sensitivity",
+        "--machine",
+        "sim:opteron-48",
+        "--no-progress",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let table = std::fs::read_to_string(dir.join("sensitivity.md")).unwrap();
+    // Group commit's gain is the flush device's, several times its threshold: no value of
+    // the machine flips it.
+    assert!(
+        table.contains("| group-commit | reproduced | reproduced |"),
+        "{table}"
+    );
+    // Every unsourced value of the profile, halved or doubled, and the joint draws.
+    for variant in [
+        "cycles.fence*0.5",
+        "os.wake_ns*2",
+        "joint draw 8",
+        "model.hold_window=false",
+    ] {
+        assert!(
+            table.contains(&format!("- {variant}:")),
+            "{variant}: {table}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sensitivity.json")).unwrap()).unwrap();
+    assert_eq!(json["claims"][0]["id"], "group-commit");
+    // On this machine there is nothing to vary.
+    fails_with(
+        &["reproduce", "fast-path", "--sensitivity"],
+        "--sensitivity varies a simulated machine's values",
+    );
+}
+
+#[test]
 fn an_unknown_claim_or_machine_is_a_usage_error() {
     fails_with(
         &["reproduce", "no-such-claim", "--list"],

@@ -10,6 +10,8 @@
 //! the machine asked for (a model the simulator does not run yet). `OUT/index.html` opens with
 //! the summary table; `OUT/report.json` holds the same for programs.
 
+mod sensitivity;
+
 use super::parse::{detect, parse_threads};
 use super::{stamped_dir, CliError};
 use pglocks_harness::format::si3;
@@ -45,6 +47,11 @@ pub(crate) struct ReproduceArgs {
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
+    /// On a simulated machine: run each claim again with every unsourced value of the profile
+    /// halved and doubled, the hold window off, and eight joint draws, and say which verdicts
+    /// flip (under every seed): `sensitivity.md` in the output directory.
+    #[arg(long)]
+    sensitivity: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -457,6 +464,9 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         path: out.display().to_string(),
         error,
     })?;
+    if a.sensitivity {
+        return sensitivity::run(a, &out);
+    }
     let started = std::time::Instant::now();
     let mut outcomes = Vec::with_capacity(all.len());
     for (k, claim) in all.iter().enumerate() {

@@ -368,6 +368,15 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
     let profile = Profile {
         name: pglocks_sim::profile::THIS.to_string(),
         core_speed: None,
+        // What is not measured here (below): what a sensitivity run varies.
+        unsourced: [
+            "line_bytes",
+            "cycles.memory",
+            "cycles.occupancy",
+            "cycles.outstanding_misses",
+        ]
+        .map(String::from)
+        .to_vec(),
         summary: format!(
             "this machine ({}), as `pglocks calibrate` measured it",
             topology.model

@@ -48,6 +48,11 @@ pub struct Profile {
     /// Where the figures come from.
     #[serde(default)]
     pub sources: Vec<String>,
+    /// The values nothing sources (no table of the machine gives them), as [`Profile::set`]
+    /// names them (`cycles.fence`, `os.wake_ns`, `latencies` for the whole latency table):
+    /// what `pglocks reproduce --sensitivity` varies, beside the cost model's own `[model]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsourced: Vec<String>,
     /// The core clock, for converting the cycle counts below to time.
     pub ghz: f64,
     /// The coherence unit in bytes: 64, or 128 where the adjacent-line prefetcher pairs lines.
@@ -863,6 +868,22 @@ mod tests {
         p.cycles.busy_step = None;
         let e = Profile::parse(&p.to_toml(), "t").unwrap_err().to_string();
         assert!(e.contains("give cycles.busy_step or core_speed"), "{e}");
+    }
+
+    #[test]
+    fn every_unsourced_value_a_profile_lists_is_one_it_can_scale() {
+        for name in Profile::names() {
+            let p = Profile::find(&name).unwrap();
+            for path in &p.unsourced {
+                let mut q = p.clone();
+                q.set(&format!("{path}*1"))
+                    .unwrap_or_else(|e| panic!("{name}: {path}: {e}"));
+            }
+        }
+        assert!(Profile::find("westmere-80")
+            .unwrap()
+            .unsourced
+            .contains(&"cycles.fence".to_string()));
     }
 
     #[test]
