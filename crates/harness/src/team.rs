@@ -217,6 +217,7 @@ impl std::fmt::Debug for Companion<'_> {
 ///     sample_every: 1,   // time every operation
 ///     sim: None,         // this machine, not a simulated one
 ///     sim_op_cost: None,
+///     until: None,       // the phases last exactly their times
 /// };
 /// let procs = ProcTable::new(spec.threads); // one slot per backend
 /// let counter = &Mutex::new(0u64);
