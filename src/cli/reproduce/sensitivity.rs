@@ -11,9 +11,10 @@
 //!   spread over [½, 2] on a log scale so that the eight draws cover that range once per value.
 //!
 //! The transfer jitter's draw is itself a source of spread (docs/simulator.md, "The simulator's
-//! own noise"), so a verdict counts as flipped only when no seed supports it any more: a
-//! variant whose verdict differs from the claim's own is run again with the other seeds, and
-//! it flips the claim only if every seed differs. A claim some variant flips is *undecided*,
+//! own noise"). The profile as it is runs with three seeds; if they disagree, the draw decides
+//! the claim and it is undecided before any value is changed. A verdict counts as flipped only
+//! when no seed supports it any more: a variant whose verdict differs from the claim's own is
+//! run again with the other seeds, and it flips the claim only if every seed differs. A claim some variant flips is *undecided*,
 //! sensitive to the values named. A claim decided by ratios alone is run at the one thread
 //! count its ratios read (the largest), the others at every count.
 
@@ -46,6 +47,9 @@ struct ClaimSensitivity {
     id: String,
     /// Whether the claim holds on the profile as it is.
     holds: bool,
+    /// Whether another seed of the profile as it is gives the other verdict: then the jitter's
+    /// draw decides the claim before any value does.
+    seed_decides: bool,
     /// The variants that flipped it (under every seed).
     flipped_by: Vec<String>,
     /// Variants whose first seed disagreed but another seed agreed.
@@ -217,6 +221,10 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
     let mut results = Vec::new();
     for claim in &all {
         let base = holds(claim, a, &profile, &[], None)?;
+        let mut seed_decides = false;
+        for seed in SEEDS {
+            seed_decides |= holds(claim, a, &profile, &[], Some(seed))? != base;
+        }
         let (mut flipped_by, mut within_noise) = (Vec::new(), Vec::new());
         for v in &variants {
             if holds(claim, a, &profile, &v.items, None)? == base {
@@ -236,9 +244,14 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
             }
         }
         eprintln!(
-            "  {}: {}{}",
+            "  {}: {}{}{}",
             claim.id,
             if base { "holds" } else { "does not hold" },
+            if seed_decides {
+                ", another seed gives the other verdict"
+            } else {
+                ""
+            },
             if flipped_by.is_empty() {
                 String::new()
             } else {
@@ -248,6 +261,7 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
         results.push(ClaimSensitivity {
             id: claim.id.clone(),
             holds: base,
+            seed_decides,
             flipped_by,
             within_noise,
         });
@@ -293,7 +307,9 @@ fn markdown(s: &Sensitivity) -> String {
         } else {
             "not reproduced"
         };
-        let under = if c.flipped_by.is_empty() {
+        let under = if c.seed_decides {
+            "undecided (another seed of the profile as it is gives the other verdict)".to_string()
+        } else if c.flipped_by.is_empty() {
             let noise = if c.within_noise.is_empty() {
                 String::new()
             } else {
