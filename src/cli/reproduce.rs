@@ -492,24 +492,26 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     };
     let table = markdown(&summary);
     print!("{table}");
-    let write = |name: &str, text: &str| {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|error| CliError::Io {
-            path: path.display().to_string(),
-            error,
-        })
-    };
     let json = serde_json::to_string_pretty(&summary)
         .map_err(|e| CliError::Usage(format!("cannot write the summary: {e}")))?;
-    write("report.json", &json)?;
-    write("summary.md", &table)?;
-    write("index.html", &html(&summary))?;
+    write_in(&out, "report.json", &json)?;
+    write_in(&out, "summary.md", &table)?;
+    write_in(&out, "index.html", &html(&summary))?;
     println!(
         "\nhost time {:.0} s. The reports: {}/index.html",
         summary.host_seconds,
         out.display()
     );
     Ok(())
+}
+
+/// Writes `text` to the file `name` in the output directory `out`.
+fn write_in(out: &Path, name: &str, text: &str) -> Result<(), CliError> {
+    let path = out.join(name);
+    std::fs::write(&path, text).map_err(|error| CliError::Io {
+        path: path.display().to_string(),
+        error,
+    })
 }
 
 /// A claim's curves as one Markdown table, ops/s by series (rows) and threads (columns): the

@@ -18,7 +18,7 @@
 //! sensitive to the values named. A claim decided by ratios alone is run at the one thread
 //! count its ratios read (the largest), the others at every count.
 
-use super::{claims, curve, decide, pick, request, Claim, ReproduceArgs};
+use super::{claims, curve, decide, pick, request, write_in, Claim, ReproduceArgs};
 use crate::cli::CliError;
 use pglocks_sim::Profile;
 use pglocks_workloads::plan::Machine;
@@ -274,21 +274,10 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
     };
     let table = markdown(&s);
     print!("{table}");
-    std::fs::create_dir_all(out).map_err(|error| CliError::Io {
-        path: out.display().to_string(),
-        error,
-    })?;
-    let write = |name: &str, text: &str| {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|error| CliError::Io {
-            path: path.display().to_string(),
-            error,
-        })
-    };
     let json = serde_json::to_string_pretty(&s)
         .map_err(|e| CliError::Usage(format!("cannot write the summary: {e}")))?;
-    write("sensitivity.json", &json)?;
-    write("sensitivity.md", &table)?;
+    write_in(out, "sensitivity.json", &json)?;
+    write_in(out, "sensitivity.md", &table)?;
     Ok(())
 }
 
