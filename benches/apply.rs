@@ -73,7 +73,6 @@ fn apply(c: &mut Criterion) {
             pin_order: vec![],
             sample_every: 0,
             sim: None,
-            sim_op_cost: None,
             until: None,
         };
         group.throughput(Throughput::Elements(100_000));

@@ -59,7 +59,6 @@ fn sweep_series(
             pin_order: pin_order.to_vec(),
             sample_every: 0,
             sim: None,
-            sim_op_cost: None,
             until: None,
         };
         group.throughput(Throughput::Elements(1));

@@ -65,7 +65,6 @@ fn model(
             pin_order: vec![],
             sample_every: 1024,
             sim: None,
-            sim_op_cost: None,
             until: None,
         };
         let run = (s.run)(&spec).unwrap();

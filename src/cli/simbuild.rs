@@ -42,10 +42,12 @@ pub fn exec() -> CliError {
         },
     };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let error = Command::new(&program)
-        .args(args)
-        .env(HANDED_OVER, "1")
-        .exec();
+    let mut command = Command::new(&program);
+    command.args(args).env(HANDED_OVER, "1");
+    if let Ok(me) = std::env::current_exe() {
+        command.env(super::calibrate::REAL_BIN, me);
+    }
+    let error = command.exec();
     CliError::Usage(format!(
         "cannot start the simulator's build of pglocks ({}): {error}",
         program.display()

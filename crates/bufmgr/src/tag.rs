@@ -7,6 +7,7 @@
 //! and free lists matters here. The table uses the hash code it is handed for all three, as
 //! dynahash does (`hash_search_with_hash_value`).
 
+use pglocks_sync::cpu::{self, Kernel};
 use std::hash::{Hash, Hasher};
 
 /// `ForkNumber` (relpath.h): which file of a relation a page belongs to.
@@ -60,10 +61,12 @@ impl BufferTag {
         }
     }
 
-    /// The 64-bit mix behind [`Self::hash_code`].
+    /// The 64-bit mix behind [`Self::hash_code`]: three words of the hash kernel
+    /// ([`Kernel::Hash`]), as PostgreSQL's `hash_bytes` over the 20-byte tag is about three.
     #[inline]
     fn mix(&self) -> u64 {
         const K: u64 = 0xff51_afd7_ed55_8ccd;
+        cpu::ran(Kernel::Hash, 3);
         let mut h = u64::from(self.spc_oid) << 32 | u64::from(self.db_oid);
         h = (h ^ (h >> 29)).wrapping_mul(K) ^ (u64::from(self.rel_number) << 8 | self.fork as u64);
         h = (h ^ (h >> 31)).wrapping_mul(K) ^ u64::from(self.block);

@@ -6,6 +6,9 @@
 //! - `hit`, `atomic`, `pause`, `fence`, `busy_step`: a loop of relaxed loads of a line this
 //!   thread owns, of `fetch_add`s on it, of `spin_loop`s, of `SeqCst` fences, and `busy_work`'s
 //!   cost per step;
+//! - `kernels`: the private kernels' costs per unit (`pglocks_sim::profile::Kernel`), each
+//!   timed in the form the models run it: the hash kernel's mix over a lock tag's four words,
+//!   CRC-32C over a 64-byte record, a 64-byte copy, a search of 64 xids;
 //! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
 //!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
 //!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
@@ -25,11 +28,11 @@
 //! - `quantum_us`: the time slice, from two busy threads sharing one CPU: the median run of
 //!   one between two times it was off the CPU.
 //!
-//! Not measured are `local` and `op_ns`, the charges for the code between shim operations,
-//! which need the models' workloads: the command line fits them (`pglocks calibrate`).
+//! Not measured is `local`, the charge for the code between shim operations that no kernel
+//! counts, which needs the models' workloads: the command line fits it (`pglocks calibrate`).
 
 use crate::topology::{pin_current_thread, Topology};
-use pglocks_sim::profile::{Cycles, Numbering, Os, Shape};
+use pglocks_sim::profile::{Cycles, Kernels, Numbering, Os, Shape};
 use pglocks_sim::Profile;
 use pglocks_sync::atomic::{fence, AtomicU64, Ordering};
 use pglocks_sync::{CachePadded, Semaphore};
@@ -78,7 +81,7 @@ pub struct Figure {
 /// What [`measure`] found: the profile, and each measured figure with its spread.
 #[derive(Debug, Clone)]
 pub struct Measured {
-    /// The machine's profile (`local` and `op_ns` left empty).
+    /// The machine's profile (`local` left at 0).
     pub profile: Profile,
     /// The figures behind it, in the order measured.
     pub figures: Vec<Figure>,
@@ -105,6 +108,58 @@ fn spread(mut v: Vec<f64>) -> Spread {
         least: v.first().copied().unwrap_or(0.0),
         most: v.last().copied().unwrap_or(0.0),
     }
+}
+
+/// The hash kernel's cost per word: [`pglocks_sync::cpu::mix_words`] over four words (a lock
+/// tag's), each hash seeded by the one before so that they do not overlap.
+fn hash_kernel(scale: u64) -> Spread {
+    let mut h = 1;
+    per_iteration(1_000_000 / scale, |n| {
+        for i in 0..n {
+            h = pglocks_sync::cpu::mix_words(h, &[i, 5, 16384, 0x0100]);
+        }
+        black_box(h);
+    })
+    .map(|ns| ns / 4.0)
+}
+
+/// The CRC kernel's cost per byte: CRC-32C (the crate the WAL model uses) over a 64-byte
+/// payload, a small WAL record's.
+fn crc_kernel(scale: u64) -> Spread {
+    let data = [0x5au8; 64];
+    let mut crc = 0;
+    per_iteration(1_000_000 / scale, |n| {
+        for _ in 0..n {
+            crc = crc32c::crc32c_append(crc, black_box(&data));
+        }
+        black_box(crc);
+    })
+    .map(|ns| ns / data.len() as f64)
+}
+
+/// The copy kernel's cost per byte: a 64-byte slice copied into a buffer.
+fn copy_kernel(scale: u64) -> Spread {
+    let src = [0x5au8; 64];
+    let mut dst = [0u8; 64];
+    per_iteration(1_000_000 / scale, |n| {
+        for _ in 0..n {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+        }
+    })
+    .map(|ns| ns / src.len() as f64)
+}
+
+/// The scan kernel's cost per entry: a search of 64 xids for one that is not there (a
+/// snapshot's `xip`).
+fn scan_kernel(scale: u64) -> Spread {
+    let xids: Vec<u32> = (1000..1064).collect();
+    per_iteration(1_000_000 / scale, |n| {
+        for i in 0..n {
+            black_box(black_box(&xids).contains(&(i as u32 | 1 << 31)));
+        }
+    })
+    .map(|ns| ns / xids.len() as f64)
 }
 
 /// One line transfer between `a` and `b` (a quarter of a round trip of passes), in ns.
@@ -322,6 +377,15 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
     })
     .map(|ns| ns / 2_000_000.0);
     let busy = keep("cycles.busy_step", "cycles", busy.map(cyc), BATCHES);
+    // A kernel's unit costs a fraction of a cycle: kept to a ten-thousandth.
+    let fine = |ns: f64| (ns * ghz * 10_000.0).round() / 10_000.0;
+    let mut kernel = |name, unit, ns: Spread| keep(name, unit, ns.map(fine), BATCHES);
+    let kernels = Kernels {
+        hash: kernel("cycles.kernels.hash", "cycles/word", hash_kernel(scale)),
+        crc: kernel("cycles.kernels.crc", "cycles/byte", crc_kernel(scale)),
+        copy: kernel("cycles.kernels.copy", "cycles/byte", copy_kernel(scale)),
+        scan: kernel("cycles.kernels.scan", "cycles/entry", scan_kernel(scale)),
+    };
     let line = if a != b {
         let t = transfer(a, b, 20_000 / scale).map(cyc);
         keep("one line transfer", "cycles", t, BATCHES)
@@ -417,7 +481,8 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
             pause,
             fence,
             busy_step: Some(busy),
-            local: 0.0,
+            kernels: Some(kernels),
+            local: Some(0.0),
             // Not measured: misses stay one at a time, and stores stall until visible.
             outstanding_misses: 1,
             store_buffer: 0,
@@ -438,7 +503,6 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
             },
             timer_slack_ns: slack.max(0.0).round(),
         },
-        op_ns: Default::default(),
         model: Default::default(),
     };
     Measured { profile, figures }

@@ -140,18 +140,6 @@ pub fn sweep(
         .iter()
         .map(|_| vec![Vec::new(); cfg.threads.len()])
         .collect();
-    // Each series' machine, once: on a simulated one, the workload's calibrated per-operation
-    // cost, if the profile has one, in place of its per-shim-operation one.
-    let machines: Vec<(Option<Arc<Profile>>, Option<f64>)> = series
-        .iter()
-        .map(|s| match &cfg.sim {
-            None => (None, None),
-            Some(p) => match p.for_workload(&s.workload) {
-                None => (Some(Arc::clone(p)), None),
-                Some((own, cost)) => (Some(Arc::new(own)), Some(cost)),
-            },
-        })
-        .collect();
     let mut interrupted = false;
     'rounds: for _ in 0..repeat {
         for (t, &threads) in cfg.threads.iter().enumerate() {
@@ -162,8 +150,7 @@ pub fn sweep(
                     warmup: cfg.warmup,
                     pin_order: pin_order.clone(),
                     sample_every: cfg.sample_every,
-                    sim: machines[i].0.clone(),
-                    sim_op_cost: machines[i].1,
+                    sim: cfg.sim.clone(),
                     until: cfg.until,
                 };
                 bar.set_message(format!(

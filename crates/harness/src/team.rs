@@ -78,9 +78,6 @@ pub struct TeamSpec {
     pub sample_every: u32,
     /// Run on this simulated machine instead of the host (durations are then virtual time).
     pub sim: Option<Arc<Profile>>,
-    /// On a simulated machine, private work charged after each operation, in ns (the calibrated
-    /// cost of the workload's own code; see [`Profile::for_workload`]).
-    pub sim_op_cost: Option<f64>,
     /// Run each phase past its time until it has counted this many operations (or reached the
     /// cap); `None`: the phases last exactly `warmup` and `duration`.
     pub until: Option<RunLength>,
@@ -216,7 +213,6 @@ impl std::fmt::Debug for Companion<'_> {
 ///     pin_order: vec![], // no pinning
 ///     sample_every: 1,   // time every operation
 ///     sim: None,         // this machine, not a simulated one
-///     sim_op_cost: None,
 ///     until: None,       // the phases last exactly their times
 /// };
 /// let procs = ProcTable::new(spec.threads); // one slot per backend
@@ -540,7 +536,7 @@ where
         let op = make_op(i);
         let cpu = cpu_of(i);
         let (phase, count) = (&phase, &*published[i]);
-        let (sample_every, op_cost) = (spec.sample_every, spec.sim_op_cost);
+        let sample_every = spec.sample_every;
         threads.push(SimThread {
             placement: Placement::Cpu(cpu),
             body: Box::new(move || {
@@ -549,7 +545,6 @@ where
                 }
                 let r = match procs.attach() {
                     Ok(mut backend) => {
-                        let op = with_cost(op, op_cost);
                         let words = LoopWords::<true> {
                             phase,
                             published: count,
@@ -702,20 +697,6 @@ fn sleep_unless_stopped(phase: &AtomicU8, d: Duration) {
             return;
         }
         sleep((end - now).min(Duration::from_millis(20)));
-    }
-}
-
-/// `op`, followed on a simulated CPU by `cost` ns of private work.
-fn with_cost<F, E>(mut op: F, cost: Option<f64>) -> impl FnMut(&mut Backend) -> Result<(), E>
-where
-    F: FnMut(&mut Backend) -> Result<(), E>,
-{
-    move |b| {
-        let r = op(b);
-        if let Some(ns) = cost {
-            pglocks_sim::hook::charge_ns(ns);
-        }
-        r
     }
 }
 
@@ -889,7 +870,6 @@ mod tests {
             pin_order: vec![],
             sample_every: 4,
             sim: None,
-            sim_op_cost: None,
             until: None,
         }
     }

@@ -17,7 +17,6 @@ fn spec(threads: usize, profile: &str) -> TeamSpec {
         pin_order: vec![],
         sample_every: 8,
         sim: Some(Arc::new(Profile::find(profile).unwrap())),
-        sim_op_cost: None,
         until: None,
     }
 }

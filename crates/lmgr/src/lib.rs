@@ -46,6 +46,7 @@ use fastpath::{strong, weak, FastPath};
 use locktag::TagMap;
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
 use pglocks_proc::{Backend, MAX_BACKENDS};
+use pglocks_sync::cpu::{self, Kernel};
 use proc::{Joined, WaitSlots};
 use table::LockTable;
 
@@ -685,6 +686,8 @@ impl<K: RawLwLock> LockManager<K> {
         // The table is taken out while it is walked, so that releasing can update the rest of
         // the backend's state; entries still referenced go back.
         let mut locks = std::mem::take(&mut local.locks);
+        // `hash_seq_search` over the LOCALLOCK table compares every entry it walks.
+        cpu::ran(Kernel::Scan, locks.len());
         let mut in_table = Vec::new();
         let mut fp_held = false;
         let mut released = 0;

@@ -10,6 +10,8 @@
 //! Differences from PostgreSQL: the hash is a 64-bit multiplicative mix of the fields rather
 //! than `hash_bytes` over the struct (only its spread matters here).
 
+use pglocks_sync::cpu::{self, Kernel};
+
 /// lock.h's `LockTagType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -184,20 +186,21 @@ impl LockTag {
         )
     }
 
-    /// `LockTagHashCode`: the tag's hash code, which picks its partition.
+    /// `LockTagHashCode`: the tag's hash code, which picks its partition. Its four words are
+    /// mixed as the hash kernel's form mixes them ([`pglocks_sync::cpu::mix_words`]) and
+    /// charged as four words of it (PostgreSQL's `hash_bytes` over the 16-byte `LOCKTAG` does
+    /// about as much). The model computes it where it needs it, which is more often than
+    /// `LockAcquireExtended`, which computes it once and passes it down.
     #[inline]
     pub fn hash_code(&self) -> u32 {
-        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-        for v in [
+        let words = [
             u64::from(self.field1),
             u64::from(self.field2),
             u64::from(self.field3),
             u64::from(self.field4) | (self.kind as u64) << 16 | (self.method as u64) << 24,
-        ] {
-            h = (h ^ v).wrapping_mul(0xff51_afd7_ed55_8ccd);
-            h ^= h >> 32;
-        }
-        h as u32
+        ];
+        cpu::ran(Kernel::Hash, words.len());
+        cpu::mix_words(0x9e37_79b9_7f4a_7c15, &words) as u32
     }
 
     /// Describes the locked object as PostgreSQL's `DescribeLockTag` does in error details
@@ -236,20 +239,27 @@ impl LockTag {
 /// The hasher of the lock manager's hash tables (`LOCALLOCK`, the partitions' lock objects): a
 /// multiply-rotate mix of the tag's integers, far cheaper than std's SipHash for these small
 /// keys, which come from the program, not from an attacker.
+/// Each integer it takes is a word of the hash kernel ([`Kernel::Hash`]), charged when the
+/// hash code is taken.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TagHasher(u64);
+pub struct TagHasher {
+    h: u64,
+    words: usize,
+}
 
 impl TagHasher {
     #[inline(always)]
     fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.h = (self.h.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.words += 1;
     }
 }
 
 impl std::hash::Hasher for TagHasher {
     #[inline(always)]
     fn finish(&self) -> u64 {
-        self.0
+        cpu::ran(Kernel::Hash, self.words);
+        self.h
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {

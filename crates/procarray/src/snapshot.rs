@@ -13,6 +13,7 @@ use crate::{
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::Ordering::*;
+use pglocks_sync::cpu::{self, Kernel};
 use pglocks_sync::shmem::independent;
 
 /// Models `SnapshotData` (snapshot.h), the MVCC fields. A backend keeps one and passes it to
@@ -245,8 +246,11 @@ impl<K: RawLwLock> ProcArray<K> {
         if xid >= snap.xmax {
             return Ok(true);
         }
+        // Both arrays are searched entry by entry (the scan kernel; `pg_lfind32` from 16 does
+        // four at a time, which the kernel's per-entry cost does not tell apart).
         let mut xid = xid;
         if !snap.suboverflowed {
+            cpu::ran(Kernel::Scan, snap.subxip.len());
             if snap.subxip.contains(&xid) {
                 return Ok(true);
             }
@@ -256,6 +260,7 @@ impl<K: RawLwLock> ProcArray<K> {
                 return Ok(false);
             }
         }
+        cpu::ran(Kernel::Scan, snap.xip.len());
         Ok(snap.xip.contains(&xid))
     }
 

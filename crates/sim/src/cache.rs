@@ -77,7 +77,7 @@
 
 use crate::keyed::Keyed;
 use crate::picos::Picos;
-use crate::profile::{ByDistance, Model, Profile};
+use crate::profile::{ByDistance, Kernel, Model, Profile};
 use std::collections::VecDeque;
 
 /// How far a transfer's latency strays either side of the profile's figure, as a fraction,
@@ -166,6 +166,8 @@ pub struct Costs {
     pub fence: Picos,
     /// Per `busy_work` step, in femtoseconds (steps are a fraction of a nanosecond).
     pub busy_step_fs: u64,
+    /// One unit of each private kernel ([`Kernel::ALL`]'s order), in femtoseconds.
+    pub kernel_fs: [u64; 4],
     /// Charged per shim operation.
     pub local: Picos,
     /// Fraction of a transfer's latency that it keeps the line busy, in 1/1024ths.
@@ -274,7 +276,9 @@ impl Costs {
             pause: ps(c.pause),
             fence: ps(c.fence),
             busy_step_fs: (profile.busy_step() * 1_000_000.0 / profile.ghz).round() as u64,
-            local: ps(c.local),
+            kernel_fs: Kernel::ALL
+                .map(|k| (profile.kernel(k) * 1_000_000.0 / profile.ghz).round() as u64),
+            local: ps(profile.local()),
             occupancy: (c.occupancy * 1024.0).round().clamp(1.0, 1024.0) as u64,
             line_shift: profile.line_bytes.trailing_zeros(),
             outstanding: c.outstanding_misses.max(1) as usize,

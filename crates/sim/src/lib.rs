@@ -7,8 +7,10 @@
 //! coroutine, see [`engine`]) waits until its virtual clock is the earliest of all, the
 //! operation takes effect, and the thread's clock advances by what the [`cache`] model says
 //! that access costs on the [`profile`]'s machine. Everything between shim operations runs as
-//! ordinary code and costs the profile's `local` charge per operation, never the host's time,
-//! so the same machine and inputs give the same result on any host.
+//! ordinary code and costs the profile's `local` charge per operation, plus the private kernels
+//! the code reports ([`profile::Kernel`]: words hashed, bytes copied) at the profile's cost per
+//! unit, never the host's time, so the same machine and inputs give the same result on any
+//! host.
 //!
 //! The hooks exist only in the simulator's build (`--cfg pglocks_sim`, [`engine::BUILT_IN`]): in
 //! any other the shim's operations are std's alone, with no check, and [`run`] refuses. In the

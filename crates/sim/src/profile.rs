@@ -12,7 +12,6 @@
 //! sysfs tree gives (package, core, SMT rank, NUMA node), in Linux's numbering.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The built-in profiles: (name, TOML text).
@@ -71,12 +70,6 @@ pub struct Profile {
     pub cycles: Cycles,
     /// What the kernel charges.
     pub os: Os,
-    /// The code of one operation of a workload between its shim operations, in ns, by workload
-    /// name, as `pglocks calibrate` fitted it on the machine it measured: a run of a listed
-    /// workload is charged this once per operation instead of `cycles.local` per shim
-    /// operation.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub op_ns: BTreeMap<String, f64>,
     /// The cost model's own rules and constants, the same on every built-in profile; a
     /// profile names them only to change them (a sensitivity run, a seed of its own).
     #[serde(default, skip_serializing_if = "Model::is_default")]
@@ -217,11 +210,18 @@ pub struct Cycles {
     /// is the reference machine's over that speed ([`Profile::busy_step`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_step: Option<f64>,
-    /// The code between two shim operations (hashing, bookkeeping, the workloads' loops), charged
-    /// once per operation; fitted to a machine's single-thread runs (0: not charged, as on
-    /// every built-in profile, which is unsourced).
-    #[serde(default)]
-    pub local: f64,
+    /// The private kernels' costs in cycles per unit, measured on the machine itself (`pglocks
+    /// calibrate`); a profile of another machine gives its `core_speed` instead and takes the
+    /// reference machine's ([`Profile::kernel`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<Kernels>,
+    /// The code between two shim operations that no kernel counts (calls, branches, a model's
+    /// bookkeeping, the team's loop), charged once per shim operation: fitted by `pglocks
+    /// calibrate` on the machine itself; a profile of another machine leaves it out and takes
+    /// the reference machine's ([`REFERENCE_LOCAL_NS`]) over its `core_speed`
+    /// ([`Profile::local`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<f64>,
     /// Not a cost but a count: how many misses of one core may be outstanding at once (its line
     /// fill buffers, or miss address buffers), which is how many of the independent loads a
     /// model declares ([`crate::hook::independent`]) overlap. 1, the default, overlaps none
@@ -330,6 +330,114 @@ pub enum ProfileError {
 /// 1,000 to 10,000,000 in a release build ran 7,240–7,370 steps a microsecond. Every CPU work
 /// the workloads measured there (`executor_work=pg15`) is counted in these steps.
 pub const REFERENCE_BUSY_STEPS_PER_US: u64 = 7300;
+
+/// The private kernels: code a model runs between its shared-memory operations whose time
+/// grows with a count the model knows from its own data (words hashed, bytes checksummed or
+/// copied, entries compared). The model charges each where it runs it
+/// (`pglocks_sync::cpu::ran`); a simulated CPU charges the kernel's cost per unit, measured
+/// on the machine by `pglocks calibrate` or, for a profile of another machine, the reference
+/// machine's ([`REFERENCE_KERNEL_NS`]) over the profile's `core_speed`. What a model runs
+/// besides its kernels (calls, branches, its own bookkeeping) is `cycles.local` per shim
+/// operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kernel {
+    /// 64-bit words mixed into a hash code: a `LOCKTAG`'s or a `BufferTag`'s hash code
+    /// (`LockTagHashCode` in lock.c, `BufTableHashCode` in buf_table.c, both `tag_hash` /
+    /// `hash_bytes` of hashfn.c over the tag), a backend-local table's key.
+    Hash,
+    /// Bytes run through CRC-32C (`COMP_CRC32C` of pg_crc32c.h over a WAL record, in
+    /// `XLogRecordAssemble` and `XLogInsertRecord`).
+    Crc,
+    /// Bytes copied within the backend's own memory (a record assembled into one buffer, a
+    /// snapshot's xids, messages read off a queue).
+    Copy,
+    /// Entries of a table or a list compared against a key: a probe of a backend-local hash
+    /// table, the keys of a shared chain's elements, a walk over `LOCALLOCK`s
+    /// (`hash_seq_search`).
+    Scan,
+}
+
+impl Kernel {
+    /// Every kernel, in the order of [`Kernels`]' fields.
+    pub const ALL: [Kernel; 4] = [Kernel::Hash, Kernel::Crc, Kernel::Copy, Kernel::Scan];
+
+    /// The kernel's name, as a profile's `cycles.kernels` table spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Hash => "hash",
+            Kernel::Crc => "crc",
+            Kernel::Copy => "copy",
+            Kernel::Scan => "scan",
+        }
+    }
+
+    /// What one unit is: the count a model charges.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kernel::Hash => "word",
+            Kernel::Crc | Kernel::Copy => "byte",
+            Kernel::Scan => "entry",
+        }
+    }
+}
+
+/// A cost per unit of each [`Kernel`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kernels {
+    /// Per 64-bit word mixed into a hash code.
+    pub hash: f64,
+    /// Per byte of CRC-32C.
+    pub crc: f64,
+    /// Per byte copied.
+    pub copy: f64,
+    /// Per entry compared.
+    pub scan: f64,
+}
+
+impl Kernels {
+    /// The cost of one unit of `k`.
+    pub fn of(&self, k: Kernel) -> f64 {
+        match k {
+            Kernel::Hash => self.hash,
+            Kernel::Crc => self.crc,
+            Kernel::Copy => self.copy,
+            Kernel::Scan => self.scan,
+        }
+    }
+
+    /// Every cost multiplied by `f`.
+    pub fn scaled(&self, f: f64) -> Kernels {
+        Kernels {
+            hash: self.hash * f,
+            crc: self.crc * f,
+            copy: self.copy * f,
+            scan: self.scan * f,
+        }
+    }
+}
+
+/// The kernels' costs on the reference machine (the one of [`REFERENCE_BUSY_STEPS_PER_US`]),
+/// in ns per unit, and what a profile with a `core_speed` divides by that speed: `pglocks
+/// calibrate` there, twice in a row, gave `cycles.kernels` of 4.274 and 4.274 cycles a word
+/// hashed, 0.327 and 0.316 a byte of CRC-32C, 0.078 and 0.078 a byte copied, 0.168 and 0.168
+/// an entry compared, at the 2.6 GHz it converts with (each the median of 7 batches, which
+/// spread by under 10 % but for one batch of the scan's 20 %).
+pub const REFERENCE_KERNEL_NS: Kernels = Kernels {
+    hash: 1.64,
+    crc: 0.124,
+    copy: 0.030,
+    scan: 0.065,
+};
+
+/// The code between two shim operations that no kernel counts, on the reference machine, in
+/// ns per shim operation, and what a profile with a `core_speed` divides by that speed:
+/// `pglocks calibrate` there, twice in a row, fitted −0.29 and −0.28 ns a shim operation on
+/// `spin` and 0.04 and 0.05 on `lwlock-exclusive` (the two workloads it fits on, against the
+/// default build): the simulated loops already cost more than the real ones (their hits and
+/// atomics are charged one after the other, where the core overlaps them), so nothing is
+/// left for the code between, and `local` is 0.
+pub const REFERENCE_LOCAL_NS: f64 = 0.0;
 
 /// The most CPUs a profile may have.
 pub const MAX_CPUS: usize = 512;
@@ -494,22 +602,33 @@ impl Profile {
         v
     }
 
-    /// If `op_ns` lists `workload`, the profile a run of it simulates on (this one, with the
-    /// workload's per-operation charge in place of the per-shim-operation one) and that charge,
-    /// in ns; `None` when the workload runs on this profile as it is.
-    pub fn for_workload(&self, workload: &str) -> Option<(Profile, f64)> {
-        let &ns = self.op_ns.get(workload)?;
-        let mut p = self.clone();
-        p.cycles.local = 0.0;
-        Some((p, ns))
-    }
-
     /// One `busy_work` step in this machine's cycles: `cycles.busy_step` if the profile measured
     /// it, else the reference machine's step over `core_speed`.
     pub fn busy_step(&self) -> f64 {
         match (self.cycles.busy_step, self.core_speed) {
             (Some(step), _) => step,
             (None, Some(speed)) => 1000.0 / REFERENCE_BUSY_STEPS_PER_US as f64 / speed * self.ghz,
+            (None, None) => 0.0,
+        }
+    }
+
+    /// The charge per shim operation in this machine's cycles: `cycles.local` if the profile
+    /// fitted it, else the reference machine's ([`REFERENCE_LOCAL_NS`]) over `core_speed`.
+    pub fn local(&self) -> f64 {
+        match (self.cycles.local, self.core_speed) {
+            (Some(fitted), _) => fitted,
+            (None, Some(speed)) => REFERENCE_LOCAL_NS / speed * self.ghz,
+            (None, None) => 0.0,
+        }
+    }
+
+    /// One unit of kernel `k` in this machine's cycles: `cycles.kernels` if the profile
+    /// measured them, else the reference machine's ([`REFERENCE_KERNEL_NS`]) over
+    /// `core_speed`.
+    pub fn kernel(&self, k: Kernel) -> f64 {
+        match (&self.cycles.kernels, self.core_speed) {
+            (Some(measured), _) => measured.of(k),
+            (None, Some(speed)) => REFERENCE_KERNEL_NS.of(k) / speed * self.ghz,
             (None, None) => 0.0,
         }
     }
@@ -574,14 +693,16 @@ impl Profile {
             c.pause,
             c.fence,
             c.busy_step.unwrap_or(0.0),
-            c.local,
-        ];
+            c.local.unwrap_or(0.0),
+        ]
+        .into_iter()
+        .chain(Kernel::ALL.map(|k| c.kernels.map_or(0.0, |m| m.of(k))));
         if !(self.ghz > 0.0 && self.ghz < 100.0) {
             return Err("ghz must be between 0 and 100".into());
         }
         if all
-            .iter()
-            .any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9))
+            .into_iter()
+            .any(|x| !(x.is_finite() && (0.0..1e9).contains(&x)))
         {
             return Err("every cycles.* cost must be a number from 0 to 1e9".into());
         }
@@ -609,6 +730,9 @@ impl Profile {
             }
             _ => {}
         }
+        if c.kernels.is_some() && self.core_speed.is_some() {
+            return Err("give cycles.kernels (measured here) or core_speed, not both".into());
+        }
         let m = &self.model;
         if !(0.0..1.0).contains(&m.jitter) {
             return Err("model.jitter must be in [0, 1)".into());
@@ -626,13 +750,6 @@ impl Profile {
         ];
         if os.iter().any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9)) || o.quantum_us <= 0.0 {
             return Err("every os.* cost must be a number from 0 to 1e9 (quantum above 0)".into());
-        }
-        if self
-            .op_ns
-            .values()
-            .any(|x| !(x.is_finite() && *x >= 0.0 && *x < 1e9))
-        {
-            return Err("every op_ns cost must be a number from 0 to 1e9".into());
         }
         Ok(())
     }
@@ -795,17 +912,35 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_with_a_calibrated_cost_is_charged_per_operation_instead() {
-        let mut p = Profile::find("xeon-2s").unwrap();
-        p.cycles.local = 3.0;
-        p.op_ns.insert("spin".into(), 12.4);
-        let (spin, cost) = p.for_workload("spin").unwrap();
-        assert_eq!((spin.cycles.local, cost), (0.0, 12.4));
-        // A workload it does not list runs on the profile as it is (`local` per operation).
-        assert!(p.for_workload("clog-set").is_none());
-        assert_eq!(p.cycles.local, 3.0);
-        // And it survives being written out.
-        assert_eq!(Profile::parse(&p.to_toml(), "x").unwrap(), p);
+    fn a_kernel_costs_the_reference_machines_time_over_the_core_speed_unless_measured() {
+        let w = Profile::find("westmere-80").unwrap();
+        let speed = w.core_speed.unwrap();
+        for k in Kernel::ALL {
+            let want = REFERENCE_KERNEL_NS.of(k) / speed * w.ghz;
+            assert!((w.kernel(k) - want).abs() < 1e-9, "{}", k.name());
+        }
+        let mut measured = w.clone();
+        measured.core_speed = None;
+        measured.cycles.busy_step = Some(0.3);
+        measured.cycles.kernels = Some(Kernels {
+            hash: 4.0,
+            crc: 0.3,
+            copy: 0.1,
+            scan: 0.2,
+        });
+        assert_eq!(measured.kernel(Kernel::Hash), 4.0);
+        assert_eq!(measured.kernel(Kernel::Scan), 0.2);
+        assert_eq!(Profile::parse(&measured.to_toml(), "x").unwrap(), measured);
+        // A profile that measured its kernels does not also scale the reference machine's.
+        measured.core_speed = Some(1.0);
+        measured.cycles.busy_step = None;
+        let e = Profile::parse(&measured.to_toml(), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cycles.kernels (measured here) or core_speed"),
+            "{e}"
+        );
     }
 
     #[test]

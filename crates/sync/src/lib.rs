@@ -200,6 +200,41 @@ pub mod hint {
     }
 }
 
+/// The private kernels a model runs between its shared-memory operations (hashing a key,
+/// checksumming a record, copying bytes, comparing entries): on a real machine the model runs
+/// them and pays for them, and [`ran`](cpu::ran) is nothing; on a simulated CPU, where code
+/// between shim operations takes no virtual time, `ran` charges what the kernel costs there
+/// for the count given (the profile's cost per unit: `pglocks_sim::profile::Kernel`).
+pub mod cpu {
+    pub use pglocks_sim::profile::Kernel;
+
+    /// Records that the caller ran `units` of `kernel` (words hashed, bytes checksummed or
+    /// copied, entries compared) since its last shim operation. Nothing on a real machine and
+    /// under loom.
+    #[inline(always)]
+    pub fn ran(kernel: Kernel, units: usize) {
+        #[cfg(not(loom))]
+        if pglocks_sim::hook::active() {
+            pglocks_sim::hook::kernel(kernel, units as u64);
+        }
+        #[cfg(loom)]
+        let _ = (kernel, units);
+    }
+
+    /// The form of the [`Kernel::Hash`] kernel the models' tag hashes take: each 64-bit word
+    /// xored in, multiplied by an odd constant, and its high half folded down. What `pglocks
+    /// calibrate` times per word, so that the cost it measures is this code's.
+    #[inline]
+    pub fn mix_words(seed: u64, words: &[u64]) -> u64 {
+        let mut h = seed;
+        for &w in words {
+            h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^= h >> 32;
+        }
+        h
+    }
+}
+
 /// The kernel's part of what a model does that is not a wait: on a real machine the model
 /// makes the call itself and pays for it, and these are nothing; on a simulated CPU they are
 /// what the call costs there.

@@ -15,6 +15,7 @@
 //! long header: word 3 = `xlp_sysid`; word 4 = `xlp_seg_size` (u32) | `xlp_xlog_blcksz` (u32).
 
 use crate::pos::{maxalign, SIZE_OF_XLOG_RECORD};
+use pglocks_sync::cpu::{self, Kernel};
 
 /// `XLOG_PAGE_MAGIC` of PostgreSQL 15.
 pub const XLOG_PAGE_MAGIC: u16 = 0xD110;
@@ -94,9 +95,11 @@ pub fn encode(rec: &Record<'_>, prev: u64, payload_crc: u32, out: &mut Vec<u64>)
     head[..8].copy_from_slice(&w0.to_le_bytes());
     head[8..16].copy_from_slice(&prev.to_le_bytes());
     head[16..20].copy_from_slice(&(w2_low as u32).to_le_bytes());
+    cpu::ran(Kernel::Crc, head.len());
     let crc = crc32c::crc32c_append(payload_crc, &head);
     out.extend([w0, prev, w2_low | (u64::from(crc) << 32)]);
     let words = maxalign(rec.payload.len() as u64) as usize / 8;
+    cpu::ran(Kernel::Copy, words * 8);
     for i in 0..words {
         let mut w = [0u8; 8];
         let chunk = &rec.payload[i * 8..rec.payload.len().min(i * 8 + 8)];
@@ -107,6 +110,7 @@ pub fn encode(rec: &Record<'_>, prev: u64, payload_crc: u32, out: &mut Vec<u64>)
 
 /// The CRC-32C of a payload, computed before any lock is taken (as `XLogRecordAssemble` does).
 pub fn payload_crc(payload: &[u8]) -> u32 {
+    cpu::ran(Kernel::Crc, payload.len());
     crc32c::crc32c(payload)
 }
 

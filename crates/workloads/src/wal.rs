@@ -246,7 +246,6 @@ mod tests {
             pin_order: vec![],
             sample_every: 8,
             sim: None,
-            sim_op_cost: None,
             until: None,
         };
         (s.run)(&spec).unwrap()

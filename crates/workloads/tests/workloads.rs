@@ -14,7 +14,6 @@ fn quick_spec(threads: usize) -> TeamSpec {
         pin_order: vec![],
         sample_every: 8,
         sim: None,
-        sim_op_cost: None,
         until: None,
     }
 }

@@ -17,7 +17,8 @@
 use super::order::sync_point;
 use super::{suspend, with, Engine, Forwarded, Stored};
 use crate::cache::Access;
-use crate::picos::{Picos, PS_PER_NS};
+use crate::picos::Picos;
+use crate::profile::Kernel;
 use std::time::{Duration, Instant};
 
 /// A load, store or read-modify-write of the byte at `addr`. A read-modify-write first waits
@@ -169,20 +170,23 @@ pub fn fresh_seed() -> u64 {
     })
 }
 
-/// `ns` nanoseconds of private CPU work (the modelled code of an operation, as calibrated).
-#[cold]
-#[inline(never)]
-pub fn charge_ns(ns: f64) {
-    let work = Picos((ns * PS_PER_NS as f64).round().clamp(0.0, 1e18) as u64);
-    with(|e| e.charge_private(work));
-}
-
 /// `steps` steps of private CPU work.
 #[cold]
 #[inline(never)]
 pub fn work(steps: u64) {
     // Femtoseconds to picoseconds.
     with(|e| e.charge_private(Picos(steps.saturating_mul(e.costs.busy_step_fs) / 1000)));
+}
+
+/// `units` of private kernel `kernel` (words hashed, bytes checksummed or copied, entries
+/// compared), at the profile's cost per unit.
+#[cold]
+#[inline(never)]
+pub fn kernel(kernel: Kernel, units: u64) {
+    with(|e| {
+        let fs = e.costs.kernel_fs[kernel as usize];
+        e.charge_private(Picos(units.saturating_mul(fs) / 1000));
+    });
 }
 
 /// The calling thread's virtual clock as a host `Instant` (the simulation's start plus the
