@@ -8,7 +8,7 @@
 //!   cost per step;
 //! - `kernels`: the private kernels' costs per unit (`pglocks_sim::profile::Kernel`), each
 //!   timed in the form the models run it: the hash kernel's mix over a lock tag's four words,
-//!   CRC-32C over a 64-byte record, a 64-byte copy, a search of 64 xids;
+//!   CRC-32C over a 64-byte record, a search of 64 xids;
 //! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
 //!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
 //!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
@@ -135,19 +135,6 @@ fn crc_kernel(scale: u64) -> Spread {
         black_box(crc);
     })
     .map(|ns| ns / data.len() as f64)
-}
-
-/// The copy kernel's cost per byte: a 64-byte slice copied into a buffer.
-fn copy_kernel(scale: u64) -> Spread {
-    let src = [0x5au8; 64];
-    let mut dst = [0u8; 64];
-    per_iteration(1_000_000 / scale, |n| {
-        for _ in 0..n {
-            dst.copy_from_slice(black_box(&src));
-            black_box(&mut dst);
-        }
-    })
-    .map(|ns| ns / src.len() as f64)
 }
 
 /// The scan kernel's cost per entry: a search of 64 xids for one that is not there (a
@@ -383,7 +370,6 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
     let kernels = Kernels {
         hash: kernel("cycles.kernels.hash", "cycles/word", hash_kernel(scale)),
         crc: kernel("cycles.kernels.crc", "cycles/byte", crc_kernel(scale)),
-        copy: kernel("cycles.kernels.copy", "cycles/byte", copy_kernel(scale)),
         scan: kernel("cycles.kernels.scan", "cycles/entry", scan_kernel(scale)),
     };
     let line = if a != b {

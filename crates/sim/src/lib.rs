@@ -8,7 +8,7 @@
 //! operation takes effect, and the thread's clock advances by what the [`cache`] model says
 //! that access costs on the [`profile`]'s machine. Everything between shim operations runs as
 //! ordinary code and costs the profile's `local` charge per operation, plus the private kernels
-//! the code reports ([`profile::Kernel`]: words hashed, bytes copied) at the profile's cost per
+//! the code reports ([`profile::Kernel`]: words hashed, bytes checksummed) at the profile's cost per
 //! unit, never the host's time, so the same machine and inputs give the same result on any
 //! host.
 //!

@@ -332,8 +332,8 @@ pub enum ProfileError {
 pub const REFERENCE_BUSY_STEPS_PER_US: u64 = 7300;
 
 /// The private kernels: code a model runs between its shared-memory operations whose time
-/// grows with a count the model knows from its own data (words hashed, bytes checksummed or
-/// copied, entries compared). The model charges each where it runs it
+/// grows with a count the model knows from its own data (words hashed, bytes checksummed,
+/// entries compared). The model charges each where it runs it
 /// (`pglocks_sync::cpu::ran`); a simulated CPU charges the kernel's cost per unit, measured
 /// on the machine by `pglocks calibrate` or, for a profile of another machine, the reference
 /// machine's ([`REFERENCE_KERNEL_NS`]) over the profile's `core_speed`. What a model runs
@@ -348,9 +348,6 @@ pub enum Kernel {
     /// Bytes run through CRC-32C (`COMP_CRC32C` of pg_crc32c.h over a WAL record, in
     /// `XLogRecordAssemble` and `XLogInsertRecord`).
     Crc,
-    /// Bytes copied within the backend's own memory (a record assembled into one buffer, a
-    /// snapshot's xids, messages read off a queue).
-    Copy,
     /// Entries of a table or a list compared against a key: a probe of a backend-local hash
     /// table, the keys of a shared chain's elements, a walk over `LOCALLOCK`s
     /// (`hash_seq_search`).
@@ -359,14 +356,13 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel, in the order of [`Kernels`]' fields.
-    pub const ALL: [Kernel; 4] = [Kernel::Hash, Kernel::Crc, Kernel::Copy, Kernel::Scan];
+    pub const ALL: [Kernel; 3] = [Kernel::Hash, Kernel::Crc, Kernel::Scan];
 
     /// The kernel's name, as a profile's `cycles.kernels` table spells it.
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Hash => "hash",
             Kernel::Crc => "crc",
-            Kernel::Copy => "copy",
             Kernel::Scan => "scan",
         }
     }
@@ -375,7 +371,7 @@ impl Kernel {
     pub fn unit(self) -> &'static str {
         match self {
             Kernel::Hash => "word",
-            Kernel::Crc | Kernel::Copy => "byte",
+            Kernel::Crc => "byte",
             Kernel::Scan => "entry",
         }
     }
@@ -389,8 +385,6 @@ pub struct Kernels {
     pub hash: f64,
     /// Per byte of CRC-32C.
     pub crc: f64,
-    /// Per byte copied.
-    pub copy: f64,
     /// Per entry compared.
     pub scan: f64,
 }
@@ -401,7 +395,6 @@ impl Kernels {
         match k {
             Kernel::Hash => self.hash,
             Kernel::Crc => self.crc,
-            Kernel::Copy => self.copy,
             Kernel::Scan => self.scan,
         }
     }
@@ -411,7 +404,6 @@ impl Kernels {
         Kernels {
             hash: self.hash * f,
             crc: self.crc * f,
-            copy: self.copy * f,
             scan: self.scan * f,
         }
     }
@@ -420,13 +412,11 @@ impl Kernels {
 /// The kernels' costs on the reference machine (the one of [`REFERENCE_BUSY_STEPS_PER_US`]),
 /// in ns per unit, and what a profile with a `core_speed` divides by that speed: `pglocks
 /// calibrate` there, twice in a row, gave `cycles.kernels` of 4.274 and 4.274 cycles a word
-/// hashed, 0.327 and 0.316 a byte of CRC-32C, 0.078 and 0.078 a byte copied, 0.168 and 0.168
-/// an entry compared, at the 2.6 GHz it converts with (each the median of 7 batches, which
+/// hashed, 0.327 and 0.316 a byte of CRC-32C, 0.168 and 0.168 an entry compared, at the 2.6 GHz it converts with (each the median of 7 batches, which
 /// spread by under 10 % but for one batch of the scan's 20 %).
 pub const REFERENCE_KERNEL_NS: Kernels = Kernels {
     hash: 1.64,
     crc: 0.124,
-    copy: 0.030,
     scan: 0.065,
 };
 
@@ -925,7 +915,6 @@ mod tests {
         measured.cycles.kernels = Some(Kernels {
             hash: 4.0,
             crc: 0.3,
-            copy: 0.1,
             scan: 0.2,
         });
         assert_eq!(measured.kernel(Kernel::Hash), 4.0);

@@ -201,15 +201,15 @@ pub mod hint {
 }
 
 /// The private kernels a model runs between its shared-memory operations (hashing a key,
-/// checksumming a record, copying bytes, comparing entries): on a real machine the model runs
+/// checksumming a record, comparing entries): on a real machine the model runs
 /// them and pays for them, and [`ran`](cpu::ran) is nothing; on a simulated CPU, where code
 /// between shim operations takes no virtual time, `ran` charges what the kernel costs there
 /// for the count given (the profile's cost per unit: `pglocks_sim::profile::Kernel`).
 pub mod cpu {
     pub use pglocks_sim::profile::Kernel;
 
-    /// Records that the caller ran `units` of `kernel` (words hashed, bytes checksummed or
-    /// copied, entries compared) since its last shim operation. Nothing on a real machine and
+    /// Records that the caller ran `units` of `kernel` (words hashed, bytes checksummed,
+    /// entries compared) since its last shim operation. Nothing on a real machine and
     /// under loom.
     #[inline(always)]
     pub fn ran(kernel: Kernel, units: usize) {

@@ -178,7 +178,7 @@ pub fn work(steps: u64) {
     with(|e| e.charge_private(Picos(steps.saturating_mul(e.costs.busy_step_fs) / 1000)));
 }
 
-/// `units` of private kernel `kernel` (words hashed, bytes checksummed or copied, entries
+/// `units` of private kernel `kernel` (words hashed, bytes checksummed, entries
 /// compared), at the profile's cost per unit.
 #[cold]
 #[inline(never)]
