@@ -366,15 +366,6 @@ impl Kernel {
             Kernel::Scan => "scan",
         }
     }
-
-    /// What one unit is: the count a model charges.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Kernel::Hash => "word",
-            Kernel::Crc => "byte",
-            Kernel::Scan => "entry",
-        }
-    }
 }
 
 /// A cost per unit of each [`Kernel`].
@@ -398,22 +389,14 @@ impl Kernels {
             Kernel::Scan => self.scan,
         }
     }
-
-    /// Every cost multiplied by `f`.
-    pub fn scaled(&self, f: f64) -> Kernels {
-        Kernels {
-            hash: self.hash * f,
-            crc: self.crc * f,
-            scan: self.scan * f,
-        }
-    }
 }
 
 /// The kernels' costs on the reference machine (the one of [`REFERENCE_BUSY_STEPS_PER_US`]),
 /// in ns per unit, and what a profile with a `core_speed` divides by that speed: `pglocks
 /// calibrate` there, twice in a row, gave `cycles.kernels` of 4.274 and 4.274 cycles a word
-/// hashed, 0.327 and 0.316 a byte of CRC-32C, 0.168 and 0.168 an entry compared, at the 2.6 GHz it converts with (each the median of 7 batches, which
-/// spread by under 10 % but for one batch of the scan's 20 %).
+/// hashed, 0.327 and 0.316 a byte of CRC-32C, 0.168 and 0.168 an entry compared, at the
+/// 2.6 GHz it converts with (each the median of 7 batches, which spread by under 10 % but for
+/// one batch of the scan's 20 %).
 pub const REFERENCE_KERNEL_NS: Kernels = Kernels {
     hash: 1.64,
     crc: 0.124,
