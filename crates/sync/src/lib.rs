@@ -206,7 +206,17 @@ pub mod hint {
 /// between shim operations takes no virtual time, `ran` charges what the kernel costs there
 /// for the count given (the profile's cost per unit: `pglocks_sim::profile::Kernel`).
 pub mod cpu {
-    pub use pglocks_sim::profile::Kernel;
+    /// A private kernel, as a model reports it; the simulator prices each
+    /// (`pglocks_sim::profile::Kernel`, which it maps to one for one).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kernel {
+        /// 64-bit words mixed into a hash code.
+        Hash,
+        /// Bytes run through CRC-32C.
+        Crc,
+        /// Entries of a table or a list compared against a key.
+        Scan,
+    }
 
     /// Records that the caller ran `units` of `kernel` (words hashed, bytes checksummed,
     /// entries compared) since its last shim operation. Nothing on a real machine and
@@ -215,7 +225,13 @@ pub mod cpu {
     pub fn ran(kernel: Kernel, units: usize) {
         #[cfg(not(loom))]
         if pglocks_sim::hook::active() {
-            pglocks_sim::hook::kernel(kernel, units as u64);
+            use pglocks_sim::profile::Kernel as Priced;
+            let priced = match kernel {
+                Kernel::Hash => Priced::Hash,
+                Kernel::Crc => Priced::Crc,
+                Kernel::Scan => Priced::Scan,
+            };
+            pglocks_sim::hook::kernel(priced, units as u64);
         }
         #[cfg(loom)]
         let _ = (kernel, units);

@@ -108,11 +108,11 @@ pub fn encode(rec: &Record<'_>, prev: u64, payload_crc: u32, out: &mut Vec<u64>)
 }
 
 /// The CRC-32C of a payload, computed before any lock is taken (as `XLogRecordAssemble` does).
-/// Its time on a simulated CPU is the CRC kernel's per byte ([`Kernel::Crc`]), the hardware
-/// CRC-32C's, for every release: a shortcut before 9.5, whose `COMP_CRC32` (pg_crc.h) took a
-/// table lookup a byte, several times as long.
+/// It is not charged as a kernel: it is the caller's own work before the insert, and the
+/// callers already stand for it (`wal-insert`'s `think`, "the next record's assembly and CRC";
+/// the pgbench transactions' executor work, measured on PostgreSQL, which computed it). The
+/// header's CRC, finished once the prev-link is known, is charged ([`encode`]).
 pub fn payload_crc(payload: &[u8]) -> u32 {
-    cpu::ran(Kernel::Crc, payload.len());
     crc32c::crc32c(payload)
 }
 
