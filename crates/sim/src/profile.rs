@@ -578,9 +578,17 @@ impl Profile {
     /// One `busy_work` step in this machine's cycles: `cycles.busy_step` if the profile measured
     /// it, else the reference machine's step over `core_speed`.
     pub fn busy_step(&self) -> f64 {
-        match (self.cycles.busy_step, self.core_speed) {
-            (Some(step), _) => step,
-            (None, Some(speed)) => 1000.0 / REFERENCE_BUSY_STEPS_PER_US as f64 / speed * self.ghz,
+        let reference_ns = 1000.0 / REFERENCE_BUSY_STEPS_PER_US as f64;
+        self.measured_or_scaled(self.cycles.busy_step, reference_ns)
+    }
+
+    /// A private cost in this machine's cycles: `measured` if the profile measured it on the
+    /// machine itself, else the reference machine's `reference_ns` over `core_speed` (0 with
+    /// neither).
+    fn measured_or_scaled(&self, measured: Option<f64>, reference_ns: f64) -> f64 {
+        match (measured, self.core_speed) {
+            (Some(cycles), _) => cycles,
+            (None, Some(speed)) => reference_ns / speed * self.ghz,
             (None, None) => 0.0,
         }
     }
@@ -588,22 +596,15 @@ impl Profile {
     /// The charge per shim operation in this machine's cycles: `cycles.local` if the profile
     /// fitted it, else the reference machine's ([`REFERENCE_LOCAL_NS`]) over `core_speed`.
     pub fn local(&self) -> f64 {
-        match (self.cycles.local, self.core_speed) {
-            (Some(fitted), _) => fitted,
-            (None, Some(speed)) => REFERENCE_LOCAL_NS / speed * self.ghz,
-            (None, None) => 0.0,
-        }
+        self.measured_or_scaled(self.cycles.local, REFERENCE_LOCAL_NS)
     }
 
     /// One unit of kernel `k` in this machine's cycles: `cycles.kernels` if the profile
     /// measured them, else the reference machine's ([`REFERENCE_KERNEL_NS`]) over
     /// `core_speed`.
     pub fn kernel(&self, k: Kernel) -> f64 {
-        match (&self.cycles.kernels, self.core_speed) {
-            (Some(measured), _) => measured.of(k),
-            (None, Some(speed)) => REFERENCE_KERNEL_NS.of(k) / speed * self.ghz,
-            (None, None) => 0.0,
-        }
+        let measured = self.cycles.kernels.map(|m| m.of(k));
+        self.measured_or_scaled(measured, REFERENCE_KERNEL_NS.of(k))
     }
 
     /// The profile as TOML text (the form of a profile file).
