@@ -40,6 +40,7 @@ use pglocks_proc::Backend;
 use pglocks_spin::SpinDelayStatus;
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
 use pglocks_sync::cell::UnsafeCell;
+use pglocks_sync::cpu::{self, Kernel};
 use pglocks_sync::data;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -329,6 +330,11 @@ impl BufferDesc {
 /// allocates (its growth, where removals leave their marks) is then the same in every process,
 /// and so is where a simulated run's later objects land in the host heap, which decides which
 /// of them share a cache line.
+///
+/// Each probe of the map is charged as the probe kernel ([`Kernel::Probe`]): a lookup, an insert
+/// and a delete one each. PostgreSQL's array of 8 entries searched first
+/// (`GetPrivateRefCountEntry`, `REFCOUNT_ARRAY_ENTRIES`) compares up to 8 buffer numbers
+/// instead, of the same order of time; its overflow table is probed as this map is.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PrivateRefCount {
     pins: HashMap<u32, u32, BuildHasherDefault<PassThrough>>,
@@ -342,6 +348,7 @@ impl PrivateRefCount {
 
     /// This backend's pins of buffer `buf_id` (`GetPrivateRefCount`).
     pub fn get(&self, buf_id: u32) -> u32 {
+        cpu::ran(Kernel::Probe, 1);
         self.pins.get(&buf_id).copied().unwrap_or(0)
     }
 
@@ -355,6 +362,7 @@ impl PrivateRefCount {
     /// Counts one more pin of `buf_id`; returns the new count.
     #[inline]
     pub(crate) fn add(&mut self, buf_id: u32) -> u32 {
+        cpu::ran(Kernel::Probe, 1);
         let n = self.pins.entry(buf_id).or_insert(0);
         *n += 1;
         *n
@@ -363,10 +371,12 @@ impl PrivateRefCount {
     /// Counts one pin of `buf_id` less; returns the new count, or `None` if it had none.
     #[inline]
     pub(crate) fn remove(&mut self, buf_id: u32) -> Option<u32> {
+        cpu::ran(Kernel::Probe, 1);
         let n = self.pins.get_mut(&buf_id)?;
         *n -= 1;
         let left = *n;
         if left == 0 {
+            cpu::ran(Kernel::Probe, 1);
             self.pins.remove(&buf_id);
         }
         Some(left)

@@ -8,7 +8,8 @@
 //!   cost per step;
 //! - `kernels`: the private kernels' costs per unit (`pglocks_sim::profile::Kernel`), each
 //!   timed in the form the models run it: the hash kernel's mix over a lock tag's four words,
-//!   CRC-32C over a 64-byte record, a search of 64 xids;
+//!   CRC-32C over a 64-byte record, a search of 64 xids, an insert, a lookup and a delete in a
+//!   backend-local hash table of 8 entries;
 //! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
 //!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
 //!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
@@ -147,6 +148,49 @@ fn scan_kernel(scale: u64) -> Spread {
         }
     })
     .map(|ns| ns / xids.len() as f64)
+}
+
+/// A hasher that takes a key already mixed as its hash code, so that the probe kernel times
+/// the table and not the hash (which the hash kernel prices).
+#[derive(Default)]
+struct Premixed(u64);
+
+impl std::hash::Hasher for Premixed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// The probe kernel's cost per probe: a backend-local table of 8 entries (a transaction's
+/// `LOCALLOCK`s or pinned buffers), each round inserting a key, looking it up, and deleting the
+/// key inserted 8 rounds before: three probes.
+fn probe_kernel(scale: u64) -> Spread {
+    use std::collections::HashMap;
+    use std::hash::BuildHasherDefault;
+    let key = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut table: HashMap<u64, u64, BuildHasherDefault<Premixed>> = HashMap::default();
+    let mut next = 0u64;
+    for _ in 0..8 {
+        table.insert(key(next), next);
+        next += 1;
+    }
+    per_iteration(1_000_000 / scale, |n| {
+        for _ in 0..n {
+            table.insert(key(next), next);
+            black_box(table.get(&key(black_box(next))));
+            black_box(table.remove(&key(next - 8)));
+            next += 1;
+        }
+    })
+    .map(|ns| ns / 3.0)
 }
 
 /// One line transfer between `a` and `b` (a quarter of a round trip of passes), in ns.
@@ -371,6 +415,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
         hash: kernel("cycles.kernels.hash", "cycles/word", hash_kernel(scale)),
         crc: kernel("cycles.kernels.crc", "cycles/byte", crc_kernel(scale)),
         scan: kernel("cycles.kernels.scan", "cycles/entry", scan_kernel(scale)),
+        probe: kernel("cycles.kernels.probe", "cycles/probe", probe_kernel(scale)),
     };
     let line = if a != b {
         let t = transfer(a, b, 20_000 / scale).map(cyc);

@@ -43,11 +43,12 @@ pub use proc::{LockTimeouts, WaitTimeout};
 pub use vxid::VirtualXid;
 
 use fastpath::{strong, weak, FastPath};
-use locktag::TagMap;
+use locktag::{TagHasher, TagMap};
 use pglocks_lwlock::{AtomicLwLock, LwLockError, RawLwLock};
 use pglocks_proc::{Backend, MAX_BACKENDS};
 use pglocks_sync::cpu::{self, Kernel};
 use proc::{Joined, WaitSlots};
+use std::hash::{BuildHasher, BuildHasherDefault};
 use table::LockTable;
 
 /// lock.h's `NUM_LOCK_PARTITIONS`.
@@ -693,43 +694,51 @@ impl<K: RawLwLock> LockManager<K> {
         let mut released = 0;
         let mut result = Ok(());
         locks.retain(|&(tag, mode), l| {
-            l.transaction = 0;
-            if session {
-                l.session = 0;
-            }
-            if l.n_locks() > 0 || result.is_err() {
-                return true;
-            }
-            if l.via_fast_path {
-                if !fp_held {
-                    if let Err(e) = self.fast_path.lock_area(b, me) {
-                        result = Err(e.into());
-                        return true;
+            let keep = 'entry: {
+                l.transaction = 0;
+                if session {
+                    l.session = 0;
+                }
+                if l.n_locks() > 0 || result.is_err() {
+                    break 'entry true;
+                }
+                if l.via_fast_path {
+                    if !fp_held {
+                        if let Err(e) = self.fast_path.lock_area(b, me) {
+                            result = Err(e.into());
+                            break 'entry true;
+                        }
+                        fp_held = true;
                     }
-                    fp_held = true;
+                    let (rel, group) = (tag.field2, self.fast_path.layout().group_of(tag.field2));
+                    // SAFETY: `fp_held`: this backend's fpInfoLock is held.
+                    let (gone, used) = unsafe {
+                        self.fast_path
+                            .with_slots_held(me, |s| s.ungrant(group, rel, mode))
+                    };
+                    local.fast_path_used[group] = used;
+                    released += 1;
+                    if gone {
+                        break 'entry false;
+                    }
+                    // Moved into the main table by a strong locker.
+                    if let Err(e) = self.fast_path.unlock_area(b, me) {
+                        result = Err(e.into());
+                        break 'entry true;
+                    }
+                    fp_held = false;
+                    result = self.release_lock(b, false, &mut local.fast_path_used, tag, mode, l);
+                    break 'entry result.is_err();
                 }
-                let (rel, group) = (tag.field2, self.fast_path.layout().group_of(tag.field2));
-                // SAFETY: `fp_held`: this backend's fpInfoLock is held.
-                let (gone, used) = unsafe {
-                    self.fast_path
-                        .with_slots_held(me, |s| s.ungrant(group, rel, mode))
-                };
-                local.fast_path_used[group] = used;
-                released += 1;
-                if gone {
-                    return false;
-                }
-                // Moved into the main table by a strong locker.
-                if let Err(e) = self.fast_path.unlock_area(b, me) {
-                    result = Err(e.into());
-                    return true;
-                }
-                fp_held = false;
-                result = self.release_lock(b, false, &mut local.fast_path_used, tag, mode, l);
-                return result.is_err();
+                in_table.push((tag, mode, l.clone()));
+                false
+            };
+            if !keep {
+                // `RemoveLocalLock`'s `hash_search(HASH_REMOVE)`: the key hashed and the table
+                // probed, which the hasher charges (`TagHasher`); retain itself needs neither.
+                let _ = BuildHasherDefault::<TagHasher>::default().hash_one((tag, mode));
             }
-            in_table.push((tag, mode, l.clone()));
-            false
+            keep
         });
         if fp_held {
             let unlocked = self.fast_path.unlock_area(b, me).map_err(LmgrError::from);

@@ -240,7 +240,9 @@ impl LockTag {
 /// multiply-rotate mix of the tag's integers, far cheaper than std's SipHash for these small
 /// keys, which come from the program, not from an attacker.
 /// Each integer it takes is a word of the hash kernel ([`Kernel::Hash`]), charged when the
-/// hash code is taken.
+/// hash code is taken, together with the probe of the table the code is taken for
+/// ([`Kernel::Probe`]: a `LOCALLOCK` lookup, insert or delete, as `hash_search` makes on
+/// `LockMethodLocalHash`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TagHasher {
     h: u64,
@@ -259,6 +261,7 @@ impl std::hash::Hasher for TagHasher {
     #[inline(always)]
     fn finish(&self) -> u64 {
         cpu::ran(Kernel::Hash, self.words);
+        cpu::ran(Kernel::Probe, 1);
         self.h
     }
     fn write(&mut self, bytes: &[u8]) {

@@ -167,7 +167,7 @@ pub struct Costs {
     /// Per `busy_work` step, in femtoseconds (steps are a fraction of a nanosecond).
     pub busy_step_fs: u64,
     /// One unit of each private kernel ([`Kernel::ALL`]'s order), in femtoseconds.
-    pub kernel_fs: [u64; 3],
+    pub kernel_fs: [u64; 4],
     /// Charged per shim operation.
     pub local: Picos,
     /// Fraction of a transfer's latency that it keeps the line busy, in 1/1024ths.

@@ -216,10 +216,13 @@ pub mod cpu {
         Crc,
         /// Entries of a table or a list compared against a key.
         Scan,
+        /// Probes of a backend-local hash table (a lookup, an insert or a delete), its key
+        /// already hashed.
+        Probe,
     }
 
     /// Records that the caller ran `units` of `kernel` (words hashed, bytes checksummed,
-    /// entries compared) since its last shim operation. Nothing on a real machine and
+    /// entries compared, tables probed) since its last shim operation. Nothing on a real machine and
     /// under loom.
     #[inline(always)]
     pub fn ran(kernel: Kernel, units: usize) {
@@ -230,6 +233,7 @@ pub mod cpu {
                 Kernel::Hash => Priced::Hash,
                 Kernel::Crc => Priced::Crc,
                 Kernel::Scan => Priced::Scan,
+                Kernel::Probe => Priced::Probe,
             };
             pglocks_sim::hook::kernel(priced, units as u64);
         }

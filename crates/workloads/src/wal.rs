@@ -196,8 +196,9 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
                             payload: &payload,
                         };
                         let r = wal.insert(b, &mut w, &rec).map(drop);
-                        // The backend's own work between records (the next record's assembly
-                        // and CRC, the heap change it logs): `think`.
+                        // The backend's own work between records, outside `XLogInsert` (the
+                        // heap change it logs, the record's data gathered): `think`. The
+                        // record's CRC is `XLogInsert`'s, charged by the insert.
                         std::hint::black_box(crate::work(think, u64::from(xid)));
                         r
                     }
