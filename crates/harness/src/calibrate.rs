@@ -10,6 +10,10 @@
 //!   timed in the form the models run it: the hash kernel's mix over a lock tag's four words,
 //!   CRC-32C over a 64-byte record, a search of 64 xids, an insert, a lookup and a delete in a
 //!   backend-local hash table of 8 entries;
+//! - `caches`: the core's L1 data cache and L2 (size and ways, from sysfs), and a load's
+//!   latency from each of the L2 and the last-level cache: a chase through a random cycle of
+//!   lines in a region half the L2's size, and in one four times it (at most half the
+//!   last-level cache);
 //! - the line transfer between two CPUs: two pinned threads pass a counter back and forth, each
 //!   waiting for the other's store. Each pass is two transfers of the line, the writer's taking
 //!   it back exclusive and the reader's fetch (the cost model charges both, and Table 2 of the
@@ -33,7 +37,7 @@
 //! counts, which needs the models' workloads: the command line fits it (`pglocks calibrate`).
 
 use crate::topology::{pin_current_thread, Topology};
-use pglocks_sim::profile::{Cycles, Kernels, Numbering, Os, Shape};
+use pglocks_sim::profile::{Cycles, Kernels, Numbering, Os, OwnCaches, Shape};
 use pglocks_sim::Profile;
 use pglocks_sync::atomic::{fence, AtomicU64, Ordering};
 use pglocks_sync::{CachePadded, Semaphore};
@@ -191,6 +195,71 @@ fn probe_kernel(scale: u64) -> Spread {
         }
     })
     .map(|ns| ns / 3.0)
+}
+
+/// A data or unified cache of a CPU, as sysfs describes it (`cache/indexN/` under the CPU's
+/// directory): its level, its size in KiB and its ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DataCache {
+    level: u32,
+    kib: u32,
+    ways: u32,
+}
+
+/// CPU `cpu`'s data and unified caches from the sysfs tree at `root` (which plays `/sys`), in
+/// the order sysfs lists them; none where it says nothing.
+fn data_caches(root: &std::path::Path, cpu: usize) -> Vec<DataCache> {
+    let dir = root.join(format!("devices/system/cpu/cpu{cpu}/cache"));
+    let read = |i: usize, f: &str| std::fs::read_to_string(dir.join(format!("index{i}/{f}")));
+    (0..8)
+        .map_while(|i| read(i, "level").ok().map(|l| (i, l)))
+        .filter_map(|(i, level)| {
+            let kind = read(i, "type").ok()?;
+            if kind.trim() == "Instruction" {
+                return None;
+            }
+            let size = read(i, "size").ok()?;
+            let size = size.trim();
+            let kib = match size.strip_suffix('K') {
+                Some(k) => k.parse::<u32>().ok()?,
+                None => size.strip_suffix('M')?.parse::<u32>().ok()? * 1024,
+            };
+            Some(DataCache {
+                level: level.trim().parse().ok()?,
+                kib,
+                ways: read(i, "ways_of_associativity").ok()?.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A load's latency in a region of `bytes`: a chase through its lines in one random cycle
+/// (each line holds the next one's index), in ns a load. In a region twice the size of one
+/// cache level and half of the next, most loads miss the first and hit the second.
+fn chase(bytes: usize, scale: u64) -> Spread {
+    let lines = (bytes / 64).max(2);
+    let mut next: Vec<[usize; 8]> = (0..lines).map(|i| [i, 0, 0, 0, 0, 0, 0, 0]).collect();
+    // Sattolo's shuffle: one cycle through every line, in an order no prefetcher follows.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = (x % i as u64) as usize;
+        let (a, b) = (next[i][0], next[j][0]);
+        next[i][0] = b;
+        next[j][0] = a;
+    }
+    let mut at = 0;
+    for _ in 0..lines {
+        at = next[at][0];
+    }
+    per_iteration((2_000_000 / scale).max(lines as u64), |n| {
+        for _ in 0..n {
+            at = next[at][0];
+        }
+        black_box(at);
+    })
 }
 
 /// One line transfer between `a` and `b` (a quarter of a round trip of passes), in ns.
@@ -417,6 +486,35 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
         scan: kernel("cycles.kernels.scan", "cycles/entry", scan_kernel(scale)),
         probe: kernel("cycles.kernels.probe", "cycles/probe", probe_kernel(scale)),
     };
+    // The core's own caches, from sysfs, and a load's latency in a region each serves.
+    let caches = data_caches(std::path::Path::new("/sys"), a);
+    let level = |l: u32| caches.iter().find(|c| c.level == l).copied();
+    let own = match (level(1), level(2)) {
+        (Some(l1), Some(l2))
+            if l2.kib > l1.kib
+                && OwnCaches::sets(l1.kib, l1.ways, 64).is_some()
+                && OwnCaches::sets(l2.kib, l2.ways, 64).is_some() =>
+        {
+            let l2_bytes = l2.kib as usize * 1024;
+            let l2_ns = chase(l2_bytes / 2, scale);
+            let llc_bytes = match caches.iter().filter(|c| c.level > 2).map(|c| c.kib).max() {
+                Some(kib) => (4 * l2_bytes).min(kib as usize * 1024 / 2),
+                None => 4 * l2_bytes,
+            };
+            let llc_ns = chase(llc_bytes, scale);
+            let l2c = keep("cycles.caches.l2", "cycles", l2_ns.map(cyc), BATCHES).max(hit);
+            let llc = keep("cycles.caches.llc", "cycles", llc_ns.map(cyc), BATCHES).max(l2c);
+            Some(OwnCaches {
+                l1_kib: l1.kib,
+                l1_ways: l1.ways,
+                l2_kib: l2.kib,
+                l2_ways: l2.ways,
+                l2: l2c,
+                llc,
+            })
+        }
+        _ => None,
+    };
     let line = if a != b {
         let t = transfer(a, b, 20_000 / scale).map(cyc);
         keep("one line transfer", "cycles", t, BATCHES)
@@ -521,6 +619,7 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
             load_from_shared: None,
             store_on_shared: None,
             atomic_on_shared: None,
+            caches: own,
         },
         os: Os {
             syscall_ns: syscall_ns.round(),
@@ -542,6 +641,40 @@ pub fn measure(topology: &Topology, quick: bool) -> Measured {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A large machine's cache directory (a Sapphire Rapids core's: 48 KiB L1d, 2 MiB L2,
+    /// 105 MiB L3), with an instruction cache among them and the sizes in K and M.
+    #[test]
+    fn the_data_caches_are_read_from_sysfs_leaving_the_instruction_cache_out() {
+        let root = std::env::temp_dir().join(format!("pglocks-caches-{}", std::process::id()));
+        let dir = root.join("devices/system/cpu/cpu3/cache");
+        for (i, level, kind, size, ways) in [
+            (0, 1, "Data", "48K", 12),
+            (1, 1, "Instruction", "32K", 8),
+            (2, 2, "Unified", "2048K", 16),
+            (3, 3, "Unified", "105M", 15),
+        ] {
+            let d = dir.join(format!("index{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            for (f, v) in [
+                ("level", level.to_string()),
+                ("type", kind.to_string()),
+                ("size", size.to_string()),
+                ("ways_of_associativity", ways.to_string()),
+            ] {
+                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+            }
+        }
+        let got = data_caches(&root, 3);
+        let _ = std::fs::remove_dir_all(&root);
+        let c = |level, kib, ways| DataCache { level, kib, ways };
+        assert_eq!(
+            got,
+            vec![c(1, 48, 12), c(2, 2048, 16), c(3, 105 * 1024, 15)]
+        );
+        // No such CPU: nothing.
+        assert!(data_caches(&root, 4).is_empty());
+    }
 
     /// What is measured makes a profile the simulator accepts (the figures themselves depend on
     /// the machine and its load, and are not checked).

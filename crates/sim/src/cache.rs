@@ -69,15 +69,24 @@
 //! served by the first hop's copy. The search for the answered exclusive transfer starts at the
 //! last exclusive hop, past the trailing loads.
 //!
-//! Shortcuts the model takes: no capacity or conflict misses (every line stays cached until
-//! another CPU takes it); no prefetching or false-sharing beyond the line size; a transfer's
+//! **A core's own caches.** Where the profile sizes them (`cycles.caches`), an access that the
+//! books serve from the core's own copy asks [`crate::own`] whether the copy is still in the
+//! core's L1, or has aged out to its L2 or its die's last-level cache since the core last used
+//! it (set-associative arrays in least-recently-used order): the L1 costs `hit`, the others
+//! the profile's L2 or last-level latency in its place. Such a refill takes effect at once (no
+//! other core is asked) and is counted as no transfer.
+//!
+//! Shortcuts the model takes: the last-level cache never runs out of room (a line stays in the
+//! books until another CPU takes it, and a line the core's L2 lost comes back from it, not from
+//! memory); no prefetching or false-sharing beyond the line size; a transfer's
 //! latency does not depend on the load of the interconnect, only on the line's own queue. (The
 //! reordering of a load past an earlier store is the engine's store buffer's, not this
 //! model's.)
 
 use crate::keyed::Keyed;
+use crate::own::{self, Level};
 use crate::picos::Picos;
-use crate::profile::{ByDistance, Kernel, Model, Profile};
+use crate::profile::{ByDistance, Kernel, Model, OwnCaches, Profile};
 use std::collections::VecDeque;
 
 /// How far a transfer's latency strays either side of the profile's figure, as a fraction,
@@ -189,6 +198,12 @@ pub struct Costs {
     answer_at: u64,
     /// Whether a place keeps a line until the next request's answer (`model.hold_window`).
     hold_window: bool,
+    /// The cores' own caches, if the profile sizes them: their sets and ways, and what a load
+    /// served by the L2 or the last-level cache costs.
+    own: Option<(own::Geometry, Picos, Picos)>,
+    /// Each place's core (siblings share one; the housekeeping place has its own), indexing
+    /// [`own::OwnCaches`].
+    core_of: Vec<usize>,
 }
 
 impl Costs {
@@ -288,6 +303,23 @@ impl Costs {
             siblings,
             answer_at: in_1024ths(profile.model.answer_at),
             hold_window: profile.model.hold_window,
+            own: c.caches.and_then(|o| {
+                let lb = profile.line_bytes;
+                let l1 = (
+                    OwnCaches::sets(o.l1_kib, o.l1_ways, lb)?,
+                    o.l1_ways as usize,
+                );
+                let l2 = (
+                    OwnCaches::sets(o.l2_kib, o.l2_ways, lb)?,
+                    o.l2_ways as usize,
+                );
+                Some((own::Geometry { l1, l2 }, ps(o.l2), ps(o.llc)))
+            }),
+            core_of: {
+                let mut of: Vec<usize> = cpus.iter().map(|p| p.core).collect();
+                of.push(of.iter().max().map_or(0, |&c| c + 1));
+                of
+            },
         }
     }
 
@@ -597,6 +629,10 @@ pub struct Charged {
     pub line: u64,
     /// A hit or a miss, and so whether the access has taken effect yet.
     pub served: Served,
+    /// Whether the miss was the core's own: a line it holds, brought back from its L2 or its
+    /// die's last-level cache (not a transfer from another core: the hot-lines tally leaves
+    /// it out).
+    pub refill: bool,
 }
 
 /// How an access was served, which decides when it takes effect.
@@ -643,6 +679,8 @@ pub struct Caches {
     jitter: u64,
     /// How far latencies stray, in 1/1024ths.
     spread: u64,
+    /// Which lines each core still has in its L1 and L2 (where the profile sizes them).
+    own: own::OwnCaches,
 }
 
 impl Default for Caches {
@@ -664,6 +702,7 @@ impl Caches {
             transfers: [0; 8],
             jitter: model.seed.max(1),
             spread: in_1024ths(model.jitter),
+            own: own::OwnCaches::default(),
         }
     }
 
@@ -699,13 +738,16 @@ impl Caches {
                 Access::Rmw => costs.atomic,
                 _ => costs.hit,
             };
+            let version = line.take_effect(kind);
+            if let Some((g, ..)) = costs.own {
+                self.own.touch(g, costs.core_of[place], key);
+            }
             return Charged {
                 answer: now,
                 done: now + cost,
                 line: key,
-                served: Served::Hit {
-                    version: line.take_effect(kind),
-                },
+                served: Served::Hit { version },
+                refill: false,
             };
         }
         let (cost, miss) = match kind {
@@ -758,6 +800,12 @@ impl Caches {
                 (cost, farthest)
             }
         };
+        // Where the core has the line: a transfer brought it to the L1; a copy the books list
+        // may have aged out to the L2 or the last-level cache since the core last used it.
+        let level = match costs.own {
+            Some((g, ..)) => self.own.touch(g, costs.core_of[place], key),
+            None => Level::L1,
+        };
         let (answer, done) = match miss {
             None => (now, now + cost),
             Some(d) => {
@@ -772,6 +820,22 @@ impl Caches {
                 (answer, done)
             }
         };
+        if miss.is_none() && level != Level::L1 {
+            // The core's own copy, refilled: the level's latency in place of the L1's, taking
+            // effect at once (no other core is asked), served as a miss so that independent
+            // loads overlap it.
+            let (_, l2, llc) = costs
+                .own
+                .expect("a level below the L1 needs the profile's caches");
+            let refill = if level == Level::L2 { l2 } else { llc };
+            return Charged {
+                answer: now,
+                done: now + cost + refill.saturating_sub(costs.hit),
+                line: key,
+                served: Served::Miss,
+                refill: true,
+            };
+        }
         Charged {
             answer,
             done,
@@ -782,6 +846,7 @@ impl Caches {
                 },
                 Some(_) => Served::Miss,
             },
+            refill: false,
         }
     }
 
@@ -827,6 +892,50 @@ mod tests {
             assert_eq!(r.done - now, c.atomic);
             now = r.done;
         }
+    }
+
+    /// Westmere's core holds 512 lines in its L1 (32 KiB) and 4,096 in its L2 (256 KiB): a
+    /// line it wrote comes back from the L2 after a walk over 1,024 others, from the
+    /// last-level cache after 8,192, each at Table 3's latency and as no transfer; another
+    /// core still pays the transfer from it.
+    #[test]
+    fn a_line_the_core_has_not_used_for_long_comes_back_from_its_l2_or_the_last_level_cache() {
+        let (c, p) = two_socket();
+        let own = p.cycles.caches.unwrap();
+        let ps = |cycles: f64| Picos((cycles * 1000.0 / p.ghz).round() as u64);
+        let mut caches = Caches::without_jitter();
+        let line = |i: usize| 0x10_0000 + i * 64;
+        let mut now = caches
+            .access(&c, 0, line(0), Access::Store, Picos::ZERO)
+            .done;
+        let again = caches.access(&c, 0, line(0), Access::Load, now);
+        assert_eq!((again.done - now, again.miss()), (c.hit, false));
+        for (walk, latency) in [(1024, own.l2), (8192, own.llc)] {
+            for i in 1..=walk {
+                now = caches.access(&c, 0, line(i), Access::Store, now).done;
+            }
+            let before = caches.transfers;
+            let r = caches.access(&c, 0, line(0), Access::Load, now);
+            assert!(r.refill && r.miss(), "{walk}");
+            assert_eq!((r.answer, r.done - now), (now, ps(latency)), "{walk}");
+            assert_eq!(caches.transfers, before, "{walk}");
+            caches.effect(r.line, Access::Load);
+            now = r.done;
+            // Used again: in the L1.
+            let hit = caches.access(&c, 0, line(0), Access::Load, now);
+            assert_eq!((hit.done - now, hit.refill), (c.hit, false));
+            // An atomic on a refilled line costs the level's latency plus its own.
+            for i in 1..=walk {
+                now = caches.access(&c, 0, line(i), Access::Store, now).done;
+            }
+            let rmw = caches.access(&c, 0, line(0), Access::Rmw, now);
+            assert_eq!(rmw.done - now, ps(latency) + c.atomic - c.hit, "{walk}");
+            caches.effect(rmw.line, Access::Rmw);
+            now = rmw.done;
+        }
+        let other = caches.access(&c, 1, line(0), Access::Load, now);
+        assert!(other.miss() && !other.refill);
+        assert_eq!(other.done - now, c.transfer(Distance::Die));
     }
 
     #[test]

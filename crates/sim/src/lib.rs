@@ -21,6 +21,7 @@ pub mod cache;
 pub mod engine;
 pub mod hot;
 mod keyed;
+pub mod own;
 pub mod picos;
 pub mod profile;
 pub mod shmem;

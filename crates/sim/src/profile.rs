@@ -252,6 +252,41 @@ pub struct Cycles {
     /// atomic-on-Shared row).
     #[serde(default)]
     pub atomic_on_shared: Option<ByDistance>,
+    /// A core's own caches, their size and what a load that misses the L1 costs: a line the
+    /// core holds (no other core took it) but has not used for long may have left its L1 and
+    /// L2, and comes back from the L2 or the last-level cache. Absent: every line a core holds
+    /// stays in its L1, a hit (`cycles.hit`), however many it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caches: Option<OwnCaches>,
+}
+
+/// A core's L1 data cache and L2, shared by its hardware threads, and the costs of a load
+/// served by its L2 or by the last-level cache of its die (the model's books say the core still
+/// holds the line, but the line has left the smaller caches since the core last used it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnCaches {
+    /// The L1 data cache's size, in KiB.
+    pub l1_kib: u32,
+    /// Its associativity (ways per set).
+    pub l1_ways: u32,
+    /// The L2's size, in KiB.
+    pub l2_kib: u32,
+    /// Its associativity.
+    pub l2_ways: u32,
+    /// A load that misses the L1 and hits the L2, in cycles from issue to use.
+    pub l2: f64,
+    /// A load that misses the L2 and hits the die's last-level cache, in cycles.
+    pub llc: f64,
+}
+
+impl OwnCaches {
+    /// Sets of `kib` KiB of `ways`-way lines of `line_bytes`, if that is a whole number of
+    /// them.
+    pub fn sets(kib: u32, ways: u32, line_bytes: u32) -> Option<usize> {
+        let lines = kib as usize * 1024 / line_bytes as usize;
+        (ways > 0 && lines > 0 && lines % ways as usize == 0).then(|| lines / ways as usize)
+    }
 }
 
 /// A cost at each distance from another core (cycles), for a row of a latency table.
@@ -715,6 +750,34 @@ impl Profile {
         }
         if c.kernels.is_some() && self.core_speed.is_some() {
             return Err("give cycles.kernels (measured here) or core_speed, not both".into());
+        }
+        if let Some(own) = c.caches {
+            for (what, kib, ways) in [
+                ("l1", own.l1_kib, own.l1_ways),
+                ("l2", own.l2_kib, own.l2_ways),
+            ] {
+                if OwnCaches::sets(kib, ways, self.line_bytes).is_none() {
+                    return Err(format!(
+                        "cycles.caches.{what}_kib must hold a whole number of {what}_ways-way sets of {}-byte lines",
+                        self.line_bytes
+                    ));
+                }
+            }
+            if !(own.l1_kib <= own.l2_kib && own.l2_kib <= 1 << 20) {
+                return Err(
+                    "cycles.caches: the L2 must be at least the L1, and at most 1 GiB".into(),
+                );
+            }
+            if !(own.l2.is_finite()
+                && own.llc.is_finite()
+                && c.hit <= own.l2
+                && own.l2 <= own.llc
+                && own.llc < 1e9)
+            {
+                return Err(
+                    "cycles.caches: l2 must be at least cycles.hit, and llc at least l2".into(),
+                );
+            }
         }
         let m = &self.model;
         if !(0.0..1.0).contains(&m.jitter) {

@@ -233,7 +233,7 @@ impl Engine {
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
         let Served::Hit { version } = c.served else {
-            if let Some(hot) = self.hot.as_mut() {
+            if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
                 hot.record(c.line, c.done - now);
             }
             if overlapped {

@@ -204,7 +204,7 @@ impl Engine {
             }
             served => {
                 if served == Served::Miss {
-                    if let Some(hot) = self.hot.as_mut() {
+                    if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
                         hot.record(c.line, c.done - start);
                     }
                 }
@@ -241,7 +241,7 @@ impl Engine {
             .caches
             .access(&self.costs, place, addr, Access::Store, start);
         if c.served == Served::Miss {
-            if let Some(hot) = self.hot.as_mut() {
+            if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
                 hot.record(c.line, c.done - start);
             }
             self.caches.effect(c.line, Access::Store);

@@ -167,7 +167,7 @@ impl Engine {
                 version
             }
             Served::Miss => {
-                if let Some(hot) = self.hot.as_mut() {
+                if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
                     hot.record(c.line, c.done - now);
                 }
                 if overlapped {
