@@ -512,7 +512,7 @@ impl<K: RawLwLock> LockManager<K> {
         wait: Option<&LockTimeouts>,
     ) -> Result<bool, LmgrError> {
         let me = b.procno() as u32;
-        let p = self.table.partition_of(tag.hash_code());
+        let p = self.table.partition_of(tag.known_hash_code());
         let joined = self
             .table
             .with_partition(b, p, |part| -> Result<Joined, LmgrError> {
@@ -636,7 +636,7 @@ impl<K: RawLwLock> LockManager<K> {
             }
             // Moved into the main table by a strong locker: release it there.
         }
-        let hashcode = tag.hash_code();
+        let hashcode = tag.known_hash_code();
         self.release_in_table(b, tag, me as u32, mode)?;
         if l.holds_strong_count {
             self.fast_path
@@ -654,7 +654,7 @@ impl<K: RawLwLock> LockManager<K> {
         procno: u32,
         mode: LockMode,
     ) -> Result<(), LmgrError> {
-        let p = self.table.partition_of(tag.hash_code());
+        let p = self.table.partition_of(tag.known_hash_code());
         self.table.with_partition(b, p, |part| {
             let mut wakeup_needed = false;
             if let Some(lock) = part.get(&tag) {

@@ -189,17 +189,25 @@ impl LockTag {
     /// `LockTagHashCode`: the tag's hash code, which picks its partition. Its four words are
     /// mixed as the hash kernel's form mixes them ([`pglocks_sync::cpu::mix_words`]) and
     /// charged as four words of it (PostgreSQL's `hash_bytes` over the 16-byte `LOCKTAG` does
-    /// about as much). The model computes it where it needs it, which is more often than
-    /// `LockAcquireExtended`, which computes it once and passes it down.
+    /// about as much). Called where PostgreSQL computes it: `LockAcquireExtended` and
+    /// `VirtualXactLock`.
     #[inline]
     pub fn hash_code(&self) -> u32 {
+        cpu::ran(Kernel::Hash, 4);
+        self.known_hash_code()
+    }
+
+    /// The same hash code where PostgreSQL already has it (`locallock->hashcode`, or the
+    /// `hashcode` argument passed down from `LockAcquireExtended`): the model recomputes it
+    /// rather than carry it, and charges nothing for that.
+    #[inline]
+    pub fn known_hash_code(&self) -> u32 {
         let words = [
             u64::from(self.field1),
             u64::from(self.field2),
             u64::from(self.field3),
             u64::from(self.field4) | (self.kind as u64) << 16 | (self.method as u64) << 24,
         ];
-        cpu::ran(Kernel::Hash, words.len());
         cpu::mix_words(0x9e37_79b9_7f4a_7c15, &words) as u32
     }
 

@@ -331,7 +331,7 @@ impl<K: RawLwLock> LockManager<K> {
         // partition lock (released by `WaitOnLock`'s caller); a lock timeout's error left
         // through `LockErrorCleanup` instead, which `cancel_wait` models.
         if self.relock_after_sleep && !matches!(result, Err(LmgrError::LockTimeout)) {
-            let p = self.table.partition_of(tag.hash_code());
+            let p = self.table.partition_of(tag.known_hash_code());
             self.table.with_partition(b, p, |_| ())?;
         }
         let waited = start.elapsed().as_nanos() as u64;
@@ -345,7 +345,7 @@ impl<K: RawLwLock> LockManager<K> {
     /// the meantime is given back (see the module's differences).
     fn cancel_wait(&self, b: &mut Backend, tag: LockTag, mode: LockMode) -> Result<(), LmgrError> {
         let me = b.procno() as u32;
-        let p = self.table.partition_of(tag.hash_code());
+        let p = self.table.partition_of(tag.known_hash_code());
         let still_waiting = self.table.with_partition(b, p, |part| {
             let waiting = self.waits.status(me) == STATUS_WAITING;
             if waiting {

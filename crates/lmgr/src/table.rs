@@ -495,7 +495,7 @@ impl AllPartitions<'_> {
         let n = self.parts.len();
         PartitionLocks {
             b: &mut *self.b,
-            data: &mut *self.parts[tag.hash_code() as usize % n],
+            data: &mut *self.parts[tag.known_hash_code() as usize % n],
             lock_hash: self.lock_hash,
             proclock_hash: self.proclock_hash,
             proclock_layout: self.proclock_layout,
@@ -505,7 +505,7 @@ impl AllPartitions<'_> {
     /// The lock object of `tag`, if anyone holds or awaits it (not charged: the deadlock
     /// checker's reads).
     pub fn get(&self, tag: &LockTag) -> Option<&Lock> {
-        let hash = tag.hash_code();
+        let hash = tag.known_hash_code();
         self.parts[hash as usize % self.parts.len()]
             .locks
             .get(hash, tag)
@@ -515,14 +515,14 @@ impl AllPartitions<'_> {
 /// lock.c's `ProcLockHashCode`: a proclock's hash code, from its lock's and its backend (the
 /// backend's number standing in for the `PGPROC` pointer PostgreSQL mixes in).
 fn proclock_hash(tag: &LockTag, procno: u32) -> u32 {
-    tag.hash_code() ^ (procno << 4)
+    tag.known_hash_code() ^ (procno << 4)
 }
 
 impl PartitionLocks<'_> {
     /// The lock object of `tag`, if anyone holds or awaits it: a lookup in the `LOCK` table.
     pub fn get(&mut self, tag: &LockTag) -> Option<&mut Lock> {
         self.lock_hash
-            .lookup_mut(&mut self.data.locks, tag.hash_code(), tag)
+            .lookup_mut(&mut self.data.locks, tag.known_hash_code(), tag)
             .map(|(_, lock)| lock)
     }
 
@@ -535,7 +535,7 @@ impl PartitionLocks<'_> {
         procno: u32,
         mode: LockMode,
     ) -> Result<&mut Lock, LmgrError> {
-        let hash = tag.hash_code();
+        let hash = tag.known_hash_code();
         let d = &mut *self.data;
         // SAFETY (here and below): the partition's LWLock is held exclusively, and it is the
         // partition of both hash codes (`ProcLockHashCode` keeps the lock's partition bits);
@@ -607,7 +607,7 @@ impl PartitionLocks<'_> {
         self.clean_up(tag, procno)?;
         if wakeup_needed {
             let procs = self.b.procs();
-            if let Some(lock) = self.data.locks.get_mut(tag.hash_code(), tag) {
+            if let Some(lock) = self.data.locks.get_mut(tag.known_hash_code(), tag) {
                 lock.wake_waiters(&mut |p| wake(procs, p));
             }
         }
@@ -625,7 +625,7 @@ impl PartitionLocks<'_> {
         let procs = self.b.procs();
         if let Some((_, lock)) =
             self.lock_hash
-                .lookup_mut(&mut self.data.locks, tag.hash_code(), tag)
+                .lookup_mut(&mut self.data.locks, tag.known_hash_code(), tag)
         {
             lock.wait_queue = queue;
             lock.wake_waiters(&mut |p| wake(procs, p));
@@ -635,7 +635,7 @@ impl PartitionLocks<'_> {
     /// `CleanUpLock` without the wake-up.
     pub fn clean_up(&mut self, tag: &LockTag, procno: u32) -> Result<(), LmgrError> {
         let d = &mut *self.data;
-        let hash = tag.hash_code();
+        let hash = tag.known_hash_code();
         let Some(lock) = d.locks.get_mut(hash, tag) else {
             return Ok(());
         };
@@ -682,7 +682,7 @@ impl PartitionLocks<'_> {
         procno: u32,
         mode: LockMode,
     ) -> Result<(), LmgrError> {
-        if let Some(lock) = self.data.locks.get_mut(tag.hash_code(), tag) {
+        if let Some(lock) = self.data.locks.get_mut(tag.known_hash_code(), tag) {
             lock.at.write(lock_at::requested(mode as usize));
             lock.at.write(lock_at::N_REQUESTED);
             lock.requested[mode as usize] -= 1;
