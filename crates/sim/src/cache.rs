@@ -726,7 +726,15 @@ impl Caches {
         now: Picos,
     ) -> Charged {
         let key = (addr as u64) >> costs.line_shift;
-        let line = self.lines.get_or_default(key);
+        let (first_seen, line) = self.lines.index_and_value(key);
+        // The line's number in the core's caches: its place in the shared-memory map, which is
+        // the same in every run; a line outside the map (the harness's own) by the order it was
+        // first touched, as its host address is not (`crate::own`).
+        let number = if addr >= crate::shmem::BASE {
+            key
+        } else {
+            first_seen
+        };
         let mine = line.owner == place as u32;
         // A load of a copy the books still list is a hit below; anything else may still be
         // served by a copy a queued transfer has not yet taken away.
@@ -740,7 +748,7 @@ impl Caches {
             };
             let version = line.take_effect(kind);
             if let Some((g, ..)) = costs.own {
-                self.own.touch(g, costs.core_of[place], key);
+                self.own.touch(g, costs.core_of[place], number);
             }
             return Charged {
                 answer: now,
@@ -803,7 +811,7 @@ impl Caches {
         // Where the core has the line: a transfer brought it to the L1; a copy the books list
         // may have aged out to the L2 or the last-level cache since the core last used it.
         let level = match costs.own {
-            Some((g, ..)) => self.own.touch(g, costs.core_of[place], key),
+            Some((g, ..)) => self.own.touch(g, costs.core_of[place], number),
             None => Level::L1,
         };
         let (answer, done) = match miss {

@@ -155,6 +155,14 @@ impl<T: Default> Keyed<T> {
     pub fn get_or_default(&mut self, key: u64) -> &mut T {
         self.get_or_insert_with(key, T::default)
     }
+
+    /// As [`Keyed::get_or_default`], with the value's index: the order in which the key was
+    /// first seen, which does not depend on its value.
+    #[inline]
+    pub fn index_and_value(&mut self, key: u64) -> (u64, &mut T) {
+        let i = self.index_or_insert_with(key, T::default);
+        (i as u64, &mut self.values[i])
+    }
 }
 
 #[cfg(test)]

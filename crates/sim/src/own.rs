@@ -5,9 +5,15 @@
 //! core that walks a table larger than those (the buffer mapping table's chains and the buffer
 //! descriptors of 16,384 buffers are about 2 MB) finds most of the lines it holds in the
 //! last-level cache of its die, not in its L1. This module keeps, for each core, a tag array
-//! of its L1 and of its L2, set-associative as the hardware's are (a line's set is its address
-//! modulo the sets), each set in least-recently-used order; the cost model asks it, for every
-//! access the books serve from the core's own copy, where the copy is.
+//! of its L1 and of its L2, set-associative as the hardware's are, each set in
+//! least-recently-used order; the cost model asks it, for every access the books serve from the
+//! core's own copy, where the copy is.
+//!
+//! A line's set is its number modulo the sets. A line of the shared-memory map is numbered by
+//! its place in the map, which every run lays out alike, so a structure's lines fall into
+//! consecutive sets as on hardware; a line outside it (the harness's own counters) by the
+//! order it was first touched, as its host address changes from one process to the next and
+//! a set taken from it would make a run's figures change too.
 //!
 //! Every line a core uses enters both arrays (an L1 hit does not refresh the L2's order, as
 //! the L2 does not see the L1's hits); the last-used line of a full set leaves it.
@@ -91,7 +97,7 @@ pub struct OwnCaches {
 }
 
 impl OwnCaches {
-    /// Core `core` uses `line` (a line number: address over line size): where it found it.
+    /// Core `core` uses `line` (a line's number, see the module doc): where it found it.
     /// It is then the most recent line of its sets in both arrays.
     pub fn touch(&mut self, g: Geometry, core: usize, line: u64) -> Level {
         if self.cores.len() <= core {
