@@ -29,7 +29,7 @@
 
 use super::os::State;
 use super::{with, Engine, SimError, ENGINE};
-use crate::cache::{Access, Served};
+use crate::cache::{Access, Charged, Served};
 use crate::picos::Picos;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -211,6 +211,14 @@ impl Engine {
         self.advance(local);
     }
 
+    /// Counts a miss `c` charged, issued at `from`, in the hot-lines tally where one is kept: a
+    /// transfer's wait, not a refill from the core's own caches.
+    pub(super) fn tally_miss(&mut self, c: &Charged, from: Picos) {
+        if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
+            hot.record(c.line, c.done - from);
+        }
+    }
+
     /// An access, charged by the cost model. A hit takes effect now. A miss takes the line in
     /// the model's books now, but takes effect when the holder answers (see the cost model's
     /// "Timing"): the thread's clock is moved there and the miss is returned, for
@@ -233,9 +241,7 @@ impl Engine {
         let c = self.caches.access(&self.costs, place, addr, kind, now);
         self.ops += 1;
         let Served::Hit { version } = c.served else {
-            if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
-                hot.record(c.line, c.done - now);
-            }
+            self.tally_miss(&c, now);
             if overlapped {
                 self.in_flight(c.answer, c.done);
                 return Some(PendingMiss {

@@ -204,9 +204,7 @@ impl Engine {
             }
             served => {
                 if served == Served::Miss {
-                    if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
-                        hot.record(c.line, c.done - start);
-                    }
+                    self.tally_miss(&c, start);
                 }
                 let t = self.me();
                 let visible = t.stores.booked(c.answer, c.done);
@@ -241,9 +239,7 @@ impl Engine {
             .caches
             .access(&self.costs, place, addr, Access::Store, start);
         if c.served == Served::Miss {
-            if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
-                hot.record(c.line, c.done - start);
-            }
+            self.tally_miss(&c, start);
             self.caches.effect(c.line, Access::Store);
         }
         self.me().stores.booked(c.answer, c.done);

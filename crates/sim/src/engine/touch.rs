@@ -167,9 +167,7 @@ impl Engine {
                 version
             }
             Served::Miss => {
-                if let Some(hot) = self.hot.as_mut().filter(|_| !c.refill) {
-                    hot.record(c.line, c.done - now);
-                }
+                self.tally_miss(&c, now);
                 if overlapped {
                     self.in_flight(now, c.done);
                 } else {
