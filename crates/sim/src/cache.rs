@@ -729,8 +729,9 @@ impl Caches {
         let (first_seen, line) = self.lines.index_and_value(key);
         // The line's number in the core's caches: its place in the shared-memory map, which is
         // the same in every run; a line outside the map (the harness's own) by the order it was
-        // first touched, as its host address is not (`crate::own`).
-        let number = if addr >= crate::shmem::BASE {
+        // first touched, as its host address is not (`crate::own`). The two never meet: a
+        // map line's number is at least `BASE` over the line size, an order below 2^32.
+        let number = if crate::shmem::in_map(addr) {
             key
         } else {
             first_seen

@@ -95,7 +95,7 @@ impl HotLines {
     /// Counts a miss on `line` that kept its thread waiting `waited`.
     #[cold]
     pub fn record(&mut self, line: u64, waited: Picos) {
-        let in_map = self.addr(line) >= crate::shmem::BASE;
+        let in_map = crate::shmem::in_map(self.addr(line));
         let l = self.lines.get_or_insert_with(line, || Line {
             site: if in_map { String::new() } else { site() },
             ..Line::default()

@@ -35,6 +35,12 @@ use std::sync::Mutex;
 /// The first address of the map: 2^56, above every user-space address of x86-64 and arm64.
 pub const BASE: usize = 1 << 56;
 
+/// Is `addr` an address of the map (rather than a host address, which is always below it)?
+#[inline]
+pub fn in_map(addr: usize) -> bool {
+    addr >= BASE
+}
+
 /// `CACHELINEALIGN`'s boundary: every region starts on one (`PG_CACHE_LINE_SIZE`, 128, in
 /// pg_config_manual.h; `ShmemAllocRaw` in shmem.c). shmem.c says it used to align only to
 /// `MAXALIGN`; the map gives every release the 128-byte boundary.
