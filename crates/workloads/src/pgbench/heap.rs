@@ -21,8 +21,9 @@
 //!   `ExclusiveLock`), then `XactLockTableWait` on its xid — and an ended one's status is read
 //!   from the commit log (`TransactionIdDidCommit`) and the hint bit set, so the next backend
 //!   does not ask again; but not while the updater's asynchronous commit is unflushed
-//!   (`SetHintBits` asks `XLogNeedsFlush`), so until the WAL writer has flushed it every
-//!   backend that meets the row asks the commit log again. Then the newest version is updated:
+//!   (`SetHintBits` asks `XLogNeedsFlush`) and no later record has changed the page (its
+//!   `pd_lsn` is below the commit's), so until one of them has, every backend that meets the
+//!   row asks the commit log again. Then the newest version is updated:
 //!   its xmax becomes this transaction's xid, the old version is left dead on its page, and
 //!   the HOT update's WAL record is written with the page locked exclusively.
 //! - A row inserted (`heap_insert`: heapam.c's `heap_insert` on hio.c's
@@ -47,8 +48,6 @@
 //! - A waiter keeps the tuple lock until the row is its own (PostgreSQL gives it back when
 //!   `heap_update` reports the row updated and takes it again in `heap_lock_tuple` if
 //!   `EvalPlanQual` must wait on the newer version).
-//! - An asynchronous commit's xmax is hinted only once its commit record is flushed: the page's
-//!   own LSN, which may allow it earlier, is not modelled.
 //! - When the B-tree's rightmost-leaf fast path cannot lock the cached leaf at once, the model
 //!   waits for its lock instead of descending from the root.
 //! - The bytes of a page that each step reads and writes are charged to the buffer's page in
@@ -63,7 +62,8 @@ use super::page::{
     T_XMAX_TO_INFOMASK,
 };
 use super::schema::{
-    btree_levels, btree_page, Table, DATABASE, INSERTS_PKEY, KEYS_PER_INDEX_PAGE, XMAX_COMMITTED,
+    btree_levels, btree_page, HeapPageState, Table, DATABASE, INSERTS_PKEY, KEYS_PER_INDEX_PAGE,
+    XMAX_COMMITTED,
 };
 use super::{Cluster, Txn, TxnError};
 use pglocks_bufmgr::{Buffer, BufferTag};
@@ -74,10 +74,7 @@ use pglocks_spin::RawSpinLock;
 use pglocks_sync::shmem::independent;
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use std::ops::Range;
-use std::sync::atomic::{
-    AtomicU32,
-    Ordering::{AcqRel, Acquire, Relaxed},
-};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
 /// WAL payload of a HOT update: `xl_heap_update`, `xl_heap_header` and the new row's changed
 /// bytes.
@@ -252,8 +249,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
         let page = table.heap_page(block);
         let writes = t.writer.is_some();
-        if let (true, Some((dead, prune_xid))) = (writes, table.dead.get(block as usize)) {
-            self.prune_opt(t, buffer, &page, dead, prune_xid, table.room)?;
+        if let (true, Some(state)) = (writes, table.page_state.get(block as usize)) {
+            self.prune_opt(t, buffer, &page, state, table.room)?;
         }
         self.buffers.lock_buffer(t.b, buffer, LwLockMode::Shared)?;
         match lp {
@@ -287,10 +284,14 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         t: &mut Txn<'_, K, V, R>,
         buffer: Buffer,
         page: &HeapPage,
-        dead: &AtomicU32,
-        prune_xid: &AtomicU32,
+        state: &HeapPageState,
         room: u32,
     ) -> Result<(), TxnError> {
+        let HeapPageState {
+            dead,
+            prune_xid,
+            lsn,
+        } = state;
         let xid = prune_xid.load(Relaxed);
         if dead.load(Relaxed) <= room || xid == INVALID_TRANSACTION_ID || xid >= t.s.snapshot.xmin {
             return Ok(());
@@ -307,12 +308,13 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
             self.page_write(buffer, lps);
             self.page_write(buffer, PAGE_HEADER);
-            t.log(
+            let end = t.log(
                 INVALID_TRANSACTION_ID,
                 RM_HEAP2_ID,
                 XLOG_HEAP2_PRUNE,
                 &HEAP_PRUNE_PAYLOAD,
             )?;
+            lsn.store(end, Relaxed);
             self.page_write(buffer, PD_LSN);
             t.b.stats.events.count("tpcb.prunes", 1);
         }
@@ -336,6 +338,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         buffer: Buffer,
     ) -> Result<(), TxnError> {
         let page = table.heap_page(block);
+        let Some(state) = table.page_state.get(block as usize) else {
+            return Ok(());
+        };
         let first = u64::from(block) * table.rows_per_page;
         let last = (first + table.rows_per_page).min(table.xmax.len() as u64);
         for row in first..last {
@@ -349,7 +354,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             if xid >= snapshot.xmin && (xid >= snapshot.xmax || snapshot.xip.contains(&xid)) {
                 continue;
             }
-            if self.did_commit_and_may_hint(t, xid)? {
+            if self.did_commit_and_may_hint(t, xid, buffer, state)? {
                 let _ = word.compare_exchange(seen, xid | XMAX_COMMITTED, Relaxed, Relaxed);
                 let tuple = page.tuple((row - first) as u16 + 1).start;
                 self.page_write(buffer, tuple + T_INFOMASK.start..tuple + T_INFOMASK.end);
@@ -359,13 +364,18 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 
     /// `TransactionIdDidCommit` of an ended `xid` (the commit log, unless it is transam.c's
-    /// `cachedFetchXid`), and whether `SetHintBits` may then record it: not while an
-    /// asynchronous commit's record is unflushed. Counts `tpcb.xmax_lookups` (commit-log reads)
-    /// and `tpcb.hints_deferred`.
+    /// `cachedFetchXid`), and whether `SetHintBits` (heapam_visibility.c) may then record it on
+    /// the page in `buffer`, whose header is `state`: not while an asynchronous commit's record
+    /// is unflushed (`XLogNeedsFlush`) and the page's `pd_lsn` is below the commit's LSN. A page
+    /// a later record has changed may take the hint at once: it cannot reach disk before the
+    /// WAL up to its own LSN, the commit's record included. Counts `tpcb.xmax_lookups`
+    /// (commit-log reads) and `tpcb.hints_deferred`.
     fn did_commit_and_may_hint(
         &self,
         t: &mut Txn<'_, K, V, R>,
         xid: u32,
+        buffer: Buffer,
+        state: &HeapPageState,
     ) -> Result<bool, TxnError> {
         let Some(w) = t.writer.as_mut() else {
             return Err(TxnError::NotWriting);
@@ -377,11 +387,16 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             t.s.known_completed_lsn = commit_lsn;
         }
         let lsn = t.s.known_completed_lsn;
-        if lsn != 0 && w.w.wal.needs_flush(t.b, w.wal, lsn)? {
-            t.b.stats.events.count("tpcb.hints_deferred", 1);
-            return Ok(false);
+        if lsn == 0 || !w.w.wal.needs_flush(t.b, w.wal, lsn)? {
+            return Ok(true);
         }
-        Ok(true)
+        // BufferGetLSNAtomic: a plain read of pd_lsn without data checksums.
+        self.page_read(buffer, PD_LSN);
+        if state.lsn.load(Relaxed) >= lsn {
+            return Ok(true);
+        }
+        t.b.stats.events.count("tpcb.hints_deferred", 1);
+        Ok(false)
     }
 
     /// An `UPDATE` of `row` by the transaction (which has its xid): the index scan, then `heap_update` on the
@@ -423,6 +438,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let tag = BufferTag::main(DATABASE, table.relid, tid.0);
         let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
         let page = table.heap_page(tid.0);
+        let state = &table.page_state[tid.0 as usize];
         let old = page.tuple(tid.1);
         let mut locked = false;
         loop {
@@ -480,10 +496,10 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 )?;
             } else {
                 // TransactionIdDidCommit, then SetHintBits: the next reader need not ask.
-                // An asynchronous commit is hinted only once its record is flushed (the page's
-                // own LSN, which may allow it earlier, is not modelled): until then the row
-                // is taken unhinted, and the next updater asks again.
-                if !self.did_commit_and_may_hint(t, xmax)? {
+                // An asynchronous commit is hinted only once its record is flushed or the
+                // page's LSN has passed it: until then the row is taken unhinted, and the
+                // next updater asks again.
+                if !self.did_commit_and_may_hint(t, xmax, buffer, state)? {
                     if xmax_word
                         .compare_exchange(word, xid, AcqRel, Acquire)
                         .is_ok()
@@ -502,12 +518,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         }
         // The old version is dead once this transaction commits: the page's next visitor may
         // prune it (`PageSetPrunable`).
-        let mut versions = 0;
-        if let Some((dead, prune_xid)) = table.dead.get(tid.0 as usize) {
-            versions = dead.fetch_add(1, Relaxed);
-            if prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
-                prune_xid.store(xid, Relaxed);
-            }
+        let versions = state.dead.fetch_add(1, Relaxed);
+        if state.prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
+            state.prune_xid.store(xid, Relaxed);
         }
         // The old version's xmax and HOT flags, the new version beside it, the header.
         self.page_write(
@@ -519,7 +532,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.page_write(buffer, new);
         self.page_write(buffer, PAGE_HEADER);
         // The record is written with the page still locked, and its LSN set on the page.
-        t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
+        let end = t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
+        state.lsn.store(end, Relaxed);
         self.page_write(buffer, PD_LSN);
         self.unlock_release(t, buffer)?;
         if tuple_locked {

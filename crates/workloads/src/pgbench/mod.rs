@@ -298,8 +298,9 @@ impl<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> Txn<'a, K, V, R> {
         }
     }
 
-    /// `XLogInsert` of a record of resource manager `rmid` for transaction `xid`.
-    fn log(&mut self, xid: u32, rmid: u8, info: u8, payload: &[u8]) -> Result<(), TxnError> {
+    /// `XLogInsert` of a record of resource manager `rmid` for transaction `xid`; returns the
+    /// record's end, which `PageSetLSN` puts on the pages it changed.
+    fn log(&mut self, xid: u32, rmid: u8, info: u8, payload: &[u8]) -> Result<u64, TxnError> {
         let Some(w) = self.writer.as_mut() else {
             return Err(TxnError::NotWriting);
         };
@@ -309,8 +310,7 @@ impl<'a, K: RawLwLock, V: VarProtocol, R: RawSpinLock> Txn<'a, K, V, R> {
             info,
             payload,
         };
-        w.w.wal.insert(self.b, w.wal, &record)?;
-        Ok(())
+        Ok(w.w.wal.insert(self.b, w.wal, &record)?)
     }
 }
 

@@ -10,7 +10,7 @@
 //! block 1 (block 0 is the metapage), 367 keys to a leaf, then each level of parents, 285
 //! children to a page, up to a single root ([`btree_levels`]); the page holding a key at each
 //! level follows from the key's position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
-//! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions and `pd_prune_xid`;
+//! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions, `pd_prune_xid` and `pd_lsn`;
 //! the heap access (`super::heap`) reads and changes them. A table that only grows
 //! ([`AppendTable`]) is its size in pages, extended one page at a time.
 //!
@@ -30,7 +30,7 @@
 
 use super::page::{BtPage, HeapPage};
 use pglocks_procarray::INVALID_TRANSACTION_ID;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// The database pgbench runs in.
 pub(super) const DATABASE: u32 = 16_384;
@@ -106,14 +106,26 @@ pub(super) struct Table {
     /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
     /// nothing updates the table.
     pub(super) xmax: Box<[AtomicU32]>,
-    /// Each heap page's dead versions not yet pruned, and its `pd_prune_xid` (the oldest xid
-    /// that left one, 0 for none); empty when nothing updates the table. Changed with the
-    /// page's content lock held exclusively.
-    pub(super) dead: Box<[(AtomicU32, AtomicU32)]>,
+    /// What the model keeps of each heap page's header; empty when nothing updates the table.
+    pub(super) page_state: Box<[HeapPageState]>,
     /// Dead versions a page holds before its free space falls below `heap_page_prune_opt`'s
     /// threshold (10 % of the page; pgbench loads with fillfactor 100, so 0 for a page filled
     /// at load time).
     pub(super) room: u32,
+}
+
+/// The part of an updated heap page's header the model keeps (bufpage.h's
+/// `PageHeaderData`): each field changed with the page's content lock held exclusively.
+#[derive(Debug, Default)]
+pub(super) struct HeapPageState {
+    /// Dead versions not yet pruned.
+    pub(super) dead: AtomicU32,
+    /// `pd_prune_xid`: the oldest xid that left a dead version, 0 for none.
+    pub(super) prune_xid: AtomicU32,
+    /// `pd_lsn`: the end of the last WAL record that changed the page (`PageSetLSN`), 0 for
+    /// a page no record has changed since the load; `SetHintBits` compares it with an
+    /// asynchronous commit's LSN.
+    pub(super) lsn: AtomicU64,
 }
 
 impl Table {
@@ -150,8 +162,8 @@ impl Table {
             xmax: (0..if updated { rows } else { 0 })
                 .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
                 .collect(),
-            dead: (0..if updated { pages } else { 0 })
-                .map(|_| (AtomicU32::new(0), AtomicU32::new(INVALID_TRANSACTION_ID)))
+            page_state: (0..if updated { pages } else { 0 })
+                .map(|_| HeapPageState::default())
                 .collect(),
             room,
         }
