@@ -13,6 +13,7 @@
 # The workloads, each one client on one connection with prepared statements:
 #   select-only    pgbench -S -M prepared -c 1 -t N_SELECT
 #   tpcb-like      pgbench -M prepared -c 1 -t N_TPCB                  (builtin TPC-B-like)
+#   tpcb-like-async  the same with synchronous_commit = off (PGOPTIONS) in the measured run
 #   insert-commit  pgbench -M prepared -c 1 -f insert_commit.sql -t N_INSERT
 #                  with insert_commit.sql = `INSERT INTO insert_commit (v) VALUES (1);`
 # and each one's warm-up, run before it is measured: the same command as long as the measured
@@ -24,8 +25,8 @@
 #   die MESSAGE               "<script>: MESSAGE" on stderr, exit 1;
 #   pg15_check_server         runuser and PGBIN's postgres of release 15 are there; sets
 #                             $postgres (the binary) and $pgversion (its --version line);
-#   pg15_workloads ARGS...    sets the array workloads to the workloads named (all three if
-#                             none), dies on an unknown name;
+#   pg15_workloads ARGS...    sets the array workloads to the workloads named (select-only,
+#                             tpcb-like and insert-commit if none), dies on an unknown name;
 #   pg15_sha                  the first 12 hex digits of the sha256 of the script and this file,
 #                             which the tables record as the code that made them;
 #   pg15_cluster_start        makes and starts the cluster, setting $work (its directory, where
@@ -33,9 +34,10 @@
 #   pg15_cluster_stop         stops the server (pg_ctl stop -m immediate) and removes $work; for
 #                             the script's EXIT trap, which it sets before pg15_cluster_start;
 #   as_pg, psql, pgbench      a command as PGOSUSER; psql and pgbench on the cluster;
-#   pg15_workload W           sets n (transactions measured), args (pgbench's options), warm
-#                             (the warm-up's transactions) and warm_env (its environment) of
-#                             workload W, in variables the caller declares local;
+#   pg15_workload W           sets n (transactions measured), args (pgbench's options),
+#                             run_env (the measured run's environment), warm (the warm-up's
+#                             transactions) and warm_env (its environment) of workload W, in
+#                             variables the caller declares local;
 #   pg15_warm_up W SEED       runs W's warm-up, unmeasured, with pgbench's --random-seed=SEED,
 #                             from the variables pg15_workload set.
 
@@ -65,7 +67,7 @@ pg15_workloads() {
   [ ${#workloads[@]} -gt 0 ] || workloads=(select-only tpcb-like insert-commit)
   local w
   for w in "${workloads[@]}"; do
-    case $w in select-only|tpcb-like|insert-commit) ;; *) die "unknown workload $w" ;; esac
+    case $w in select-only|tpcb-like|tpcb-like-async|insert-commit) ;; *) die "unknown workload $w" ;; esac
   done
 }
 
@@ -110,11 +112,12 @@ pg15_cluster_stop() {
 pg15_workload() { # workload
   case $1 in
     select-only)   n=$N_SELECT; args=(-S -M prepared -c 1) ;;
-    tpcb-like)     n=$N_TPCB;   args=(-M prepared -c 1) ;;
+    tpcb-like|tpcb-like-async) n=$N_TPCB; args=(-M prepared -c 1) ;;
     insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
   esac
-  warm=$n warm_env=()
-  if [ "$1" = tpcb-like ]; then warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off"); fi
+  warm=$n warm_env=() run_env=()
+  case $1 in tpcb-like*) warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off") ;; esac
+  if [ "$1" = tpcb-like-async ]; then run_env=(PGOPTIONS="-c synchronous_commit=off"); fi
 }
 
 pg15_warm_up() { # workload, seed

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pg15-lock-traffic.sh — measures real PostgreSQL 15's lock traffic per transaction for the three
-# pgbench-shaped workloads that crates/workloads/src/pgbench/ models, and writes one table per
-# workload under tests/pg15-lock-traffic/ (see its README.md for the columns).
+# pgbench-shaped workloads that crates/workloads/src/pgbench/ models (tpcb-like both with
+# synchronous commit and without), and writes one table per workload under
+# tests/pg15-lock-traffic/ (see its README.md for the columns).
 #
 # What it needs:
 #   - root (it mounts tracefs, adds uprobes with `perf probe`, records with `perf record -a`);
@@ -13,7 +14,7 @@
 #   - awk, runuser (util-linux), and about 1 GB free under TMPDIR (the cluster and perf's data).
 #
 # How to run it (from anywhere; it writes into the repository it lives in):
-#   sudo scripts/pg15-lock-traffic.sh                  # all three workloads
+#   sudo scripts/pg15-lock-traffic.sh                  # all four tables
 #   sudo scripts/pg15-lock-traffic.sh select-only      # some of them
 #   sudo N_SELECT=20000 N_TPCB=5000 N_INSERT=5000 SEED=1 OUT=/elsewhere scripts/pg15-lock-traffic.sh
 # Environment: N_SELECT, N_TPCB, N_INSERT (transactions measured, defaults 20000, 5000, 5000),
@@ -48,6 +49,7 @@
 #      `perf record -a -e 'probe_postgres:*'` around exactly one pgbench run:
 #        select-only    pgbench -S -M prepared -c 1 -t N_SELECT --random-seed=SEED
 #        tpcb-like      pgbench -M prepared -c 1 -t N_TPCB --random-seed=SEED   (builtin TPC-B-like)
+#        tpcb-like-async  the same with PGOPTIONS="-c synchronous_commit=off"
 #        insert-commit  pgbench -M prepared -c 1 -f insert_commit.sql -t N_INSERT --random-seed=SEED
 #                       with insert_commit.sql = `INSERT INTO insert_commit (v) VALUES (1);`
 #      (pgbench's own set-up — its first connection's VACUUM of branches and tellers and TRUNCATE
@@ -96,6 +98,7 @@ OUT=${OUT:-$repo/tests/pg15-lock-traffic}
 command -v perf >/dev/null || die "perf not found"
 pg15_check_server
 pg15_workloads "$@"
+[ $# -gt 0 ] || workloads+=(tpcb-like-async)
 mkdir -p "$OUT"
 script_sha=$(pg15_sha)
 
@@ -195,13 +198,13 @@ END {
 
 measure() { # workload
   local w=$1 n warm
-  local -a args warm_env
+  local -a args warm_env run_env
   pg15_workload "$w"
   pg15_warm_up "$w" $((SEED + 1))
   args+=(-t "$n" --random-seed="$SEED")
   echo "== $w: pgbench ${args[*]} (recorded)"
   perf record -q -a -m 4096 -e 'probe_postgres:*' -o "$work/$w.data" -- \
-    runuser -u "$PGOSUSER" -- "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" pgbench \
+    runuser -u "$PGOSUSER" -- env "${run_env[@]}" "$PGBIN/pgbench" -h /tmp -p "$PGPORT" "${args[@]}" pgbench \
     >"$work/$w-run.log" 2>&1 || { cat "$work/$w-run.log"; die "recorded run of $w failed"; }
   grep -E '^(number of transactions actually processed|tps)' "$work/$w-run.log" | sed 's/^/   /'
   if perf report -i "$work/$w.data" --stats 2>/dev/null | grep -Eq 'LOST_SAMPLES|LOST events|^ *LOST +[1-9]'; then
@@ -218,10 +221,10 @@ measure() { # workload
   local txs rows
   rows=$(awk -v pid="$pid" -v skip="$SKIP" "$aggregate_awk" "$work/$w.txt" 2>"$work/$w.tx") || die "$w: aggregation failed"
   txs=$(sed -n 's/^#tx //p' "$work/$w.tx")
-  local cmdline="pgbench ${args[*]} pgbench"
+  local cmdline="${run_env[*]:+${run_env[*]} }pgbench ${args[*]} pgbench"
   cmdline=${cmdline//$work\//}
   {
-    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on), warmed up by the same command unrecorded with -t %s --random-seed=%s%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
+    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on unless the command sets it), warmed up by the same command unrecorded with -t %s --random-seed=%s%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
       "$w" "$cmdline" "$pgversion" "$warm" "$((SEED + 1))" "${warm_env:+ and ${warm_env[*]}}" "$txs" "$SKIP" "$script_sha"
     if [ "$w" = insert-commit ]; then printf '# insert_commit.sql: %s\n' "$(cat "$work/insert_commit.sql")"; fi
     printf '# kind\tname\tmode\tper_tx\n'
