@@ -10,18 +10,20 @@
 # transaction flushes WAL at commit; autovacuum on); `pgbench -i -s 10` in a database named
 # pgbench, and a table `insert_commit (id serial primary key, v int)`.
 #
-# The workloads, each one client on one connection with prepared statements:
+# The workloads, each CLIENTS clients (default 1) on a connection each, with prepared statements
+# (-c below is -c CLIENTS; -t counts each client's transactions):
 #   select-only    pgbench -S -M prepared -c 1 -t N_SELECT
 #   tpcb-like      pgbench -M prepared -c 1 -t N_TPCB                  (builtin TPC-B-like)
 #   tpcb-like-async  the same with synchronous_commit = off (PGOPTIONS) in the measured run
 #   insert-commit  pgbench -M prepared -c 1 -f insert_commit.sql -t N_INSERT
 #                  with insert_commit.sql = `INSERT INTO insert_commit (v) VALUES (1);`
 # and each one's warm-up, run before it is measured: the same command as long as the measured
-# run, except tpcb-like's (see WARMUP_TPCB below).
+# run, except tpcb-like's (see WARMUP_TPCB below: its transactions in all, shared among the
+# clients).
 #
 # What the sourcing script gets (it has `set -euo pipefail` on, and sets N_SELECT, N_TPCB and
 # N_INSERT):
-#   PGBIN, PGPORT, PGOSUSER, WARMUP_TPCB   the settings below, with their defaults;
+#   PGBIN, PGPORT, PGOSUSER, WARMUP_TPCB, CLIENTS   the settings below, with their defaults;
 #   die MESSAGE               "<script>: MESSAGE" on stderr, exit 1;
 #   pg15_check_server         runuser and PGBIN's postgres of release 15 are there; sets
 #                             $postgres (the binary) and $pgversion (its --version line);
@@ -49,6 +51,7 @@ PGOSUSER=${PGOSUSER:-pgtest}
 # elsewhere, non-HOT; later ones are HOT after pruning). 200 000 warm-up transactions update
 # each of the 16 394 pages about 12 times; they run with synchronous_commit = off, to be quick.
 WARMUP_TPCB=${WARMUP_TPCB:-200000}
+CLIENTS=${CLIENTS:-1}
 
 pg15_script=${0##*/}
 
@@ -111,12 +114,12 @@ pg15_cluster_stop() {
 
 pg15_workload() { # workload
   case $1 in
-    select-only)   n=$N_SELECT; args=(-S -M prepared -c 1) ;;
-    tpcb-like|tpcb-like-async) n=$N_TPCB; args=(-M prepared -c 1) ;;
-    insert-commit) n=$N_INSERT; args=(-M prepared -c 1 -f "$work/insert_commit.sql") ;;
+    select-only)   n=$N_SELECT; args=(-S -M prepared -c "$CLIENTS") ;;
+    tpcb-like|tpcb-like-async) n=$N_TPCB; args=(-M prepared -c "$CLIENTS") ;;
+    insert-commit) n=$N_INSERT; args=(-M prepared -c "$CLIENTS" -f "$work/insert_commit.sql") ;;
   esac
   warm=$n warm_env=() run_env=()
-  case $1 in tpcb-like*) warm=$WARMUP_TPCB; warm_env=(PGOPTIONS="-c synchronous_commit=off") ;; esac
+  case $1 in tpcb-like*) warm=$((WARMUP_TPCB / CLIENTS)); warm_env=(PGOPTIONS="-c synchronous_commit=off") ;; esac
   if [ "$1" = tpcb-like-async ]; then run_env=(PGOPTIONS="-c synchronous_commit=off"); fi
 }
 

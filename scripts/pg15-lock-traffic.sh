@@ -17,14 +17,17 @@
 #   sudo scripts/pg15-lock-traffic.sh                  # all four tables
 #   sudo scripts/pg15-lock-traffic.sh select-only      # some of them
 #   sudo N_SELECT=20000 N_TPCB=5000 N_INSERT=5000 SEED=1 OUT=/elsewhere scripts/pg15-lock-traffic.sh
+#   sudo CLIENTS=4 scripts/pg15-lock-traffic.sh tpcb-like-async   # 4 clients: <workload>-c4.tsv
 # Environment: N_SELECT, N_TPCB, N_INSERT (transactions measured, defaults 20000, 5000, 5000),
 # SEED (pgbench's --random-seed for the measured runs, default 1, so that a re-run draws the same
-# rows; each warm-up uses SEED+1, so the measured run does not replay its rows), SKIP (transactions at the
+# rows; each warm-up uses SEED+1, so the measured run does not replay its rows), CLIENTS (pgbench's
+# -c, default 1; N_* are then each client's transactions, and a table of more than one client is
+# named <workload>-c<CLIENTS>.tsv), SKIP (transactions at the
 # start of the measured run left out of the counts, default 100), PGBIN, PGPORT (default 5499),
 # PGOSUSER (the non-root user that owns the cluster, created if missing, default pgtest),
 # OUT (default tests/pg15-lock-traffic of this repository), KEEP_TRACES (a directory: keep each
-# run's `perf script` text there as <workload>.txt, with the serving backend's pid in
-# <workload>.pid, to look at the calls in order).
+# run's `perf script` text there as <table>.txt, with the serving backends' pids in
+# <table>.pid, to look at the calls in order).
 #
 # What it does:
 #   1. a throwaway cluster owned by PGOSUSER: initdb, port PGPORT, socket in /tmp, no TCP,
@@ -54,19 +57,19 @@
 #                       with insert_commit.sql = `INSERT INTO insert_commit (v) VALUES (1);`
 #      (pgbench's own set-up — its first connection's VACUUM of branches and tellers and TRUNCATE
 #      of pgbench_history — runs inside the recording but is filtered out below);
-#   4. `perf script`, then the counts of the backend serving the benchmark only:
-#      - which process: every backend's process name (comm) is "postgres", so the filter is by
-#        pid: the serving backend is the one process that ended at least N transactions
-#        (ProcArrayEndTransaction hits, one per commit or abort); the checkpointer, WAL writer,
-#        background writer, autovacuum workers and pgbench's set-up connection end a handful at
-#        most, and are left out;
-#      - which events: those after that backend's SKIP-th ProcArrayEndTransaction up to and
-#        including its last one — whole transactions in their steady state, without the
+#   4. `perf script`, then the counts of the backends serving the benchmark only:
+#      - which processes: every backend's process name (comm) is "postgres", so the filter is by
+#        pid: the serving backends are the CLIENTS processes that ended at least N transactions
+#        each (ProcArrayEndTransaction hits, one per commit or abort); the checkpointer, WAL
+#        writer, background writer, autovacuum workers and pgbench's set-up connection end a
+#        handful at most, and are left out;
+#      - which events: those after each serving backend's SKIP-th ProcArrayEndTransaction up
+#        to and including its last one — whole transactions in their steady state, without the
 #        connection's start (authentication, catalog caches, the prepared statements' first
-#        custom plans) and exit — divided by the number of ProcArrayEndTransaction hits in
-#        that window (one per transaction: the workloads have one transaction per pgbench
-#        transaction); the header line says how many;
-#   5. writes OUT/<workload>.tsv: `#` lines (the command, versions, settings, the window, the
+#        custom plans) and exit — summed over the backends and divided by the number of
+#        ProcArrayEndTransaction hits in those windows (one per transaction: the workloads have
+#        one transaction per pgbench transaction); the header line says how many;
+#   5. writes OUT/<workload>.tsv (or <workload>-c<CLIENTS>.tsv): `#` lines (the command, versions, settings, the window, the
 #      sha256 of this script and scripts/pg15-cluster.sh; for insert-commit the pgbench script;
 #      the column names), then
 #      `kind<TAB>name<TAB>mode<TAB>per_tx` rows sorted by kind, name, mode, per_tx with 2 decimals
@@ -131,8 +134,8 @@ done
 # --- aggregation -------------------------------------------------------------------------------
 # Reads `perf script -F pid,event,trace` lines such as
 #   4242 probe_postgres:LWLockAcquire: (55d0c0a621c0) tranche=56 mode=1
-# and prints the rows of the table for the pid given (awk -v), between its skip-th and its last
-# ProcArrayEndTransaction; the END block also prints "#tx <count>" on stderr.
+# and prints, for the pid given (awk -v), each row's count between its skip-th and its last
+# ProcArrayEndTransaction, and "#tx <transactions>" (sum_awk adds them up over the backends).
 aggregate_awk='
 BEGIN {
   split("ShmemIndex OidGen XidGen ProcArray SInvalRead SInvalWrite WALBufMapping WALWrite " \
@@ -191,6 +194,15 @@ $1 != pid { next }
   }
 }
 END {
+  print "#tx\t" tx
+  for (k in total) printf "%s\t%d\n", k, total[k]
+}'
+# Sums aggregate_awk's counts over the backends and prints the table's rows, per transaction;
+# "#tx <count>" on stderr.
+sum_awk='
+$1 == "#tx" { tx += $2; next }
+{ n = $NF; $NF = ""; sub(/\t$/, ""); total[$0] += n }
+END {
   print "#tx " tx > "/dev/stderr"
   if (tx == 0) exit 1
   for (k in total) printf "%s\t%.2f\n", k, total[k] / tx
@@ -212,29 +224,31 @@ measure() { # workload
     die "perf lost events for $w; raise -m"
   fi
   perf script -i "$work/$w.data" -F pid,event,trace 2>/dev/null >"$work/$w.txt"
-  # the serving backend: the one pid that ended at least n transactions
+  # the serving backends: the CLIENTS pids that ended at least n transactions each
   local pids pid
   pids=$(awk -v n="$n" '$2 == "probe_postgres:ProcArrayEndTransaction:" { c[$1]++ }
                         END { for (p in c) if (c[p] >= n) print p }' "$work/$w.txt")
-  [ "$(echo "$pids" | grep -c .)" = 1 ] || die "$w: expected one backend with >= $n transactions, found: ${pids:-none}"
-  pid=$pids
+  [ "$(echo "$pids" | grep -c .)" = "$CLIENTS" ] || die "$w: expected $CLIENTS backends with >= $n transactions, found: ${pids:-none}"
   local txs rows
-  rows=$(awk -v pid="$pid" -v skip="$SKIP" "$aggregate_awk" "$work/$w.txt" 2>"$work/$w.tx") || die "$w: aggregation failed"
+  rows=$(for pid in $pids; do awk -v pid="$pid" -v skip="$SKIP" "$aggregate_awk" "$work/$w.txt"; done |
+         awk -F '\t' -v OFS='\t' "$sum_awk" 2>"$work/$w.tx") || die "$w: aggregation failed"
   txs=$(sed -n 's/^#tx //p' "$work/$w.tx")
+  local table=$w
+  [ "$CLIENTS" = 1 ] || table=$w-c$CLIENTS
   local cmdline="${run_env[*]:+${run_env[*]} }pgbench ${args[*]} pgbench"
   cmdline=${cmdline//$work\//}
   {
-    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on unless the command sets it), warmed up by the same command unrecorded with -t %s --random-seed=%s%s; the serving backend'"'"'s counts over %s transactions (all but the first %s and the connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
-      "$w" "$cmdline" "$pgversion" "$warm" "$((SEED + 1))" "${warm_env:+ and ${warm_env[*]}}" "$txs" "$SKIP" "$script_sha"
+    printf '# %s: %s; %s, pgbench -i -s 10, shared_buffers=128MB, other settings default (synchronous_commit=on unless the command sets it), warmed up by the same command unrecorded with -t %s --random-seed=%s%s; the counts of the %s serving backend(s) over %s transactions (each one'"'"'s all but its first %s and its connection'"'"'s start and exit); made by scripts/pg15-lock-traffic.sh, sha256 %s\n' \
+      "$table" "$cmdline" "$pgversion" "$warm" "$((SEED + 1))" "${warm_env:+ and ${warm_env[*]}}" "$CLIENTS" "$txs" "$SKIP" "$script_sha"
     if [ "$w" = insert-commit ]; then printf '# insert_commit.sql: %s\n' "$(cat "$work/insert_commit.sql")"; fi
     printf '# kind\tname\tmode\tper_tx\n'
     echo "$rows" | LC_ALL=C sort -t "$(printf '\t')" -k1,1 -k2,2 -k3,3
-  } >"$OUT/$w.tsv"
-  echo "   -> $OUT/$w.tsv ($txs transactions of backend $pid)"
+  } >"$OUT/$table.tsv"
+  echo "   -> $OUT/$table.tsv ($txs transactions of backends" $pids")"
   if [ -n "$KEEP_TRACES" ]; then
     mkdir -p "$KEEP_TRACES"
-    mv "$work/$w.txt" "$KEEP_TRACES/$w.txt"
-    echo "$pid" >"$KEEP_TRACES/$w.pid"
+    mv "$work/$w.txt" "$KEEP_TRACES/$table.txt"
+    echo "$pids" >"$KEEP_TRACES/$table.pid"
   fi
   rm -f "$work/$w.data" "$work/$w.txt"
 }
