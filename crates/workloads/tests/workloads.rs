@@ -417,7 +417,7 @@ fn macro_workloads_run_on_every_preset() {
             if w == "tpcb-like" {
                 // Two branches: each update of one finds its last updater's xid, running
                 // (a wait) or ended (a commit-log lookup, then the hint bit).
-                let found = count("tpcb.row_waits") + count("tpcb.xmax_lookups");
+                let found = count("tpcb.row_waits") + count("tpcb.clog_lookups");
                 assert!(found >= run.total_ops() / 2, "{counters:?}");
                 assert!(count("procarray.in_progress_scans") > 0, "{counters:?}");
             }

@@ -7,25 +7,33 @@
 //!   holding the key, then the row's heap page; a table the plan scans whole has each of its
 //!   pages read instead.
 //! - A heap page visited (`heap_page`): pruneheap.c's `heap_page_prune_opt` first (`prune_opt`:
-//!   once a page holds more dead versions than its room and the oldest was left by a
-//!   transaction every snapshot sees as ended, its dead versions go, if its content lock can be
-//!   had at once), then the page read under its content lock shared; a sequential scan checks
-//!   every tuple's visibility meanwhile (`hint_page`: heapam_visibility.c's
-//!   `HeapTupleSatisfiesMVCC`), so an ended updater's commit is looked up and hinted
-//!   (`did_commit_and_may_hint`: transam.c's `TransactionIdDidCommit` with its
-//!   `cachedFetchXid`, then `SetHintBits`).
-//! - A row updated (`update_row`: heapam.c's `heap_update`, and the executor's `EvalPlanQual`),
-//!   for a row whose newest version has `xmax`: if that xmax carries no hint bit,
-//!   `HeapTupleSatisfiesUpdate` asks `TransactionIdIsInProgress` (the ProcArray under
-//!   ProcArrayLock shared); a running updater is waited for — the tuple lock (`LockTuple`,
-//!   `ExclusiveLock`), then `XactLockTableWait` on its xid — and an ended one's status is read
-//!   from the commit log (`TransactionIdDidCommit`) and the hint bit set, so the next backend
-//!   does not ask again; but not while the updater's asynchronous commit is unflushed
-//!   (`SetHintBits` asks `XLogNeedsFlush`) and no later record has changed the page (its
-//!   `pd_lsn` is below the commit's), so until one of them has, every backend that meets the
-//!   row asks the commit log again. Then the newest version is updated:
-//!   its xmax becomes this transaction's xid, the old version is left dead on its page, and
-//!   the HOT update's WAL record is written with the page locked exclusively.
+//!   once a page has less free space than a tenth of it, or a version did not fit, and its
+//!   oldest dead version was left by a transaction every snapshot sees as ended, its chains are
+//!   pruned if its content lock can be had at once), then the page read under its content lock
+//!   shared: by an index scan, the row's HOT chain from its root to the first version visible
+//!   (`hot_search`: heapam.c's `heap_hot_search_buffer`), by a sequential scan every tuple on
+//!   the page (heapam.c's `heapgetpage`). Each version met has its visibility checked
+//!   (`satisfies_mvcc`: heapam_visibility.c's `HeapTupleSatisfiesMVCC`): its inserter, then its
+//!   updater, each, if it has ended and carries no hint bit, looked up in the commit log
+//!   (`did_commit_and_may_hint`: transam.c's `TransactionIdDidCommit` with its one-entry
+//!   `cachedFetchXid`) and hinted (`SetHintBits`) — but not while its asynchronous commit is
+//!   unflushed (`XLogNeedsFlush`) and no later record has changed the page (its `pd_lsn` is
+//!   below the commit's LSN, which clog.c keeps per group of 32 xids): until then every
+//!   backend that meets the version asks the commit log again. In PostgreSQL 15's steady
+//!   state of `tpcb-like` at scale 10 with `synchronous_commit = off`, the teller and branch
+//!   pages each hold the versions of the current group's transactions, the new one's inserter
+//!   and the old one's updater, in different places on the page: about 61 commit-log reads a
+//!   transaction, which the model reproduces.
+//! - A row updated (`update_row`: heapam.c's `heap_update`, and the executor's `EvalPlanQual`):
+//!   the row's newest version, whose inserter, if it carries no hint bit, is asked about
+//!   (`HeapTupleSatisfiesUpdate`): if `TransactionIdIsInProgress` (the ProcArray under
+//!   ProcArrayLock shared) finds it running, it is the row's updater still at work and is
+//!   waited for — the tuple lock (`LockTuple`, `ExclusiveLock`), then `XactLockTableWait` on
+//!   its xid; ended, it is looked up and hinted as above. Then the version gets this
+//!   transaction's xid as its updater and the new version a line pointer on the same page (a
+//!   HOT update, `add_version`: the first unused line pointer, else a new one), if the page
+//!   has room for it; and the HOT update's WAL record is written with the page locked
+//!   exclusively.
 //! - A row inserted (`heap_insert`: heapam.c's `heap_insert` on hio.c's
 //!   `RelationGetBufferForTuple`): on the backend's target page (`rd_targblock`), or on a new
 //!   page added under the relation extension lock; and a serial key inserted into its B-tree
@@ -36,15 +44,18 @@
 //!
 //! - Heap tuples are taken to have their hint bits set when loaded (no commit-log lookup for a
 //!   row nothing has updated), as they do in a warmed pgbench -S run.
-//! - A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
-//!   tag: every update is taken to be HOT, so the non-HOT update of a page full since
-//!   `pgbench -i` (the visibility map, a new heap page, the key's new entry) and full-page
-//!   images are not modelled. Page splits and the free-space map are not modelled either.
-//! - A page is pruned (`heap_page_prune_opt`) at a visit once it holds more dead versions than
-//!   its room; `pgbench_accounts`' pages, filled at load, have none, so the model prunes at
-//!   nearly every visit after an update, where PostgreSQL 15 in its steady state prunes about
-//!   one in four (its pages gained room from the rows that moved out). `heap_page_prune_opt`'s
-//!   sole-pin test (`ConditionalLockBufferForCleanup`) is not modelled.
+//! - A version with no room on its row's page goes, in PostgreSQL, to another page, with a new
+//!   entry in each of the table's indexes (a non-HOT update), and the old version is left dead
+//!   on its page, marked for pruning. The model puts the new version in the old one's place
+//!   (its inserter the updater's xid) and marks the page for pruning; the other page, the index
+//!   entries, the visibility map and the free-space map are not modelled. `pgbench_accounts`'
+//!   pages, full since `pgbench -i`, take every update this way (`tpcb.non_hot`), so the model
+//!   prunes at nearly every visit to one after an update, as PostgreSQL 15 calls
+//!   `heap_page_prune` about once a transaction in its steady state; its pages there have room
+//!   for some HOT updates, from the rows that moved out, which the model's do not. Full-page
+//!   images and page splits are not modelled either.
+//! - A prune's horizon is the pruning backend's snapshot's xmin, not the `GlobalVisState` of
+//!   every backend; its sole-pin test (`ConditionalLockBufferForCleanup`) is not modelled.
 //! - A waiter keeps the tuple lock until the row is its own (PostgreSQL gives it back when
 //!   `heap_update` reports the row updated and takes it again in `heap_lock_tuple` if
 //!   `EvalPlanQual` must wait on the newer version).
@@ -57,13 +68,13 @@
 //!   it). A page read into a buffer, and the zeroing of a new one, are not charged.
 
 use super::page::{
-    item_id, item_ids, BtPage, HeapPage, INDEX_TUPLE_KEY, INDEX_TUPLE_TID, PAGE_HEADER,
+    item_id, item_ids, maxalign, BtPage, HeapPage, INDEX_TUPLE_KEY, INDEX_TUPLE_TID, PAGE_HEADER,
     PD_LOWER_TO_VERSION, PD_LOWER_UPPER, PD_LSN, SIZEOF_HEAP_TUPLE_HEADER, T_HOFF, T_INFOMASK,
     T_XMAX_TO_INFOMASK,
 };
 use super::schema::{
-    btree_levels, btree_page, HeapPageState, Table, DATABASE, INSERTS_PKEY, KEYS_PER_INDEX_PAGE,
-    XMAX_COMMITTED,
+    btree_levels, btree_page, HeapPageState, Table, TupleHeader, COMMITTED, DATABASE, INSERTS_PKEY,
+    KEYS_PER_INDEX_PAGE, LOADED, NO_TUPLE, PRUNE_MIN_FREE,
 };
 use super::{Cluster, Txn, TxnError};
 use pglocks_bufmgr::{Buffer, BufferTag};
@@ -74,7 +85,8 @@ use pglocks_spin::RawSpinLock;
 use pglocks_sync::shmem::independent;
 use pglocks_wal::record::{RM_BTREE_ID, RM_HEAP_ID};
 use std::ops::Range;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// WAL payload of a HOT update: `xl_heap_update`, `xl_heap_header` and the new row's changed
 /// bytes.
@@ -183,7 +195,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     fn heap_fetch_read(&self, buffer: Buffer, page: &HeapPage, lp: u16) {
         self.page_read(buffer, PD_LOWER_UPPER);
         self.page_read(buffer, item_id(lp));
-        self.page_read(buffer, page.tuple(lp));
+        self.page_read(buffer, page.at(lp));
     }
 
     /// A row fetched by its `ctid` (14+'s refetch of an updated row, `heapam_fetch_row_version`):
@@ -233,11 +245,10 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 
     /// A heap page a scan moves to: `heap_page_prune_opt` first (below), then read under its
-    /// content lock shared: by an index scan, the row at line pointer `lp`
-    /// (`heap_hot_search_buffer`); by a sequential scan (`lp` none), every tuple's line pointer
-    /// and header, whose visibility `heapgetpage` checks, and the key the qual compares — a walk
-    /// whose loads do not wait on each other. Only a transaction that writes prunes and hints
-    /// (the model's prune and hint need its WAL and commit log).
+    /// content lock shared: by an index scan, the chain of the row at line pointer `lp`
+    /// (`hot_search`); by a sequential scan (`lp` none), every tuple (`scan_page`). Only a
+    /// transaction that writes prunes and looks xids up (the model's prune and commit-log
+    /// lookups need its WAL and commit log).
     fn heap_page(
         &self,
         t: &mut Txn<'_, K, V, R>,
@@ -249,63 +260,203 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
         let page = table.heap_page(block);
         let writes = t.writer.is_some();
-        if let (true, Some(state)) = (writes, table.page_state.get(block as usize)) {
-            self.prune_opt(t, buffer, &page, state, table.room)?;
+        let state = table.page_state.get(block as usize).filter(|_| writes);
+        if let Some(state) = state {
+            self.prune_opt(t, table, block, buffer, &page, state)?;
         }
         self.buffers.lock_buffer(t.b, buffer, LwLockMode::Shared)?;
+        let lines = state.map_or(page.rows, |s| s.lines.load(Relaxed));
+        let has_tuple =
+            |lp: u16| state.is_none() || table.tuple(block, lp).xmin.load(Relaxed) != NO_TUPLE;
         match lp {
-            Some(lp) => self.heap_fetch_read(buffer, &page, lp),
-            None => independent(|| {
-                self.page_read(buffer, PD_LOWER_UPPER);
-                for lp in 1..=page.rows {
-                    self.page_read(buffer, item_id(lp));
-                    let tuple = page.tuple(lp);
-                    // The header, and the first column of the data (the key the qual tests).
-                    self.page_read(buffer, tuple.start..tuple.start + T_HOFF + 4);
+            Some(lp) => self.hot_search(t, table, block, buffer, state, lp)?,
+            None => {
+                // `heapgetpage`: every line pointer; each tuple's header, and the first column
+                // of its data (the key the qual tests) — a walk whose loads do not wait on
+                // each other — then each tuple's visibility.
+                independent(|| {
+                    self.page_read(buffer, PD_LOWER_UPPER);
+                    for lp in 1..=lines {
+                        self.page_read(buffer, item_id(lp));
+                        if has_tuple(lp) {
+                            let tuple = page.at(lp);
+                            self.page_read(buffer, tuple.start..tuple.start + T_HOFF + 4);
+                        }
+                    }
+                });
+                if let Some(state) = state {
+                    for lp in (1..=lines).filter(|&lp| has_tuple(lp)) {
+                        let at = page.at(lp).start;
+                        self.satisfies_mvcc(t, table.tuple(block, lp), buffer, state, at)?;
+                    }
                 }
-            }),
-        }
-        if table.seq_scan && writes {
-            self.hint_page(t, table, block, buffer)?;
+            }
         }
         self.unlock_release(t, buffer)
+    }
+
+    /// `heap_hot_search_buffer` for the row whose chain starts at line pointer `lp` (its
+    /// content lock held): `pd_lower` (the offset's bound), then each member of the chain —
+    /// its line pointer, past a redirect, and its header, whose visibility is checked
+    /// ([`Self::satisfies_mvcc`], for a table that is updated and a transaction that writes)
+    /// — up to the first one visible, whose data the executor takes. The chain is the loaded
+    /// row alone in a table nothing updates.
+    fn hot_search(
+        &self,
+        t: &mut Txn<'_, K, V, R>,
+        table: &Table,
+        block: u32,
+        buffer: Buffer,
+        state: Option<&HeapPageState>,
+        lp: u16,
+    ) -> Result<(), TxnError> {
+        let page = table.heap_page(block);
+        self.page_read(buffer, PD_LOWER_UPPER);
+        let Some(state) = state else {
+            self.page_read(buffer, item_id(lp));
+            self.page_read(buffer, page.tuple(lp));
+            return Ok(());
+        };
+        let mut at = lp;
+        // A chain is at most the page's line pointers long.
+        for _ in 0..table.line_pointers {
+            self.page_read(buffer, item_id(at));
+            let tuple = table.tuple(block, at);
+            let next = tuple.next.load(Relaxed);
+            if tuple.xmin.load(Relaxed) != NO_TUPLE {
+                let bytes = page.at(at);
+                self.page_read(buffer, bytes.start..bytes.start + SIZEOF_HEAP_TUPLE_HEADER);
+                let visible = self.satisfies_mvcc(t, tuple, buffer, state, bytes.start)?;
+                if visible || next == 0 {
+                    self.page_read(buffer, bytes);
+                    break;
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            at = next;
+        }
+        Ok(())
+    }
+
+    /// Whether `xid` is running in the transaction's snapshot (procarray.c's
+    /// `XidInMVCCSnapshot`, for a snapshot that did not overflow).
+    fn in_snapshot(t: &Txn<'_, K, V, R>, xid: u32) -> bool {
+        let snapshot = &t.s.snapshot;
+        xid >= snapshot.xmin && (xid >= snapshot.xmax || snapshot.xip.contains(&xid))
+    }
+
+    /// Models `HeapTupleSatisfiesMVCC` (heapam_visibility.c) for `tuple`, which starts at
+    /// `at` on the page in `buffer` (its content lock held, shared or exclusive): its inserter
+    /// first — this transaction's, running in the snapshot (invisible), or, without its hint
+    /// bit, looked up ([`Self::did_commit_and_may_hint`]) and hinted — then its updater the
+    /// same way (a running one leaves it visible, an ended one makes it invisible). A hint is
+    /// a write of the tuple's `t_infomask`.
+    fn satisfies_mvcc(
+        &self,
+        t: &mut Txn<'_, K, V, R>,
+        tuple: &TupleHeader,
+        buffer: Buffer,
+        state: &HeapPageState,
+        at: usize,
+    ) -> Result<bool, TxnError> {
+        let xmin = tuple.xmin.load(Acquire);
+        if xmin != LOADED {
+            let xid = xmin & !COMMITTED;
+            if xid == t.xid {
+                return Ok(tuple.xmax.load(Acquire) & !COMMITTED != xid);
+            }
+            if Self::in_snapshot(t, xid) {
+                return Ok(false);
+            }
+            if xmin & COMMITTED == 0 {
+                self.hint(t, &tuple.xmin, xid, buffer, state, at)?;
+            }
+        }
+        let xmax = tuple.xmax.load(Acquire);
+        let xid = xmax & !COMMITTED;
+        if xid == INVALID_TRANSACTION_ID {
+            return Ok(true);
+        }
+        if xid == t.xid {
+            return Ok(false);
+        }
+        if Self::in_snapshot(t, xid) {
+            return Ok(true);
+        }
+        if xmax & COMMITTED == 0 {
+            self.hint(t, &tuple.xmax, xid, buffer, state, at)?;
+        }
+        Ok(false)
+    }
+
+    /// `TransactionIdDidCommit` of the ended `xid` in `word` (a tuple's `t_xmin` or `t_xmax`,
+    /// the tuple at `at`), then `SetHintBits` if it may ([`Self::did_commit_and_may_hint`]).
+    fn hint(
+        &self,
+        t: &mut Txn<'_, K, V, R>,
+        word: &AtomicU32,
+        xid: u32,
+        buffer: Buffer,
+        state: &HeapPageState,
+        at: usize,
+    ) -> Result<(), TxnError> {
+        if self.did_commit_and_may_hint(t, xid, buffer, state)? {
+            word.fetch_or(COMMITTED, Relaxed);
+            self.page_write(buffer, at + T_INFOMASK.start..at + T_INFOMASK.end);
+        }
+        Ok(())
     }
 
     /// Models `heap_page_prune_opt`: a page holding more dead versions than its room, the
     /// oldest left by a transaction every snapshot now sees as ended (`pd_prune_xid` below
     /// this backend's snapshot's xmin, the `GlobalVisState` test), is pruned if its content
     /// lock can be had exclusively at once (`ConditionalLockBufferForCleanup`; the sole-pin
-    /// test is not modelled): its dead versions go, and a `XLOG_HEAP2_PRUNE` record says so.
+    /// test is not modelled), and a `XLOG_HEAP2_PRUNE` record says so.
     ///
-    /// A prune writes the page header (`pd_prune_xid`, `pd_flags`, then `pd_lsn`) and the
-    /// line pointer array (the chains' redirects and the dead items), having read them.
+    /// The prune (pruneheap.c's `heap_page_prune` and `heap_prune_chain`) walks each row's
+    /// chain from its root, each member's header read and its inserter and updater looked up
+    /// if not hinted (`HeapTupleSatisfiesVacuum`: `TransactionIdIsInProgress`, then
+    /// `TransactionIdDidCommit` and `SetHintBits`). The members up to the last one whose
+    /// updater is older than the horizon go: the root becomes a redirect to the first member
+    /// left, the others' line pointers become unused (`PD_HAS_FREE_LINES`). It writes the
+    /// page header (`pd_prune_xid`, `pd_flags`, then `pd_lsn`) and the line pointer array,
+    /// having read them.
     fn prune_opt(
         &self,
         t: &mut Txn<'_, K, V, R>,
+        table: &Table,
+        block: u32,
         buffer: Buffer,
         page: &HeapPage,
         state: &HeapPageState,
-        room: u32,
     ) -> Result<(), TxnError> {
-        let HeapPageState {
-            dead,
-            prune_xid,
-            lsn,
-        } = state;
-        let xid = prune_xid.load(Relaxed);
-        if dead.load(Relaxed) <= room || xid == INVALID_TRANSACTION_ID || xid >= t.s.snapshot.xmin {
+        let xid = state.prune_xid.load(Relaxed);
+        let horizon = t.s.snapshot.xmin;
+        let due = |s: &HeapPageState| s.full.load(Relaxed) || table.free_space(s) < PRUNE_MIN_FREE;
+        if !due(state) || xid == INVALID_TRANSACTION_ID || xid >= horizon {
             return Ok(());
         }
         if !self.buffers.conditional_lock_buffer(t.b, buffer)? {
             return Ok(());
         }
-        let versions = dead.load(Relaxed);
-        if versions > room && prune_xid.load(Relaxed) == xid {
-            let lps = item_ids(page.rows.saturating_add(versions as u16));
+        if due(state) && state.prune_xid.load(Relaxed) == xid {
+            let lps = item_ids(state.lines.load(Relaxed));
             self.page_read(buffer, PAGE_HEADER);
             self.page_read(buffer, lps.clone());
-            dead.store(0, Relaxed);
-            prune_xid.store(INVALID_TRANSACTION_ID, Relaxed);
+            // pd_prune_xid becomes the oldest updater of a version left.
+            let mut oldest = INVALID_TRANSACTION_ID;
+            for root in 1..=page.rows {
+                let left = self.prune_chain(t, table, block, buffer, state, root)?;
+                if left != INVALID_TRANSACTION_ID
+                    && (oldest == INVALID_TRANSACTION_ID || left < oldest)
+                {
+                    oldest = left;
+                }
+            }
+            state.prune_xid.store(oldest, Relaxed);
+            state.full.store(false, Relaxed);
             self.page_write(buffer, lps);
             self.page_write(buffer, PAGE_HEADER);
             let end = t.log(
@@ -314,7 +465,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 XLOG_HEAP2_PRUNE,
                 &HEAP_PRUNE_PAYLOAD,
             )?;
-            lsn.store(end, Relaxed);
+            state.lsn.store(end, Relaxed);
             self.page_write(buffer, PD_LSN);
             t.b.stats.events.count("tpcb.prunes", 1);
         }
@@ -322,45 +473,84 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(())
     }
 
-    /// A sequential scan's visibility checks of one page (`heapgetpage` →
-    /// `HeapTupleSatisfiesMVCC` for every tuple, under the page's content lock shared): a row
-    /// whose last updater has ended but carries no hint bit is looked up
-    /// ([`Self::did_commit_and_may_hint`]) and hinted, so the page's rows are hinted once by
-    /// the first scan after each update; an updater the snapshot still sees running is left.
-    ///
-    /// A hint is a write of the tuple's `t_infomask` (under the shared content lock, as
-    /// `SetHintBits` does).
-    fn hint_page(
+    /// `heap_prune_chain` for the chain whose root is line pointer `root` (the page locked
+    /// exclusively): see [`Self::prune_opt`]. Returns the oldest updater of a version left on
+    /// the chain (invalid for none).
+    fn prune_chain(
         &self,
         t: &mut Txn<'_, K, V, R>,
         table: &Table,
         block: u32,
         buffer: Buffer,
-    ) -> Result<(), TxnError> {
+        state: &HeapPageState,
+        root: u16,
+    ) -> Result<u32, TxnError> {
         let page = table.heap_page(block);
-        let Some(state) = table.page_state.get(block as usize) else {
-            return Ok(());
+        let horizon = t.s.snapshot.xmin;
+        let mut chain = Vec::new();
+        let mut lp = root;
+        let mut at = table.tuple(block, root);
+        if at.xmin.load(Relaxed) == NO_TUPLE {
+            lp = at.next.load(Relaxed);
+            if lp == 0 {
+                return Ok(INVALID_TRANSACTION_ID);
+            }
+            at = table.tuple(block, lp);
+        }
+        // The members, each with whether its updater is older than the horizon.
+        loop {
+            let bytes = page.at(lp);
+            self.page_read(buffer, bytes.start..bytes.start + SIZEOF_HEAP_TUPLE_HEADER);
+            for word in [&at.xmin, &at.xmax] {
+                let seen = word.load(Relaxed);
+                let xid = seen & !COMMITTED;
+                if seen == NO_TUPLE || xid == INVALID_TRANSACTION_ID || seen & COMMITTED != 0 {
+                    continue;
+                }
+                let known = t.s.known_completed;
+                if !self
+                    .procs
+                    .transaction_id_is_in_progress(t.b, xid, horizon, known)?
+                {
+                    self.hint(t, word, xid, buffer, state, bytes.start)?;
+                }
+            }
+            let xmax = at.xmax.load(Relaxed) & !COMMITTED;
+            chain.push((lp, xmax));
+            let next = at.next.load(Relaxed);
+            if next == 0 || chain.len() as u64 >= table.line_pointers {
+                break;
+            }
+            lp = next;
+            at = table.tuple(block, next);
+        }
+        let Some(last_dead) = chain
+            .iter()
+            .rposition(|&(_, xmax)| xmax != INVALID_TRANSACTION_ID && xmax < horizon)
+        else {
+            return Ok(Self::oldest_updater(&chain));
         };
-        let first = u64::from(block) * table.rows_per_page;
-        let last = (first + table.rows_per_page).min(table.xmax.len() as u64);
-        for row in first..last {
-            let word = &table.xmax[row as usize];
-            let seen = word.load(Acquire);
-            let xid = seen & !XMAX_COMMITTED;
-            if xid == INVALID_TRANSACTION_ID || seen & XMAX_COMMITTED != 0 {
-                continue;
-            }
-            let snapshot = &t.s.snapshot;
-            if xid >= snapshot.xmin && (xid >= snapshot.xmax || snapshot.xip.contains(&xid)) {
-                continue;
-            }
-            if self.did_commit_and_may_hint(t, xid, buffer, state)? {
-                let _ = word.compare_exchange(seen, xid | XMAX_COMMITTED, Relaxed, Relaxed);
-                let tuple = page.tuple((row - first) as u16 + 1).start;
-                self.page_write(buffer, tuple + T_INFOMASK.start..tuple + T_INFOMASK.end);
+        let first_left = chain[last_dead + 1..].first().map_or(0, |&(lp, _)| lp);
+        for &(lp, _) in &chain[..=last_dead] {
+            let gone = table.tuple(block, lp);
+            gone.xmin.store(NO_TUPLE, Relaxed);
+            gone.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+            state.tuples.fetch_sub(1, Relaxed);
+            if lp != root {
+                gone.next.store(0, Relaxed);
+                state.free_lines.store(true, Relaxed);
             }
         }
-        Ok(())
+        table.tuple(block, root).next.store(first_left, Relaxed);
+        Ok(Self::oldest_updater(&chain[last_dead + 1..]))
+    }
+
+    /// The oldest updater of the chain members `members` (line pointer and `t_xmax` each),
+    /// invalid for none.
+    fn oldest_updater(members: &[(u16, u32)]) -> u32 {
+        let updaters = members.iter().map(|&(_, xmax)| xmax);
+        let updated = updaters.filter(|&x| x != INVALID_TRANSACTION_ID);
+        updated.min().unwrap_or(INVALID_TRANSACTION_ID)
     }
 
     /// `TransactionIdDidCommit` of an ended `xid` (the commit log, unless it is transam.c's
@@ -368,7 +558,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// the page in `buffer`, whose header is `state`: not while an asynchronous commit's record
     /// is unflushed (`XLogNeedsFlush`) and the page's `pd_lsn` is below the commit's LSN. A page
     /// a later record has changed may take the hint at once: it cannot reach disk before the
-    /// WAL up to its own LSN, the commit's record included. Counts `tpcb.xmax_lookups`
+    /// WAL up to its own LSN, the commit's record included. Counts `tpcb.clog_lookups`
     /// (commit-log reads) and `tpcb.hints_deferred`.
     fn did_commit_and_may_hint(
         &self,
@@ -381,7 +571,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             return Err(TxnError::NotWriting);
         };
         if t.s.known_completed != xid {
-            t.b.stats.events.count("tpcb.xmax_lookups", 1);
+            t.b.stats.events.count("tpcb.clog_lookups", 1);
             let (_, commit_lsn) = w.w.clog.get_status(t.b, xid)?;
             t.s.known_completed = xid;
             t.s.known_completed_lsn = commit_lsn;
@@ -399,18 +589,18 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(false)
     }
 
-    /// An `UPDATE` of `row` by the transaction (which has its xid): the index scan, then `heap_update` on the
-    /// row's newest version — waiting for a running updater (`LockTuple`, then
-    /// `XactLockTableWait`), hinting an ended one — and the HOT update's WAL record. Counts
-    /// `tpcb.row_waits` (waits for an updater) and `tpcb.xmax_lookups` (commit-log lookups of
-    /// an unhinted xmax).
+    /// An `UPDATE` of `row` by the transaction (which has its xid): the index scan, then
+    /// `heap_update` on the row's newest version — waiting for its inserter if that is still
+    /// running (the updater of the version before: `LockTuple`, then `XactLockTableWait`),
+    /// else looking its inserter up if it has no hint bit (`HeapTupleSatisfiesUpdate`) — and
+    /// the HOT update's WAL record. Counts `tpcb.row_waits` (waits for an updater).
     ///
     /// Under the exclusive content lock, each look at the row reads `pd_lower`, its line
-    /// pointer and its tuple header (`HeapTupleSatisfiesUpdate`), and a hint writes
-    /// `t_infomask`; the update writes the old version's `t_xmax` to `t_infomask`, the new
-    /// version's line pointer and tuple (`RelationPutHeapTuple`, at the page's free space: see
-    /// `page`), and the header (`pd_lower`, `pd_upper`, `pd_flags`, `pd_prune_xid`), and after
-    /// its WAL record `pd_lsn`.
+    /// pointer and its tuple header, and a hint writes `t_infomask`; the update writes the old
+    /// version's `t_xmax` to `t_infomask`, the new version's line pointer and tuple
+    /// (`RelationPutHeapTuple`, at the first unused line pointer or the array's end: see
+    /// `add_version`), and the header (`pd_lower`, `pd_upper`, `pd_flags`, `pd_prune_xid`),
+    /// and after its WAL record `pd_lsn`.
     pub(super) fn update_row(
         &self,
         t: &mut Txn<'_, K, V, R>,
@@ -421,8 +611,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.fetch_row(t, table, row)?;
         let rel = (DATABASE, table.relid);
         let tid = table.tid(row);
+        let newest = &table.newest[row as usize];
         if self.refetch_updated_row {
-            self.fetch_tid(t, table, tid)?;
+            self.fetch_tid(t, table, (tid.0, newest.load(Relaxed)))?;
         }
         if !t.s.oldest_member_set {
             // heap_update's MultiXactIdSetOldestMember, once per transaction.
@@ -430,106 +621,104 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             self.multixact_gen.release(t.b)?;
             t.s.oldest_member_set = true;
         }
-        let xmax_word = &table.xmax[row as usize];
         let mut tuple_locked = false;
         // heap_update reads the page again (a pin the backend may hold already, but a
         // mapping-table lookup all the same) and locks it exclusively; it lets the lock go
         // while it waits for another updater, and takes it again after.
-        let tag = BufferTag::main(DATABASE, table.relid, tid.0);
+        let block = tid.0;
+        let tag = BufferTag::main(DATABASE, table.relid, block);
         let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
-        let page = table.heap_page(tid.0);
-        let state = &table.page_state[tid.0 as usize];
-        let old = page.tuple(tid.1);
-        let mut locked = false;
-        loop {
-            if !locked {
-                self.buffers
-                    .lock_buffer(t.b, buffer, LwLockMode::Exclusive)?;
-                locked = true;
-            }
+        let page = table.heap_page(block);
+        let state = &table.page_state[block as usize];
+        let old_lp = loop {
+            self.buffers
+                .lock_buffer(t.b, buffer, LwLockMode::Exclusive)?;
+            let lp = newest.load(Relaxed);
+            let old = table.tuple(block, lp);
+            let at = page.at(lp).start;
             self.page_read(buffer, PD_LOWER_UPPER);
-            self.page_read(buffer, item_id(tid.1));
-            self.page_read(buffer, old.start..old.start + SIZEOF_HEAP_TUPLE_HEADER);
-            let word = xmax_word.load(Acquire);
-            let xmax = word & !XMAX_COMMITTED;
-            if xmax == INVALID_TRANSACTION_ID || word & XMAX_COMMITTED != 0 {
-                // The newest version is free: it becomes this transaction's.
-                if xmax_word
-                    .compare_exchange(word, xid, AcqRel, Acquire)
-                    .is_ok()
-                {
-                    break;
-                }
-                pglocks_sync::hint::spin_loop();
-                continue;
+            self.page_read(buffer, item_id(lp));
+            self.page_read(buffer, at..at + SIZEOF_HEAP_TUPLE_HEADER);
+            let xmin = old.xmin.load(Acquire);
+            let inserter = xmin & !COMMITTED;
+            if xmin == LOADED || xmin & COMMITTED != 0 || inserter == xid {
+                break lp;
             }
             let recent_xmin = t.s.snapshot.xmin;
-            if self.procs.transaction_id_is_in_progress(
+            let known = t.s.known_completed;
+            if !self
+                .procs
+                .transaction_id_is_in_progress(t.b, inserter, recent_xmin, known)?
+            {
+                // TransactionIdDidCommit, then SetHintBits: the next reader need not ask,
+                // unless the inserter's asynchronous commit is unflushed and the page's LSN
+                // is below it.
+                self.hint(t, &old.xmin, inserter, buffer, state, at)?;
+                break lp;
+            }
+            t.b.stats.events.count("tpcb.row_waits", 1);
+            self.buffers.unlock_buffer(t.b, buffer)?;
+            if !tuple_locked {
+                let none = LockTimeouts::default();
+                let mode = LockMode::Exclusive;
+                self.locks.lock_tuple(t.b, t.local, rel, tid, mode, &none)?;
+                tuple_locked = true;
+            }
+            self.locks.xact_lock_table_wait(
                 t.b,
-                xmax,
-                recent_xmin,
-                t.s.known_completed,
-            )? {
-                t.b.stats.events.count("tpcb.row_waits", 1);
-                self.buffers.unlock_buffer(t.b, buffer)?;
-                locked = false;
-                if !tuple_locked {
-                    let none = LockTimeouts::default();
-                    let mode = LockMode::Exclusive;
-                    self.locks.lock_tuple(t.b, t.local, rel, tid, mode, &none)?;
-                    tuple_locked = true;
-                }
-                self.locks.xact_lock_table_wait(
-                    t.b,
-                    t.local,
-                    xmax,
-                    &LockTimeouts::default(),
-                    |b, x| {
-                        Ok::<_, TxnError>(self.procs.transaction_id_is_in_progress(
-                            b,
-                            x,
-                            recent_xmin,
-                            0,
-                        )?)
-                    },
-                    |x| Ok(self.procs.sub_trans_get_topmost(x)?),
-                )?;
-            } else {
-                // TransactionIdDidCommit, then SetHintBits: the next reader need not ask.
-                // An asynchronous commit is hinted only once its record is flushed or the
-                // page's LSN has passed it: until then the row is taken unhinted, and the
-                // next updater asks again.
-                if !self.did_commit_and_may_hint(t, xmax, buffer, state)? {
-                    if xmax_word
-                        .compare_exchange(word, xid, AcqRel, Acquire)
-                        .is_ok()
-                    {
-                        break;
-                    }
-                    continue;
-                }
-                let hinted = xmax | XMAX_COMMITTED;
-                let _ = xmax_word.compare_exchange(word, hinted, Relaxed, Relaxed);
-                self.page_write(
-                    buffer,
-                    old.start + T_INFOMASK.start..old.start + T_INFOMASK.end,
-                );
+                t.local,
+                inserter,
+                &LockTimeouts::default(),
+                |b, x| {
+                    Ok::<_, TxnError>(self.procs.transaction_id_is_in_progress(
+                        b,
+                        x,
+                        recent_xmin,
+                        0,
+                    )?)
+                },
+                |x| Ok(self.procs.sub_trans_get_topmost(x)?),
+            )?;
+        };
+        // The old version's xmax and HOT flags, the new version beside it, the header.
+        let old = table.tuple(block, old_lp);
+        let old_at = page.at(old_lp).start;
+        self.page_write(
+            buffer,
+            old_at + T_XMAX_TO_INFOMASK.start..old_at + T_XMAX_TO_INFOMASK.end,
+        );
+        let fits = table.free_space(state) >= maxalign(table.tuple_len);
+        match fits
+            .then(|| self.add_version(table, block, buffer, state))
+            .flatten()
+        {
+            Some(lp) => {
+                old.xmax.store(xid, Relaxed);
+                old.next.store(lp, Relaxed);
+                let new = table.tuple(block, lp);
+                new.xmin.store(xid, Relaxed);
+                new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+                new.next.store(0, Relaxed);
+                newest.store(lp, Relaxed);
+                state.tuples.fetch_add(1, Relaxed);
+                self.page_write(buffer, item_id(lp));
+                self.page_write(buffer, page.at(lp));
+            }
+            None => {
+                // No room: a non-HOT update, whose version the model keeps in the old one's
+                // place (see the module's differences); the page is marked for pruning
+                // (`PageSetFull`).
+                t.b.stats.events.count("tpcb.non_hot", 1);
+                state.full.store(true, Relaxed);
+                old.xmin.store(xid, Relaxed);
+                self.page_write(buffer, page.at(old_lp));
             }
         }
         // The old version is dead once this transaction commits: the page's next visitor may
         // prune it (`PageSetPrunable`).
-        let versions = state.dead.fetch_add(1, Relaxed);
         if state.prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
             state.prune_xid.store(xid, Relaxed);
         }
-        // The old version's xmax and HOT flags, the new version beside it, the header.
-        self.page_write(
-            buffer,
-            old.start + T_XMAX_TO_INFOMASK.start..old.start + T_XMAX_TO_INFOMASK.end,
-        );
-        let (lp, new) = page.free_tuple(versions as u16 + 1);
-        self.page_write(buffer, item_id(lp));
-        self.page_write(buffer, new);
         self.page_write(buffer, PAGE_HEADER);
         // The record is written with the page still locked, and its LSN set on the page.
         let end = t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
@@ -541,6 +730,39 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 .unlock_tuple(t.b, t.local, rel, tid, LockMode::Exclusive)?;
         }
         Ok(())
+    }
+
+    /// The line pointer a new version of a row on heap page `block` takes (the page locked
+    /// exclusively), as bufpage.c's `PageAddItemExtended` picks it: with `PD_HAS_FREE_LINES`,
+    /// the first unused one, each looked at on the way (the flag cleared if none is); else
+    /// the next at the array's end, up to the table's [`Table::line_pointers`]. None when the
+    /// page has none left.
+    fn add_version(
+        &self,
+        table: &Table,
+        block: u32,
+        buffer: Buffer,
+        state: &HeapPageState,
+    ) -> Option<u16> {
+        let lines = state.lines.load(Relaxed);
+        if state.free_lines.load(Relaxed) {
+            // A redirect (a pruned chain's root) is in use; the loaded rows' line pointers
+            // are all roots.
+            let roots = table.heap_page(block).rows;
+            let unused = (1..=lines).find(|&lp| {
+                self.page_read(buffer, item_id(lp));
+                lp > roots && table.tuple(block, lp).xmin.load(Relaxed) == NO_TUPLE
+            });
+            if unused.is_some() {
+                return unused;
+            }
+            state.free_lines.store(false, Relaxed);
+        }
+        if u64::from(lines) >= table.line_pointers {
+            return None;
+        }
+        state.lines.store(lines + 1, Relaxed);
+        Some(lines + 1)
     }
 
     /// The heap insert into the append table and its WAL record: the backend's target page,

@@ -84,19 +84,20 @@
 //!      and its WAL record;
 //!   6. `END`: the commit as in `insert-commit`.
 //!
-//!   Against PostgreSQL 15's steady state (`tests/pg15-lock-traffic/tpcb-like.tsv`, held by
-//!   `cargo test --test pg15_lock_traffic`), per transaction (PostgreSQL / model): LockFastPath
-//!   exclusive 14.05 / 14, ProcArray shared 10.07 / 10, BufferMapping shared 18.33 / 17,
-//!   BufferContent shared 13.68 / 13 and exclusive 4.69 / 4, WALInsert 5.29 / 6.0 (the prunes),
-//!   XactSLRU shared 1.20 / 1.4, LockManager exclusive 2.01 / 2.02, XidGen and MultiXactGen
-//!   1 / 1. The model has no non-HOT update, and prunes a page at nearly every visit after an
-//!   update where PostgreSQL 15 in its steady state prunes about one in four (`heap`'s module
-//!   doc says why).
+//!   Against PostgreSQL 15's steady state (`tests/pg15-lock-traffic/tpcb-like.tsv` and
+//!   `tpcb-like-async.tsv`, held by `cargo test --test pg15_lock_traffic`), per transaction
+//!   (PostgreSQL / model, synchronous commit): LockFastPath exclusive 14.00 / 14, ProcArray
+//!   shared 10.05 / 10, BufferMapping shared 17.05 / 17, BufferContent shared 13.04 / 13 and
+//!   exclusive 4.01 / 4, WALInsert 6.02 / 6.02, XactSLRU shared 2.05 / 2.00, LockManager
+//!   exclusive 2.01 / 2.02, XidGen and MultiXactGen 1 / 1; with `synchronous_commit = off` the
+//!   same but XactSLRU shared, 61.11 / 60.46: the sequential scans of the teller and branch
+//!   pages look up the versions of the commit log's current group of transactions, which
+//!   cannot be hinted yet (`heap`'s module doc says why).
 //!
 //! The code is in five parts:
 //!
 //! - `schema`: the tables, as `pgbench -i` makes them (relation oids, rows per page, tuple
-//!   sizes, the primary keys' levels and pages, the rows' `xmax` words);
+//!   sizes, the primary keys' levels and pages, the pages' tuple headers);
 //! - `page`: where a page's header, line pointers, tuples and special space lie, and the items
 //!   a B-tree binary search compares with;
 //! - `init`: building a run's cluster ([`build`]): the shared memory, the tables and the
@@ -142,7 +143,7 @@ use pglocks_spin::RawSpinLock;
 use pglocks_sync::shmem::PlacedBox;
 use pglocks_sync::CachePadded;
 use pglocks_wal::{Record, Wal, WalBackend, WalError};
-use schema::{AppendTable, Table, XMAX_COMMITTED};
+use schema::{AppendTable, Table, COMMITTED, LOADED};
 use std::sync::atomic::Ordering::Acquire;
 
 /// Implementations of the macro workloads.
@@ -339,14 +340,15 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     }
 
     /// `(relation, row, xid)` of every updated row's last updater: its newest version's
-    /// `t_xmax`, without the hint bit (none for a workload that updates nothing).
+    /// `t_xmin`, without the hint bit (none for a workload that updates nothing).
     pub(crate) fn last_updaters(&self) -> impl Iterator<Item = (u32, usize, u32)> + '_ {
         [&self.accounts, &self.tellers, &self.branches]
             .into_iter()
             .flat_map(|table| {
-                table.xmax.iter().enumerate().filter_map(|(row, word)| {
-                    let xmax = word.load(Acquire) & !XMAX_COMMITTED;
-                    (xmax != INVALID_TRANSACTION_ID).then_some((table.relid, row, xmax))
+                table.newest.iter().enumerate().filter_map(|(row, lp)| {
+                    let block = table.tid(row as u64).0;
+                    let xmin = table.tuple(block, lp.load(Acquire)).xmin.load(Acquire);
+                    (xmin != LOADED).then_some((table.relid, row, xmin & !COMMITTED))
                 })
             })
     }

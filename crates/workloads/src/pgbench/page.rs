@@ -226,6 +226,16 @@ impl HeapPage {
         start..start + self.len
     }
 
+    /// The bytes of the tuple at line pointer `lp`: a loaded row's ([`Self::tuple`]), or, past
+    /// them, the version added there ([`Self::free_tuple`]).
+    pub(super) fn at(&self, lp: u16) -> Range<usize> {
+        if lp <= self.rows {
+            self.tuple(lp)
+        } else {
+            self.free_tuple(lp - self.rows).1
+        }
+    }
+
     /// Where `PageAddItem` puts the `n`-th tuple added (from 1) after the loaded ones, and its
     /// line pointer: below the loaded tuples, `MAXALIGN(len)` each, but never into the line
     /// pointer array (a page filled at load has no room for one: PostgreSQL would put it on

@@ -9,9 +9,11 @@
 //! is a B-tree built bottom-up, as `CREATE INDEX` builds one (nbtsort.c): the leaves first from
 //! block 1 (block 0 is the metapage), 367 keys to a leaf, then each level of parents, 285
 //! children to a page, up to a single root ([`btree_levels`]); the page holding a key at each
-//! level follows from the key's position. For the workloads that update, each row keeps its newest version's `t_xmax`, with
-//! [`XMAX_COMMITTED`] as its hint bit, and each heap page its dead versions, `pd_prune_xid` and `pd_lsn`;
-//! the heap access (`super::heap`) reads and changes them. A table that only grows
+//! level follows from the key's position. For the workloads that update, each heap page keeps
+//! its tuples' headers ([`TupleHeader`]: `t_xmin` and `t_xmax` with their hint bits, the HOT
+//! chain's next line pointer), line pointer by line pointer, and what its header says of them
+//! ([`HeapPageState`]: line pointers and tuples, `pd_prune_xid`, `pd_lsn`); each row, its newest
+//! version's line pointer. The heap access (`super::heap`) reads and changes them. A table that only grows
 //! ([`AppendTable`]) is its size in pages, extended one page at a time.
 //!
 //! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
@@ -25,12 +27,12 @@
 //! - Whether a lookup by key scans the table whole is a stand-in for the planner's choice
 //!   (costsize.c's `cost_seqscan` against `cost_index` at the default costs; see
 //!   [`Table::new`]).
-//! - A row's versions are one word (the newest version's xmax and its hint bit) under one tuple
-//!   tag. Page splits, the free-space map and the row's own bytes are not modelled.
+//! - A tuple is its header's xids, hint bits and chain link; the row's own bytes, page splits
+//!   and the free-space map are not modelled.
 
-use super::page::{BtPage, HeapPage};
-use pglocks_procarray::INVALID_TRANSACTION_ID;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use super::page::{maxalign, BtPage, HeapPage, BLCKSZ, ITEM_ID_SIZE, SIZE_OF_PAGE_HEADER_DATA};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64};
 
 /// The database pgbench runs in.
 pub(super) const DATABASE: u32 = 16_384;
@@ -76,9 +78,21 @@ pub(super) const TELLERS_PER_SCALE: u64 = 10;
 pub(super) const HISTORY: u32 = 16_388;
 /// Rows of `pgbench_history` per heap page (a 71-byte tuple, MAXALIGNed, and its line pointer).
 pub(super) const ROWS_PER_HISTORY_PAGE: u32 = 107;
-/// htup_details.h's `HEAP_XMAX_COMMITTED`, kept here in the bit above the xid (xids stay below
-/// 2^31).
-pub(super) const XMAX_COMMITTED: u32 = 1 << 31;
+/// htup_details.h's `HEAP_XMIN_COMMITTED` and `HEAP_XMAX_COMMITTED`, each kept in the bit above
+/// the xid of the word it hints (xids stay below 2^31).
+pub(super) const COMMITTED: u32 = 1 << 31;
+/// The `t_xmin` of a row as `pgbench -i` left it: taken as hinted committed, and seen by every
+/// snapshot (as after the load's `VACUUM`; the model has no xid for the load).
+pub(super) const LOADED: u32 = 0;
+/// The `t_xmin` word of a line pointer with no tuple: unused, or a redirect (`LP_REDIRECT`, its
+/// target in [`TupleHeader::next`]), which is what a pruned chain's root becomes.
+pub(super) const NO_TUPLE: u32 = u32::MAX;
+/// htup_details.h's `MaxHeapTuplesPerPage` for 8 KB pages: as many line pointers as there is
+/// room for each with the smallest tuple header, `MAXALIGN(SizeofHeapTupleHeader)`.
+pub(super) const MAX_HEAP_TUPLES_PER_PAGE: u64 = 291;
+/// `heap_page_prune_opt`'s least free space: a page with less is worth pruning. The larger of
+/// the fillfactor's reserve (none at pgbench's 100) and a tenth of the page.
+pub(super) const PRUNE_MIN_FREE: usize = BLCKSZ / 10;
 
 /// `insert-commit`'s table.
 pub(super) const INSERTS: u32 = 16_420;
@@ -90,7 +104,7 @@ pub(super) const ROWS_PER_INSERT_PAGE: u32 = 61;
 pub(super) const INSERTS_SEQ: u32 = 16_418;
 
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
-/// that update them, each row's newest version's `xmax`.
+/// that update them, its pages' tuples.
 pub(super) struct Table {
     pub(super) relid: u32,
     pub(super) pkey: u32,
@@ -103,23 +117,29 @@ pub(super) struct Table {
     pub(super) seq_scan: bool,
     /// The primary key's levels, leaves first, up to the root.
     pub(super) index: Vec<IndexLevel>,
-    /// Each row's newest version's `t_xmax`, with [`XMAX_COMMITTED`] as its hint bit; empty when
-    /// nothing updates the table.
-    pub(super) xmax: Box<[AtomicU32]>,
+    /// Each heap page's tuple headers, [`Table::line_pointers`] to a page, line pointer `n` at
+    /// `n - 1`; empty when nothing updates the table.
+    pub(super) tuples: Box<[TupleHeader]>,
+    /// Line pointers kept per page: rows as loaded and the versions updates add.
+    pub(super) line_pointers: u64,
+    /// Each row's newest version's line pointer on the row's page (its root's, as loaded).
+    pub(super) newest: Box<[AtomicU16]>,
     /// What the model keeps of each heap page's header; empty when nothing updates the table.
     pub(super) page_state: Box<[HeapPageState]>,
-    /// Dead versions a page holds before its free space falls below `heap_page_prune_opt`'s
-    /// threshold (10 % of the page; pgbench loads with fillfactor 100, so 0 for a page filled
-    /// at load time).
-    pub(super) room: u32,
 }
 
 /// The part of an updated heap page's header the model keeps (bufpage.h's
 /// `PageHeaderData`): each field changed with the page's content lock held exclusively.
 #[derive(Debug, Default)]
 pub(super) struct HeapPageState {
-    /// Dead versions not yet pruned.
-    pub(super) dead: AtomicU32,
+    /// Line pointers in use, unused ones among them (`pd_lower`'s count).
+    pub(super) lines: AtomicU16,
+    /// Tuples on the page, dead versions among them (`pd_upper`'s measure).
+    pub(super) tuples: AtomicU16,
+    /// A version did not fit (`PD_PAGE_FULL`): the page is pruned at its next visit.
+    pub(super) full: AtomicBool,
+    /// Some line pointer past the loaded rows is unused (`PD_HAS_FREE_LINES`).
+    pub(super) free_lines: AtomicBool,
     /// `pd_prune_xid`: the oldest xid that left a dead version, 0 for none.
     pub(super) prune_xid: AtomicU32,
     /// `pd_lsn`: the end of the last WAL record that changed the page (`PageSetLSN`), 0 for
@@ -128,9 +148,24 @@ pub(super) struct HeapPageState {
     pub(super) lsn: AtomicU64,
 }
 
+/// What the model keeps of a heap tuple's header (htup_details.h's `HeapTupleHeaderData`):
+/// `t_xmin` and `t_xmax`, each with its hint bit ([`COMMITTED`]), and the line pointer of the
+/// next version in its HOT chain (`t_ctid`, 0 for none). `xmin` is [`LOADED`] for a row as
+/// loaded and [`NO_TUPLE`] for a line pointer without a tuple; `xmax` is
+/// `INVALID_TRANSACTION_ID` for a version nothing has updated. Changed under the page's
+/// content lock held exclusively, but for the hint bits, which a reader holding it shared sets.
+#[derive(Debug, Default)]
+pub(super) struct TupleHeader {
+    pub(super) xmin: AtomicU32,
+    pub(super) xmax: AtomicU32,
+    pub(super) next: AtomicU16,
+}
+
 impl Table {
     /// A table of `rows` rows, `rows_per_page` to a heap page (pgbench fills them with
-    /// fillfactor 100); `updated` gives each row its `xmax` word.
+    /// fillfactor 100); `updated` gives each page its tuple headers: as many as a page can have
+    /// ([`MAX_HEAP_TUPLES_PER_PAGE`]) if it has room for a version beside its rows, else its
+    /// rows'.
     ///
     /// Whether a lookup by key scans the table: a stand-in for the planner's costs at their
     /// defaults, a sequential scan (a page each, `seq_page_cost` 1, plus 0.0125 of CPU per
@@ -146,9 +181,15 @@ impl Table {
     ) -> Self {
         let index = btree_levels(rows);
         let pages = rows.div_ceil(rows_per_page);
-        // A version takes as much room as a row; the first page holds the most rows.
+        // The first page holds the most rows; a page with room for a version beside them may
+        // reach the most line pointers a page can have, one without keeps its rows' (its
+        // updates are not HOT).
         let on_page = rows.min(rows_per_page);
-        let room = (rows_per_page * 9 / 10).saturating_sub(on_page) as u32;
+        let line_pointers = if free_space(on_page, on_page, tuple_len) >= maxalign(tuple_len) {
+            MAX_HEAP_TUPLES_PER_PAGE
+        } else {
+            on_page
+        };
         let seq_cost = pages as f64 + 0.0125 * rows as f64;
         let index_cost = 4.0 * (index.len() + 1) as f64;
         Self {
@@ -159,13 +200,23 @@ impl Table {
             tuple_len,
             seq_scan: seq_cost < index_cost,
             index,
-            xmax: (0..if updated { rows } else { 0 })
-                .map(|_| AtomicU32::new(INVALID_TRANSACTION_ID))
+            tuples: (0..if updated { pages * line_pointers } else { 0 })
+                .map(|_| TupleHeader::default())
+                .collect(),
+            line_pointers,
+            newest: (0..if updated { rows } else { 0 })
+                .map(|row| AtomicU16::new((row % rows_per_page) as u16 + 1))
                 .collect(),
             page_state: (0..if updated { pages } else { 0 })
-                .map(|_| HeapPageState::default())
+                .map(|block| {
+                    let loaded = (rows - block * rows_per_page).min(rows_per_page) as u16;
+                    HeapPageState {
+                        lines: AtomicU16::new(loaded),
+                        tuples: AtomicU16::new(loaded),
+                        ..HeapPageState::default()
+                    }
+                })
                 .collect(),
-            room,
         }
     }
 
@@ -175,6 +226,22 @@ impl Table {
             (row / self.rows_per_page) as u32,
             (row % self.rows_per_page) as u16 + 1,
         )
+    }
+
+    /// The header of the tuple at line pointer `lp` of heap page `block`, of an updated table.
+    pub(super) fn tuple(&self, block: u32, lp: u16) -> &TupleHeader {
+        &self.tuples[(u64::from(block) * self.line_pointers) as usize + usize::from(lp) - 1]
+    }
+
+    /// The room for a tuple on an updated heap page whose header is `state` (bufpage.c's
+    /// `PageGetHeapFreeSpace`): none once it has all the line pointers it may and none unused.
+    pub(super) fn free_space(&self, state: &HeapPageState) -> usize {
+        let lines = u64::from(state.lines.load(Relaxed));
+        if lines >= MAX_HEAP_TUPLES_PER_PAGE && !state.free_lines.load(Relaxed) {
+            return 0;
+        }
+        let tuples = u64::from(state.tuples.load(Relaxed));
+        free_space(lines, tuples, self.tuple_len)
     }
 
     /// Heap pages.
@@ -190,6 +257,16 @@ impl Table {
             len: self.tuple_len,
         }
     }
+}
+
+/// The room for a tuple on a heap page with `lines` line pointers and `tuples` tuples of `len`
+/// bytes (bufpage.c's `PageGetFreeSpace`: between `pd_lower` and `pd_upper`, less a line
+/// pointer for it).
+fn free_space(lines: u64, tuples: u64, len: usize) -> usize {
+    let used = SIZE_OF_PAGE_HEADER_DATA as u64
+        + (lines + 1) * ITEM_ID_SIZE as u64
+        + tuples * maxalign(len) as u64;
+    (BLCKSZ as u64).saturating_sub(used) as usize
 }
 
 /// One level of a primary key.
@@ -314,6 +391,20 @@ mod tests {
                 assert_eq!(u64::from(block), l.first_block + key / l.keys_per_page);
             }
         }
+    }
+
+    #[test]
+    fn a_page_filled_at_load_has_no_room_for_a_version() {
+        let accounts = Table::new(1, 2, 1_000, (ROWS_PER_HEAP_PAGE, ACCOUNTS_TUPLE_LEN), true);
+        assert_eq!(accounts.line_pointers, ROWS_PER_HEAP_PAGE);
+        assert!(accounts.free_space(&accounts.page_state[0]) < maxalign(ACCOUNTS_TUPLE_LEN));
+        // 100 tellers on a page: 3 764 bytes of room, for 66 versions before the prune's tenth
+        // of the page.
+        let tellers = Table::new(1, 2, 100, (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN), true);
+        assert_eq!(tellers.line_pointers, MAX_HEAP_TUPLES_PER_PAGE);
+        let free = tellers.free_space(&tellers.page_state[0]);
+        assert_eq!(free, 8192 - 24 - 100 * 44 - 4);
+        assert_eq!((free - PRUNE_MIN_FREE) / 44, 66);
     }
 
     #[test]
