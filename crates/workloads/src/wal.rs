@@ -1,15 +1,16 @@
 //! The WAL workloads, on the preset's WAL ([`pglocks_wal::Wal`]) and flush device.
 //!
 //! - `wal-insert`: one `XLogInsertRecord` of `record_size` payload bytes (a heap record); WAL
-//!   pages are written out as the buffer ring wraps, and flushed only when a segment is
-//!   finished (as `XLogWrite` does), never for a commit. What it measures is insertion scaling: one `WALInsertLock` (≤ 9.3) against 8 insertion locks.
+//!   pages are written out by the WAL writer every `wal_writer_delay` and by the backends as
+//!   the buffer ring wraps, and flushed only when a segment is finished (as `XLogWrite` does),
+//!   never for a commit. What it measures is insertion scaling: one `WALInsertLock` (≤ 9.3) against 8 insertion locks.
 //! - `wal-commit`: one transaction's commit: a commit record, then `XLogFlush` of it. With a
 //!   device of fixed latency `L` and `N` backends, the ideal is every flush covering all `N`
 //!   commits, `N / L` commits per second; the report shows that ideal and the fraction reached,
 //!   and the `wal.commits_per_flush` distribution. With `synchronous_commit = off` the commit
-//!   hands its record to the WAL writer instead (`XLogSetAsyncXactLSN`), which runs on a thread
-//!   of its own ([`with_wal_writer`]) and flushes every `wal_writer_delay` or when woken; there
-//!   is no ideal then.
+//!   hands its record to the WAL writer instead (`XLogSetAsyncXactLSN`), which flushes every
+//!   `wal_writer_delay` or when woken; there is no ideal then. The WAL writer runs on a thread
+//!   of its own ([`with_wal_writer`]) in every release from 8.3, with synchronous commits too.
 //!
 //! The writing macro workloads (`tpcb-like`, `insert-commit`, in `pgbench`) commit through the
 //! same WAL and start the same WAL writer.
@@ -24,7 +25,7 @@ use pglocks_spin::RawSpinLock;
 use pglocks_sync::time::{Duration, Instant};
 use pglocks_wal::{
     Faults, FaultyDevice, FileDevice, FlushDevice, NullDevice, Record, SimulatedDevice, Wal,
-    WalConfig,
+    WalConfig, WalWriter,
 };
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -86,31 +87,28 @@ pub(crate) fn wal_config(settings: &Settings, max_backends: usize) -> WalConfig 
 }
 
 /// The slots a run of `settings` needs in its proc table after its backends' (PostgreSQL's
-/// auxiliary processes): one for the WAL writer when commits are asynchronous.
+/// auxiliary processes): one for the WAL writer, which every release from 8.3 runs.
 pub(crate) fn auxiliary_procs(settings: &Settings) -> usize {
-    usize::from(!settings.synchronous_commit)
+    usize::from(settings.wal_writer != WalWriter::Absent)
 }
 
-/// Runs `team` (the timed run of the committing backends) and, when `wal` commits
-/// asynchronously, its WAL writer beside it ([`Wal::wal_writer_main`]): a thread whose backend
+/// Runs `team` (the timed run of the backends that write WAL) and, when `wal`'s release has
+/// one (8.3+), its WAL writer beside it ([`Wal::wal_writer_main`]): a thread whose backend
 /// takes the last slot of `procs` (an auxiliary process's `PGPROC` follows the backends'; see
 /// [`auxiliary_procs`]). The writer starts before the team and is stopped once it is done;
 /// its statistics (writes, fsyncs, `WALWriteLock` waits; not its idle sleep) join the run's,
 /// counted from about the end of `warmup` (from the first round after it; a warm-up that goes
 /// on to complete its operations, [`pglocks_harness::RunLength`], ends later, and the writer's
 /// figures then include its tail).
-///
-/// Shortcut: PostgreSQL's WAL writer (8.3+) runs whatever `synchronous_commit` says, writing
-/// whole pages in the background for synchronous commits and `wal-insert` too; the model
-/// starts it only for asynchronous commits, so that the synchronous measurements stay what
-/// they were.
+/// It runs whatever `synchronous_commit` says: with synchronous commits, and for `wal-insert`,
+/// it writes the whole pages the backends have filled, every `wal_writer_delay`.
 pub(crate) fn with_wal_writer<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     wal: &Wal<K, P, R>,
     procs: &ProcTable,
     warmup: Duration,
     team: impl FnOnce(Vec<Companion<'_>>) -> RunResult,
 ) -> RunResult {
-    if wal.config().synchronous_commit {
+    if wal.config().wal_writer == WalWriter::Absent {
         return team(Vec::new());
     }
     let mut b = attach_last(procs)?;
@@ -165,16 +163,10 @@ fn run<K: RawLwLock, P: VarProtocol, R: RawSpinLock>(
     kind: Kind,
     spec: &TeamSpec,
 ) -> Result<TeamRun, HarnessError> {
-    let aux = if kind == Kind::Commit {
-        auxiliary_procs(settings)
-    } else {
-        0
-    };
+    let aux = auxiliary_procs(settings);
     let procs = proc_table(settings, spec.threads + aux);
     let mut cfg = wal_config(settings, spec.threads + aux);
     cfg.count_commits = kind == Kind::Commit;
-    // wal-insert never commits: no WAL writer for it.
-    cfg.synchronous_commit |= kind == Kind::Insert;
     let segment_size = cfg.segment_size;
     let wal: Arc<Wal<K, P, R>> =
         Arc::new(Wal::new(cfg, device(settings, segment_size)?).map_err(workload_error)?);
