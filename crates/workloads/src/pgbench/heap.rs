@@ -31,7 +31,7 @@
 //!   waited for — the tuple lock (`LockTuple`, `ExclusiveLock`), then `XactLockTableWait` on
 //!   its xid; ended, it is looked up and hinted as above. Then the version gets this
 //!   transaction's xid as its updater and the new version a line pointer on the same page (a
-//!   HOT update, `add_version`: the first unused line pointer, else a new one), if the page
+//!   HOT update, `Table::put_version`: the first unused line pointer, else a new one), if the page
 //!   has room for it; and the HOT update's WAL record is written with the page locked
 //!   exclusively.
 //! - A row inserted (`heap_insert`: heapam.c's `heap_insert` on hio.c's
@@ -68,7 +68,7 @@
 //!   it). A page read into a buffer, and the zeroing of a new one, are not charged.
 
 use super::page::{
-    item_id, item_ids, maxalign, BtPage, HeapPage, INDEX_TUPLE_KEY, INDEX_TUPLE_TID, PAGE_HEADER,
+    item_id, item_ids, BtPage, HeapPage, INDEX_TUPLE_KEY, INDEX_TUPLE_TID, PAGE_HEADER,
     PD_LOWER_TO_VERSION, PD_LOWER_UPPER, PD_LSN, SIZEOF_HEAP_TUPLE_HEADER, T_HOFF, T_INFOMASK,
     T_XMAX_TO_INFOMASK,
 };
@@ -246,7 +246,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
 
     /// A heap page a scan moves to: `heap_page_prune_opt` first (below), then read under its
     /// content lock shared: by an index scan, the chain of the row at line pointer `lp`
-    /// (`hot_search`); by a sequential scan (`lp` none), every tuple (`scan_page`). Only a
+    /// (`hot_search`); by a sequential scan (`lp` none), every tuple (`heapgetpage`). Only a
     /// transaction that writes prunes and looks xids up (the model's prune and commit-log
     /// lookups need its WAL and commit log).
     fn heap_page(
@@ -487,18 +487,11 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     ) -> Result<u32, TxnError> {
         let page = table.heap_page(block);
         let horizon = t.s.snapshot.xmin;
-        let mut chain = Vec::new();
-        let mut lp = root;
-        let mut at = table.tuple(block, root);
-        if at.xmin.load(Relaxed) == NO_TUPLE {
-            lp = at.next.load(Relaxed);
-            if lp == 0 {
-                return Ok(INVALID_TRANSACTION_ID);
-            }
-            at = table.tuple(block, lp);
-        }
-        // The members, each with whether its updater is older than the horizon.
-        loop {
+        let chain = table.chain(block, root);
+        // Each member's updater, after its header is read and its xids looked up.
+        let mut updaters = Vec::with_capacity(chain.len());
+        for &lp in &chain {
+            let at = table.tuple(block, lp);
             let bytes = page.at(lp);
             self.page_read(buffer, bytes.start..bytes.start + SIZEOF_HEAP_TUPLE_HEADER);
             for word in [&at.xmin, &at.xmax] {
@@ -515,41 +508,22 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                     self.hint(t, word, xid, buffer, state, bytes.start)?;
                 }
             }
-            let xmax = at.xmax.load(Relaxed) & !COMMITTED;
-            chain.push((lp, xmax));
-            let next = at.next.load(Relaxed);
-            if next == 0 || chain.len() as u64 >= table.line_pointers {
-                break;
-            }
-            lp = next;
-            at = table.tuple(block, next);
+            updaters.push(at.xmax.load(Relaxed) & !COMMITTED);
         }
-        let Some(last_dead) = chain
-            .iter()
-            .rposition(|&(_, xmax)| xmax != INVALID_TRANSACTION_ID && xmax < horizon)
-        else {
-            return Ok(Self::oldest_updater(&chain));
+        let dead = |&x: &u32| x != INVALID_TRANSACTION_ID && x < horizon;
+        let Some(last_dead) = updaters.iter().rposition(dead) else {
+            return Ok(Self::oldest_updater(&updaters));
         };
-        let first_left = chain[last_dead + 1..].first().map_or(0, |&(lp, _)| lp);
-        for &(lp, _) in &chain[..=last_dead] {
-            let gone = table.tuple(block, lp);
-            gone.xmin.store(NO_TUPLE, Relaxed);
-            gone.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
-            state.tuples.fetch_sub(1, Relaxed);
-            if lp != root {
-                gone.next.store(0, Relaxed);
-                state.free_lines.store(true, Relaxed);
-            }
-        }
-        table.tuple(block, root).next.store(first_left, Relaxed);
-        Ok(Self::oldest_updater(&chain[last_dead + 1..]))
+        table.prune_members((block, root), &chain, last_dead, state);
+        Ok(Self::oldest_updater(&updaters[last_dead + 1..]))
     }
 
-    /// The oldest updater of the chain members `members` (line pointer and `t_xmax` each),
-    /// invalid for none.
-    fn oldest_updater(members: &[(u16, u32)]) -> u32 {
-        let updaters = members.iter().map(|&(_, xmax)| xmax);
-        let updated = updaters.filter(|&x| x != INVALID_TRANSACTION_ID);
+    /// The oldest of the chain members' updaters `updaters`, invalid for none.
+    fn oldest_updater(updaters: &[u32]) -> u32 {
+        let updated = updaters
+            .iter()
+            .copied()
+            .filter(|&x| x != INVALID_TRANSACTION_ID);
         updated.min().unwrap_or(INVALID_TRANSACTION_ID)
     }
 
@@ -599,7 +573,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// pointer and its tuple header, and a hint writes `t_infomask`; the update writes the old
     /// version's `t_xmax` to `t_infomask`, the new version's line pointer and tuple
     /// (`RelationPutHeapTuple`, at the first unused line pointer or the array's end: see
-    /// `add_version`), and the header (`pd_lower`, `pd_upper`, `pd_flags`, `pd_prune_xid`),
+    /// [`Table::put_version`]), and the header (`pd_lower`, `pd_upper`, `pd_flags`, `pd_prune_xid`),
     /// and after its WAL record `pd_lsn`.
     pub(super) fn update_row(
         &self,
@@ -681,43 +655,21 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             )?;
         };
         // The old version's xmax and HOT flags, the new version beside it, the header.
-        let old = table.tuple(block, old_lp);
         let old_at = page.at(old_lp).start;
         self.page_write(
             buffer,
             old_at + T_XMAX_TO_INFOMASK.start..old_at + T_XMAX_TO_INFOMASK.end,
         );
-        let fits = table.free_space(state) >= maxalign(table.tuple_len);
-        match fits
-            .then(|| self.add_version(table, block, buffer, state))
-            .flatten()
-        {
-            Some(lp) => {
-                old.xmax.store(xid, Relaxed);
-                old.next.store(lp, Relaxed);
-                let new = table.tuple(block, lp);
-                new.xmin.store(xid, Relaxed);
-                new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
-                new.next.store(0, Relaxed);
-                newest.store(lp, Relaxed);
-                state.tuples.fetch_add(1, Relaxed);
-                self.page_write(buffer, item_id(lp));
-                self.page_write(buffer, page.at(lp));
-            }
-            None => {
-                // No room: a non-HOT update, whose version the model keeps in the old one's
-                // place (see the module's differences); the page is marked for pruning
-                // (`PageSetFull`).
-                t.b.stats.events.count("tpcb.non_hot", 1);
-                state.full.store(true, Relaxed);
-                old.xmin.store(xid, Relaxed);
-                self.page_write(buffer, page.at(old_lp));
-            }
-        }
-        // The old version is dead once this transaction commits: the page's next visitor may
-        // prune it (`PageSetPrunable`).
-        if state.prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
-            state.prune_xid.store(xid, Relaxed);
+        let (lp, looked) = table.put_version((block, old_lp), row, state, xid);
+        self.page_read(buffer, item_ids(looked));
+        if lp == old_lp {
+            // No room: a non-HOT update, whose version the model keeps in the old one's
+            // place (see the module's differences).
+            t.b.stats.events.count("tpcb.non_hot", 1);
+            self.page_write(buffer, page.at(old_lp));
+        } else {
+            self.page_write(buffer, item_id(lp));
+            self.page_write(buffer, page.at(lp));
         }
         self.page_write(buffer, PAGE_HEADER);
         // The record is written with the page still locked, and its LSN set on the page.
@@ -730,39 +682,6 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 .unlock_tuple(t.b, t.local, rel, tid, LockMode::Exclusive)?;
         }
         Ok(())
-    }
-
-    /// The line pointer a new version of a row on heap page `block` takes (the page locked
-    /// exclusively), as bufpage.c's `PageAddItemExtended` picks it: with `PD_HAS_FREE_LINES`,
-    /// the first unused one, each looked at on the way (the flag cleared if none is); else
-    /// the next at the array's end, up to the table's [`Table::line_pointers`]. None when the
-    /// page has none left.
-    fn add_version(
-        &self,
-        table: &Table,
-        block: u32,
-        buffer: Buffer,
-        state: &HeapPageState,
-    ) -> Option<u16> {
-        let lines = state.lines.load(Relaxed);
-        if state.free_lines.load(Relaxed) {
-            // A redirect (a pruned chain's root) is in use; the loaded rows' line pointers
-            // are all roots.
-            let roots = table.heap_page(block).rows;
-            let unused = (1..=lines).find(|&lp| {
-                self.page_read(buffer, item_id(lp));
-                lp > roots && table.tuple(block, lp).xmin.load(Relaxed) == NO_TUPLE
-            });
-            if unused.is_some() {
-                return unused;
-            }
-            state.free_lines.store(false, Relaxed);
-        }
-        if u64::from(lines) >= table.line_pointers {
-            return None;
-        }
-        state.lines.store(lines + 1, Relaxed);
-        Some(lines + 1)
     }
 
     /// The heap insert into the append table and its WAL record: the backend's target page,

@@ -31,6 +31,7 @@
 //!   and the free-space map are not modelled.
 
 use super::page::{maxalign, BtPage, HeapPage, BLCKSZ, ITEM_ID_SIZE, SIZE_OF_PAGE_HEADER_DATA};
+use pglocks_procarray::INVALID_TRANSACTION_ID;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64};
 
@@ -244,6 +245,120 @@ impl Table {
         free_space(lines, tuples, self.tuple_len)
     }
 
+    /// The line pointers of the HOT chain whose root is line pointer `root` of heap page
+    /// `block`, in chain order, past a redirect at the root (empty for a redirect to nothing).
+    /// The page's content lock is held.
+    pub(super) fn chain(&self, block: u32, root: u16) -> Vec<u16> {
+        let mut lp = root;
+        if self.tuple(block, root).xmin.load(Relaxed) == NO_TUPLE {
+            lp = self.tuple(block, root).next.load(Relaxed);
+        }
+        let mut chain = Vec::new();
+        // A chain is at most the page's line pointers long.
+        while lp != 0 && (chain.len() as u64) < self.line_pointers {
+            chain.push(lp);
+            lp = self.tuple(block, lp).next.load(Relaxed);
+        }
+        chain
+    }
+
+    /// The structural part of `heap_update` on `row`, whose newest version is `old` on heap
+    /// page `block` (header `state`, locked exclusively), for transaction `xid`: a HOT update
+    /// if the page has room for the version (`PageGetHeapFreeSpace`) and a line pointer for it
+    /// ([`Self::add_line_pointer`]): `old` gets `xid` as its updater and the new version as
+    /// its next; else (a non-HOT update in PostgreSQL) the version takes `old`'s place and the
+    /// page is marked full (`PageSetFull`). Either way the page becomes prunable
+    /// (`PageSetPrunable`). Returns the new version's line pointer (`old` for the latter) and
+    /// the line pointers looked at to find it.
+    pub(super) fn put_version(
+        &self,
+        (block, old): (u32, u16),
+        row: u64,
+        state: &HeapPageState,
+        xid: u32,
+    ) -> (u16, u16) {
+        let fits = self.free_space(state) >= maxalign(self.tuple_len);
+        let (lp, looked) = if fits {
+            self.add_line_pointer(block, state)
+        } else {
+            (None, 0)
+        };
+        let at = match lp {
+            Some(lp) => {
+                let (before, new) = (self.tuple(block, old), self.tuple(block, lp));
+                before.xmax.store(xid, Relaxed);
+                before.next.store(lp, Relaxed);
+                new.xmin.store(xid, Relaxed);
+                new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+                new.next.store(0, Relaxed);
+                self.newest[row as usize].store(lp, Relaxed);
+                state.tuples.fetch_add(1, Relaxed);
+                lp
+            }
+            None => {
+                state.full.store(true, Relaxed);
+                self.tuple(block, old).xmin.store(xid, Relaxed);
+                old
+            }
+        };
+        if state.prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
+            state.prune_xid.store(xid, Relaxed);
+        }
+        (at, looked)
+    }
+
+    /// The line pointer a new version on heap page `block` (header `state`, locked
+    /// exclusively) takes, as bufpage.c's `PageAddItemExtended` picks it: with
+    /// `PD_HAS_FREE_LINES`, the first unused one, each looked at on the way (the flag cleared if
+    /// none is); else the next at the array's end, up to [`Self::line_pointers`]. Returns it
+    /// (none when the page has none left) and how many line pointers were looked at.
+    pub(super) fn add_line_pointer(&self, block: u32, state: &HeapPageState) -> (Option<u16>, u16) {
+        let lines = state.lines.load(Relaxed);
+        let mut looked = 0;
+        if state.free_lines.load(Relaxed) {
+            // A redirect (a pruned chain's root) is in use; the loaded rows' line pointers are
+            // all roots.
+            let roots = self.heap_page(block).rows;
+            let unused = (roots + 1..=lines)
+                .find(|&lp| self.tuple(block, lp).xmin.load(Relaxed) == NO_TUPLE);
+            if let Some(lp) = unused {
+                return (Some(lp), lp);
+            }
+            state.free_lines.store(false, Relaxed);
+            looked = lines;
+        }
+        if u64::from(lines) >= self.line_pointers {
+            return (None, looked);
+        }
+        state.lines.store(lines + 1, Relaxed);
+        (Some(lines + 1), looked)
+    }
+
+    /// `heap_prune_chain`'s change to the chain `chain` of root `root` on heap page `block`
+    /// (header `state`, locked exclusively), whose members up to `chain[last_dead]` are dead:
+    /// they go, the root becoming a redirect to the first member left, the others' line
+    /// pointers unused (`PD_HAS_FREE_LINES`).
+    pub(super) fn prune_members(
+        &self,
+        (block, root): (u32, u16),
+        chain: &[u16],
+        last_dead: usize,
+        state: &HeapPageState,
+    ) {
+        for &lp in &chain[..=last_dead] {
+            let gone = self.tuple(block, lp);
+            gone.xmin.store(NO_TUPLE, Relaxed);
+            gone.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+            state.tuples.fetch_sub(1, Relaxed);
+            if lp != root {
+                gone.next.store(0, Relaxed);
+                state.free_lines.store(true, Relaxed);
+            }
+        }
+        let first_left = chain.get(last_dead + 1).copied().unwrap_or(0);
+        self.tuple(block, root).next.store(first_left, Relaxed);
+    }
+
     /// Heap pages.
     pub(super) fn pages(&self) -> u32 {
         self.rows.div_ceil(self.rows_per_page) as u32
@@ -415,5 +530,146 @@ mod tests {
         assert_eq!(fit(SMALL_TUPLE_LEN) as u64, SMALL_ROWS_PER_HEAP_PAGE);
         assert_eq!(fit(HISTORY_TUPLE_LEN) as u32, ROWS_PER_HISTORY_PAGE);
         assert_eq!(fit(INSERTS_TUPLE_LEN) as u32, ROWS_PER_INSERT_PAGE);
+    }
+
+    /// The line pointers and HOT chains of an updated page against a reference that keeps
+    /// each row's versions as a list: updates and prunes in any order, the page's room and
+    /// its line pointers as `PageAddItemExtended` and `PageGetHeapFreeSpace` give them.
+    mod page_versions {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeSet;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// An update of row `.0` (modulo the rows) by the next xid.
+            Update(u64),
+            /// A prune whose horizon is `.0` xids behind the next.
+            Prune(u32),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                8 => (0..1000u64).prop_map(Op::Update),
+                1 => (0..20u32).prop_map(Op::Prune),
+            ]
+        }
+
+        /// What the reference keeps: each row's versions (line pointer, inserter, updater),
+        /// oldest first; the line pointers in use and the unused ones past the roots.
+        struct Reference {
+            rows: Vec<Vec<(u16, u32, u32)>>,
+            lines: u16,
+            unused: BTreeSet<u16>,
+        }
+
+        impl Reference {
+            fn tuples(&self) -> u64 {
+                self.rows.iter().map(|v| v.len() as u64).sum()
+            }
+
+            /// The line pointer a HOT update takes, or none (a non-HOT update).
+            fn take_line_pointer(&mut self, len: usize) -> Option<u16> {
+                let used = SIZE_OF_PAGE_HEADER_DATA as u64
+                    + (u64::from(self.lines) + 1) * ITEM_ID_SIZE as u64
+                    + self.tuples() * maxalign(len) as u64;
+                let room = (BLCKSZ as u64).saturating_sub(used);
+                let full = u64::from(self.lines) >= MAX_HEAP_TUPLES_PER_PAGE;
+                if room < maxalign(len) as u64 || (full && self.unused.is_empty()) {
+                    return None;
+                }
+                if let Some(lp) = self.unused.pop_first() {
+                    return Some(lp);
+                }
+                self.lines += 1;
+                Some(self.lines)
+            }
+        }
+
+        fn check(rows: u64, len: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+            let table = Table::new(1, 2, rows, (SMALL_ROWS_PER_HEAP_PAGE, len), true);
+            let state = &table.page_state[0];
+            let mut reference = Reference {
+                rows: (1..=rows as u16).map(|lp| vec![(lp, LOADED, 0)]).collect(),
+                lines: rows as u16,
+                unused: BTreeSet::new(),
+            };
+            let mut next_xid = 3;
+            for op in ops {
+                match *op {
+                    Op::Update(r) => {
+                        let row = (r % rows) as usize;
+                        let (xid, old) = (next_xid, table.newest[row].load(Relaxed));
+                        next_xid += 1;
+                        let (lp, _) = table.put_version((0, old), row as u64, state, xid);
+                        let want = reference.take_line_pointer(len);
+                        let versions = &mut reference.rows[row];
+                        let newest = versions.last_mut().unwrap();
+                        match want {
+                            Some(want) => {
+                                prop_assert_eq!(lp, want, "update of row {} by {}", row, xid);
+                                newest.2 = xid;
+                                versions.push((want, xid, INVALID_TRANSACTION_ID));
+                            }
+                            None => {
+                                prop_assert_eq!(lp, old, "a version with no room");
+                                prop_assert!(state.full.load(Relaxed));
+                                newest.1 = xid;
+                            }
+                        }
+                    }
+                    Op::Prune(back) => {
+                        let horizon = next_xid.saturating_sub(back);
+                        for (i, versions) in reference.rows.iter_mut().enumerate() {
+                            let dead = |v: &(u16, u32, u32)| v.2 != 0 && v.2 < horizon;
+                            let Some(last) = versions.iter().rposition(dead) else {
+                                continue;
+                            };
+                            let root = i as u16 + 1;
+                            table.prune_members((0, root), &table.chain(0, root), last, state);
+                            for (lp, ..) in versions.drain(..=last) {
+                                if lp != root {
+                                    reference.unused.insert(lp);
+                                }
+                            }
+                        }
+                    }
+                }
+                let mut in_chains = BTreeSet::new();
+                for (i, versions) in reference.rows.iter().enumerate() {
+                    let chain = table.chain(0, i as u16 + 1);
+                    let got: Vec<_> = chain
+                        .iter()
+                        .map(|&lp| {
+                            let t = table.tuple(0, lp);
+                            (lp, t.xmin.load(Relaxed), t.xmax.load(Relaxed))
+                        })
+                        .collect();
+                    prop_assert_eq!(&got, versions, "row {}", i);
+                    prop_assert_eq!(table.newest[i].load(Relaxed), *chain.last().unwrap());
+                    in_chains.extend(chain);
+                }
+                prop_assert_eq!(u64::from(state.tuples.load(Relaxed)), reference.tuples());
+                prop_assert_eq!(state.lines.load(Relaxed), reference.lines);
+                for lp in rows as u16 + 1..=reference.lines {
+                    let unused = table.tuple(0, lp).xmin.load(Relaxed) == NO_TUPLE;
+                    prop_assert_eq!(unused, !in_chains.contains(&lp), "line pointer {}", lp);
+                }
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            #[test]
+            fn a_pages_versions_are_the_references(
+                rows in 1..150u64,
+                len in prop_oneof![Just(SMALL_TUPLE_LEN), Just(ACCOUNTS_TUPLE_LEN)],
+                ops in prop::collection::vec(op(), 1..400),
+            ) {
+                check(rows.min(if len == SMALL_TUPLE_LEN { 185 } else { 61 }), len, &ops)?;
+            }
+        }
     }
 }
