@@ -340,13 +340,6 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         Ok(())
     }
 
-    /// Whether `xid` is running in the transaction's snapshot (procarray.c's
-    /// `XidInMVCCSnapshot`, for a snapshot that did not overflow).
-    fn in_snapshot(t: &Txn<'_, K, V, R>, xid: u32) -> bool {
-        let snapshot = &t.s.snapshot;
-        xid >= snapshot.xmin && (xid >= snapshot.xmax || snapshot.xip.contains(&xid))
-    }
-
     /// Models `HeapTupleSatisfiesMVCC` (heapam_visibility.c) for `tuple`, which starts at
     /// `at` on the page in `buffer` (its content lock held, shared or exclusive): its inserter
     /// first — this transaction's, running in the snapshot (invisible), or, without its hint
@@ -367,7 +360,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             if xid == t.xid {
                 return Ok(tuple.xmax.load(Acquire) & !COMMITTED != xid);
             }
-            if Self::in_snapshot(t, xid) {
+            if self.procs.xid_in_mvcc_snapshot(xid, &t.s.snapshot)? {
                 return Ok(false);
             }
             if xmin & COMMITTED == 0 {
@@ -382,13 +375,34 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         if xid == t.xid {
             return Ok(false);
         }
-        if Self::in_snapshot(t, xid) {
+        if self.procs.xid_in_mvcc_snapshot(xid, &t.s.snapshot)? {
             return Ok(true);
         }
         if xmax & COMMITTED == 0 {
             self.hint(t, &tuple.xmax, xid, buffer, state, at)?;
         }
         Ok(false)
+    }
+
+    /// `TransactionIdIsInProgress` of `xid` in `word` (a tuple's `t_xmin` or `t_xmax`, the tuple
+    /// at `at`), as `HeapTupleSatisfiesVacuum` and `HeapTupleSatisfiesUpdate` ask it of an
+    /// unhinted xid; if it has ended, [`Self::hint`]. Returns whether it has ended.
+    fn hint_if_ended(
+        &self,
+        t: &mut Txn<'_, K, V, R>,
+        word: &AtomicU32,
+        xid: u32,
+        buffer: Buffer,
+        state: &HeapPageState,
+        at: usize,
+    ) -> Result<bool, TxnError> {
+        let (recent_xmin, known) = (t.s.snapshot.xmin, t.s.known_completed);
+        let procs = &self.procs;
+        if procs.transaction_id_is_in_progress(t.b, xid, recent_xmin, known)? {
+            return Ok(false);
+        }
+        self.hint(t, word, xid, buffer, state, at)?;
+        Ok(true)
     }
 
     /// `TransactionIdDidCommit` of the ended `xid` in `word` (a tuple's `t_xmin` or `t_xmax`,
@@ -500,13 +514,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 if seen == NO_TUPLE || xid == INVALID_TRANSACTION_ID || seen & COMMITTED != 0 {
                     continue;
                 }
-                let known = t.s.known_completed;
-                if !self
-                    .procs
-                    .transaction_id_is_in_progress(t.b, xid, horizon, known)?
-                {
-                    self.hint(t, word, xid, buffer, state, bytes.start)?;
-                }
+                self.hint_if_ended(t, word, xid, buffer, state, bytes.start)?;
             }
             updaters.push(at.xmax.load(Relaxed) & !COMMITTED);
         }
@@ -618,18 +626,12 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
             if xmin == LOADED || xmin & COMMITTED != 0 || inserter == xid {
                 break lp;
             }
-            let recent_xmin = t.s.snapshot.xmin;
-            let known = t.s.known_completed;
-            if !self
-                .procs
-                .transaction_id_is_in_progress(t.b, inserter, recent_xmin, known)?
-            {
-                // TransactionIdDidCommit, then SetHintBits: the next reader need not ask,
-                // unless the inserter's asynchronous commit is unflushed and the page's LSN
-                // is below it.
-                self.hint(t, &old.xmin, inserter, buffer, state, at)?;
+            // TransactionIdDidCommit, then SetHintBits: the next reader need not ask, unless
+            // the inserter's asynchronous commit is unflushed and the page's LSN is below it.
+            if self.hint_if_ended(t, &old.xmin, inserter, buffer, state, at)? {
                 break lp;
             }
+            let recent_xmin = t.s.snapshot.xmin;
             t.b.stats.events.count("tpcb.row_waits", 1);
             self.buffers.unlock_buffer(t.b, buffer)?;
             if !tuple_locked {
