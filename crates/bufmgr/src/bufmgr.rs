@@ -5,16 +5,20 @@
 
 use crate::desc::*;
 use crate::freelist::VictimSearch;
-use crate::{BufMgr, BufMgrError, Buffer, BufferTag, PrivateRefCount};
+use crate::{BufMgr, BufMgrError, Buffer, BufferTag, IoWait, PrivateRefCount};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::time::{sleep, Instant};
+
+/// The spinlock named in a stuck-spinlock error of a buffer's I/O condition variable.
+const IO_CV: &str = "a buffer's I/O condition variable";
 
 /// What `BufferAlloc` found.
 enum Alloc {
     /// The page is in the buffer and valid (or was read in by the backend we waited for).
     Found(u32),
-    /// This backend must read the page in: `BM_IO_IN_PROGRESS` is set and its I/O lock held.
+    /// This backend must read the page in: `BM_IO_IN_PROGRESS` is set (and, up to 13, its I/O
+    /// lock held).
     MustRead(u32),
 }
 
@@ -279,10 +283,10 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         }
     }
 
-    /// Models `StartBufferIO` (9.6–13, with the buffer's I/O lock): waits for any I/O on the
-    /// buffer to end; then, if the buffer still needs the I/O (for a read: it is not valid),
-    /// sets `BM_IO_IN_PROGRESS` and returns `true` holding the I/O lock. `false` if someone
-    /// else did the I/O meanwhile.
+    /// Models `StartBufferIO`: waits for any I/O on the buffer to end; then, if the buffer
+    /// still needs the I/O (for a read: it is not valid), sets `BM_IO_IN_PROGRESS` and returns
+    /// `true` — up to 13 holding the buffer's I/O lock, which it takes first. `false` if
+    /// someone else did the I/O meanwhile.
     fn start_buffer_io(
         &self,
         b: &mut Backend,
@@ -290,17 +294,21 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         for_input: bool,
     ) -> Result<bool, BufMgrError> {
         let desc = &self.descs[buf_id as usize];
-        let io_lock = &self.io_locks[buf_id as usize];
+        let io_lock = self.io_locks.get(buf_id as usize);
         let state = loop {
-            io_lock.acquire(b, LwLockMode::Exclusive)?;
+            if let Some(io_lock) = io_lock {
+                io_lock.acquire(b, LwLockMode::Exclusive)?;
+            }
             let state = desc.lock(b, self.hdr)?;
             if state & BM_IO_IN_PROGRESS == 0 {
                 break state;
             }
-            // Only a backend that failed to get the I/O lock can see this (an I/O whose owner
-            // errored out); wait for it to be cleared.
+            // With the I/O lock, only a backend that failed to get it can see this (an I/O
+            // whose owner errored out); from 14, any backend that comes while the read runs.
             desc.unlock(state);
-            io_lock.release(b)?;
+            if let Some(io_lock) = io_lock {
+                io_lock.release(b)?;
+            }
             self.wait_io(b, buf_id)?;
         };
         let done = if for_input {
@@ -310,7 +318,9 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         };
         if done {
             desc.unlock(state);
-            io_lock.release(b)?;
+            if let Some(io_lock) = io_lock {
+                io_lock.release(b)?;
+            }
             return Ok(false);
         }
         desc.unlock(state | BM_IO_IN_PROGRESS);
@@ -318,7 +328,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     }
 
     /// Models `TerminateBufferIO`: clears `BM_IO_IN_PROGRESS` (and sets `BM_VALID` after a
-    /// successful read), and releases the I/O lock, which wakes the waiters.
+    /// successful read), then wakes the waiters: up to 13 by releasing the I/O lock, from 14
+    /// by a broadcast on the buffer's condition variable.
     fn terminate_buffer_io(
         &self,
         b: &mut Backend,
@@ -332,24 +343,48 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             state |= BM_VALID;
         }
         desc.unlock(state);
-        self.io_locks[buf_id as usize].release(b)?;
+        match self.io_wait {
+            IoWait::Lwlock => self.io_locks[buf_id as usize].release(b)?,
+            IoWait::ConditionVariable => self.io_cvs[buf_id as usize]
+                .0
+                .broadcast(b)
+                .map_err(|e| BufMgrError::stuck(IO_CV, e))?,
+        }
         Ok(())
     }
 
-    /// Models `WaitIO`: sleeps on the buffer's I/O lock (shared) until `BM_IO_IN_PROGRESS` is
-    /// clear.
+    /// Models `WaitIO`: waits until `BM_IO_IN_PROGRESS` is clear, looking at it under the
+    /// header lock — up to 13 by taking the buffer's I/O lock shared and letting go between two
+    /// looks, from 14 by sleeping on its condition variable (prepared before the first look,
+    /// so that the broadcast that follows the flag's clearing cannot be missed).
+    #[cold]
     fn wait_io(&self, b: &mut Backend, buf_id: u32) -> Result<(), BufMgrError> {
         let desc = &self.descs[buf_id as usize];
-        loop {
+        let in_progress = |b: &mut Backend| -> Result<bool, BufMgrError> {
             let state = desc.lock(b, self.hdr)?;
             desc.unlock(state);
-            if state & BM_IO_IN_PROGRESS == 0 {
-                return Ok(());
+            Ok(state & BM_IO_IN_PROGRESS != 0)
+        };
+        match self.io_wait {
+            IoWait::Lwlock => {
+                let io_lock = &self.io_locks[buf_id as usize];
+                while in_progress(b)? {
+                    io_lock.acquire(b, LwLockMode::Shared)?;
+                    io_lock.release(b)?;
+                }
             }
-            let io_lock = &self.io_locks[buf_id as usize];
-            io_lock.acquire(b, LwLockMode::Shared)?;
-            io_lock.release(b)?;
+            IoWait::ConditionVariable => {
+                let cv = &self.io_cvs[buf_id as usize].0;
+                let stuck = |e| BufMgrError::stuck(IO_CV, e);
+                let prepared = cv.prepare_to_sleep(b).map_err(stuck)?;
+                while in_progress(b)? {
+                    cv.sleep(b, &prepared, "BufferIO").map_err(stuck)?;
+                }
+                // Woken by the reader's broadcast or not, nothing to pass on.
+                cv.cancel_sleep(b, prepared).map_err(stuck)?;
+            }
         }
+        Ok(())
     }
 
     /// Drops the page `tag` from the buffers if it is there, as `DropRelationBuffers` does for

@@ -46,8 +46,11 @@
 //!   their place in the simulated shared-memory map ([`BufMgr::blocks`]), where a model charges
 //!   the bytes it reads and writes under a content lock; the read that fills a buffer (a copy
 //!   of all its lines) is not charged.
-//! - The I/O wait uses a per-buffer I/O LWLock (`BufferIOLWLockArray`, 9.6–13); 14 moved to a
-//!   condition variable, which is not modelled.
+//! - The I/O wait, on a per-buffer I/O LWLock up to 13 ([`IoWait::Lwlock`]) or condition
+//!   variable from 14 ([`IoWait::ConditionVariable`]), is modelled for reads only: no buffer is
+//!   ever written. Up to 9.5 the I/O lock was an LWLock of the descriptor's own
+//!   (`io_in_progress_lock`), from 9.6 one of an array beside the descriptors; the model places
+//!   the array for every release up to 13.
 //! - `BufferAlloc` has the 9.5–15 shape (both partition locks held while remapping) for every
 //!   release; 16 split it so that the old entry is removed under the old partition lock before
 //!   the new one is taken (`InvalidateVictimBuffer`). 8.x–9.4 differences in the remap
@@ -71,6 +74,7 @@ pub use tag::{BufferTag, ForkNumber};
 use buf_table::BufTable;
 use desc::{BufferDesc, PaddedDesc};
 use freelist::StrategyControl;
+use pglocks_condvar::ConditionVariable;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::shmem::{Placed, PlacedBox, Region};
@@ -102,6 +106,20 @@ pub struct BufMgrConfig {
     /// 17+ (`StartReadBuffers`): a repeat pin reads `BM_VALID`, since the backend may have
     /// started a read it has not waited for; before, an earlier pin meant a valid page.
     pub repeat_pin_reads_valid: bool,
+    /// What a backend waits on while another reads the page in.
+    pub io_wait: IoWait,
+}
+
+/// How `WaitIO` waits for another backend's I/O on a buffer, and `TerminateBufferIO` wakes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoWait {
+    /// ≤ 13: the reader holds the buffer's I/O LWLock exclusively from `StartBufferIO` to
+    /// `TerminateBufferIO`; a waiter takes it shared and lets go at once, then looks again.
+    Lwlock,
+    /// 14+: the reader holds nothing; a waiter sleeps on the buffer's condition variable
+    /// (`BufferDescriptorGetIOCV`) until `BM_IO_IN_PROGRESS` is clear, and the reader
+    /// broadcasts on it when it clears the flag.
+    ConditionVariable,
 }
 
 impl BufMgrConfig {
@@ -115,6 +133,7 @@ impl BufMgrConfig {
             read_latency: Duration::ZERO,
             tas_spin: true,
             repeat_pin_reads_valid: false,
+            io_wait: IoWait::Lwlock,
         }
     }
 
@@ -214,21 +233,30 @@ pub struct BufferInfo {
     pub valid: bool,
 }
 
+/// A buffer's I/O condition variable as condition_variable.h's
+/// `ConditionVariableMinimallyPadded` lays it out: 16 bytes, four to a cache line.
+#[derive(Debug, Default)]
+#[repr(align(16))]
+pub(crate) struct IoConditionVariable(pub(crate) ConditionVariable);
+
 /// The buffer pool: descriptors, the pages' place in the simulated shared-memory map, the
 /// mapping table with its partition locks (an array padded as `P` says), and the strategy
 /// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`,
 /// each placed in a simulated machine's shared-memory map.
 pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     /// The arrays' places in a simulated machine's shared-memory map: the descriptors and the
-    /// I/O locks. (First: fields drop in declaration order, and the map must forget this
-    /// memory before it is freed.)
+    /// I/O locks or condition variables. (First: fields drop in declaration order, and the map
+    /// must forget this memory before it is freed.)
     _placed: [Placed; 2],
     descs: Box<[PaddedDesc<K>]>,
     /// `BufferBlocks`: `NBuffers` pages of [`BLCKSZ`] bytes, buffer `buf_id`'s page element
     /// `buf_id`.
     blocks: Region,
-    /// Per-buffer I/O locks (`BufferIOLWLockArray`).
+    /// Per-buffer I/O locks (`BufferIOLWLockArray`, ≤ 13; empty from 14).
     io_locks: Box<[K]>,
+    /// Per-buffer I/O condition variables (`BufferIOCVArray`, 14+; empty up to 13).
+    io_cvs: Box<[IoConditionVariable]>,
+    io_wait: IoWait,
     table: BufTable<K, P>,
     /// `BufFreelistLock` (≤ 9.4), one of `MainLWLockArray`'s individual locks.
     freelist_lock: PlacedBox<CachePadded<K>>,
@@ -257,8 +285,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// Models `InitBufferPool` with a mapping table of `freelists` dynahash free lists (1 up to
     /// 9.5, `NUM_FREELISTS` from 9.6). The simulated shared-memory map gets the structures in
     /// `InitBufferPool`'s order: the descriptors ("Buffer Descriptors"), the pages ("Buffer
-    /// Blocks"), the I/O locks ("Buffer IO Locks", 9.6–13's array; 14 has condition
-    /// variables there, which the model does not), then `StrategyInitialize`'s mapping table
+    /// Blocks"), the I/O locks ("Buffer IO Locks", ≤ 13) or condition variables ("Buffer IO
+    /// Condition Variables", 14+), then `StrategyInitialize`'s mapping table
     /// and "Buffer Strategy Status". `BufFreelistLock`, which `CreateLWLocks` made earlier in
     /// `MainLWLockArray`, is placed after them under its own name (a shortcut of order only).
     pub fn with_hash_freelists(cfg: &BufMgrConfig, freelists: usize) -> Result<Self, BufMgrError> {
@@ -276,8 +304,20 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             .collect();
         let placed_descs = Placed::slice("Buffer Descriptors", &descs);
         let blocks = Region::new("Buffer Blocks", BLCKSZ, n);
-        let io_locks: Box<[K]> = (0..n).map(|_| K::new("BufferIO")).collect();
-        let placed_io = Placed::slice("Buffer IO Locks", &io_locks);
+        let (io_locks, io_cvs, placed_io): (Box<[K]>, Box<[IoConditionVariable]>, _) =
+            match cfg.io_wait {
+                IoWait::Lwlock => {
+                    let locks: Box<[K]> = (0..n).map(|_| K::new("BufferIO")).collect();
+                    let placed = Placed::slice("Buffer IO Locks", &locks);
+                    (locks, Box::new([]), placed)
+                }
+                IoWait::ConditionVariable => {
+                    let cvs: Box<[IoConditionVariable]> =
+                        (0..n).map(|_| IoConditionVariable::default()).collect();
+                    let placed = Placed::slice("Buffer IO Condition Variables", &cvs);
+                    (Box::new([]), cvs, placed)
+                }
+            };
         // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
         let table = BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin);
         let strategy = PlacedBox::new("Buffer Strategy Status", StrategyControl::new(n));
@@ -288,6 +328,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             blocks,
             descs,
             io_locks,
+            io_cvs,
+            io_wait: cfg.io_wait,
             table,
             freelist_lock,
             strategy,

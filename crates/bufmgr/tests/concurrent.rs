@@ -1,26 +1,34 @@
 //! Several threads missing all the time on a pool of four buffers: while a backend holds a
 //! pin, its buffer keeps the page it asked for (a pinned buffer is never evicted); when they
 //! are done, no two buffers hold the same tag and the table maps exactly the valid buffers.
-//! Both victim searches, both pin methods.
+//! Both victim searches, both pin methods, and both ways of waiting for another backend's read
+//! (the I/O LWLock of ≤ 13, the condition variable of 14+, with reads that take a while so
+//! that backends meet in `WaitIO`).
 #![cfg(not(loom))]
 
 use pglocks_bufmgr::{
-    BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, IoWait, PinMethod, PrivateRefCount, VictimSearch,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
 use std::sync::Arc;
+use std::time::Duration;
 
 type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
 
 const THREADS: usize = 4;
 const OPS: u32 = 3000;
 
-fn hammer(victim_search: VictimSearch, pin: PinMethod) {
+fn hammer(victim_search: VictimSearch, pin: PinMethod, io_wait: IoWait) {
     let cfg = BufMgrConfig {
         partitions: 2,
         victim_search,
         pin,
+        io_wait,
+        read_latency: match io_wait {
+            IoWait::Lwlock => Duration::ZERO,
+            IoWait::ConditionVariable => Duration::from_micros(20),
+        },
         ..BufMgrConfig::new(4)
     };
     let pool = Arc::new(Pool::new(&cfg).unwrap());
@@ -81,9 +89,15 @@ fn hammer(victim_search: VictimSearch, pin: PinMethod) {
 
 #[test]
 fn misses_under_contention_keep_tags_unique_and_pins_honoured() {
-    hammer(VictimSearch::AtomicClockHand, PinMethod::Cas);
-    hammer(VictimSearch::FreelistLock, PinMethod::HeaderLock);
-    hammer(VictimSearch::AtomicClockHand, PinMethod::HeaderLock);
+    use IoWait::*;
+    hammer(VictimSearch::AtomicClockHand, PinMethod::Cas, Lwlock);
+    hammer(VictimSearch::FreelistLock, PinMethod::HeaderLock, Lwlock);
+    hammer(VictimSearch::AtomicClockHand, PinMethod::HeaderLock, Lwlock);
+    hammer(
+        VictimSearch::AtomicClockHand,
+        PinMethod::Cas,
+        ConditionVariable,
+    );
 }
 
 /// `InvalidateBuffer` waits out another backend's pin instead of failing, and fails on its own.

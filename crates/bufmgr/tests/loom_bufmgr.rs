@@ -5,7 +5,9 @@
 //!   waits out `BM_LOCKED`, and `BufferAlloc` re-checks the refcount before retagging);
 //! - two backends missing on the same page: `BufTableInsert` under the exclusive partition
 //!   lock lets only one buffer take the tag, and both backends end up with that buffer (with
-//!   either victim search).
+//!   either victim search), the one that did not read it having waited for the read on the
+//!   buffer's I/O LWLock (≤ 13) or condition variable (14+): loom reports a deadlock if the
+//!   reader's wake-up can be missed.
 //!
 //! The mapping table's free lists, shared by partitions, have their loom models in the dynahash
 //! crate (`loom_dynahash`).
@@ -15,7 +17,7 @@
 
 use loom::sync::Arc;
 use pglocks_bufmgr::{
-    BufMgr, BufMgrConfig, BufMgrError, BufferTag, PinMethod, PrivateRefCount, VictimSearch,
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, IoWait, PinMethod, PrivateRefCount, VictimSearch,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
@@ -26,6 +28,15 @@ type Pool = BufMgr<AtomicLwLock<Pg96Layout>, NoPadding>;
 /// (`BufFreelistLock`, pins under the header lock).
 fn pool(nbuffers: usize, partitions: usize, locked: bool) -> Arc<Pool> {
     Arc::new(Pool::new(&config(nbuffers, partitions, locked)).unwrap())
+}
+
+/// A pool of 14+: [`pool`]'s 9.6+ shape, waiting for I/O on condition variables.
+fn pool14(nbuffers: usize, partitions: usize) -> Arc<Pool> {
+    let cfg = BufMgrConfig {
+        io_wait: IoWait::ConditionVariable,
+        ..config(nbuffers, partitions, false)
+    };
+    Arc::new(Pool::new(&cfg).unwrap())
 }
 
 /// The configuration of [`pool`].
@@ -95,18 +106,23 @@ fn a_buffer_pinned_during_the_sweep_is_never_the_victim() {
 
 #[test]
 fn two_misses_on_one_page_share_one_buffer() {
-    two_misses(false);
+    two_misses(|| pool(2, 1, false));
 }
 
 #[test]
 fn two_misses_on_one_page_share_one_buffer_under_buf_freelist_lock() {
-    two_misses(true);
+    two_misses(|| pool(2, 1, true));
 }
 
-fn two_misses(locked: bool) {
+#[test]
+fn two_misses_on_one_page_share_one_buffer_waiting_on_its_condition_variable() {
+    two_misses(|| pool14(2, 1));
+}
+
+fn two_misses(pool: fn() -> Arc<Pool>) {
     let x = BufferTag::main(5, 16384, 9);
     pglocks_sync::loom_builder(2).check(move || {
-        let pool = pool(2, 1, locked);
+        let pool = pool();
         let procs = ProcTable::new(3);
         let (p1, procs1) = (Arc::clone(&pool), procs.clone());
         let other = loom::thread::spawn(move || {

@@ -45,6 +45,9 @@ pub struct ProcSlot {
     /// `lwWaitLink`: the backend's links on an LWLock's wait queue (a
     /// [`ProcList`](crate::proclist_types::ProcList)).
     pub lw_wait_link: ProcListNode,
+    /// `cvWaitLink`: the backend's links on a condition variable's wait list (written by
+    /// pglocks-condvar).
+    pub cv_wait_link: ProcListNode,
     in_use: AtomicBool,
 }
 
@@ -145,6 +148,7 @@ impl ProcTable {
                     lw_waiting: AtomicU8::new(0),
                     lw_wait_mode: AtomicLwLockMode::default(),
                     lw_wait_link: ProcListNode::default(),
+                    cv_wait_link: ProcListNode::default(),
                     in_use: AtomicBool::new(false),
                 })
             })

@@ -13,7 +13,7 @@ use crate::preset::{v, ClogSizing, ExecutorWork, FlushDeviceKind, LwLockVariant,
 use crate::WorkloadError;
 use pglocks_apply::publisher::DEFAULT_WORK_MEM_CHANGES;
 use pglocks_apply::Streaming;
-use pglocks_bufmgr::{BufMgrConfig, PinMethod, VictimSearch};
+use pglocks_bufmgr::{BufMgrConfig, IoWait, PinMethod, VictimSearch};
 use pglocks_lmgr::FastPathLayout;
 use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
 use pglocks_sinval::SinvalCheck;
@@ -41,6 +41,10 @@ const VICTIM_SEARCH: Names<VictimSearch> = Names(&[
 ]);
 const BUFFER_PIN: Names<PinMethod> =
     Names(&[("lock", PinMethod::HeaderLock), ("cas", PinMethod::Cas)]);
+const BUFFER_IO_WAIT: Names<IoWait> = Names(&[
+    ("lwlock", IoWait::Lwlock),
+    ("condvar", IoWait::ConditionVariable),
+]);
 const FLUSH_WAIT: Names<FlushWait> = Names(&[
     ("acquire", FlushWait::Acquire),
     ("acquire_or_wait", FlushWait::AcquireOrWait),
@@ -267,6 +271,14 @@ settings! {
     /// bufmgr.c (17+): a backend's repeat pin of a buffer reads `BM_VALID` (a read it started
     /// may not have finished); before, an earlier pin meant a valid page.
     repeat_pin_reads_valid: bool = |p| p.version >= v(17, 0);
+    /// bufmgr.c: `WaitIO` sleeps on the buffer's I/O LWLock (≤ 13) or on its condition
+    /// variable (14+).
+    buffer_io_wait: IoWait = |p| if p.version >= v(14, 0) {
+            IoWait::ConditionVariable
+        } else {
+            IoWait::Lwlock
+        },
+        knob "buffer_io_wait": BUFFER_IO_WAIT => "lwlock|condvar: a wait for another backend's read of a buffer on its I/O LWLock (<= 13) or condition variable (14+)";
     /// Workload `buffer-lookup`: the share of reads that go to the hot pages (which stay in
     /// the buffers); the rest miss.
     hit_ratio: f64 = |_| 1.0,
@@ -622,6 +634,7 @@ impl Settings {
             read_latency: self.read_latency,
             tas_spin: self.tas_spin,
             repeat_pin_reads_valid: self.repeat_pin_reads_valid,
+            io_wait: self.buffer_io_wait,
         }
     }
 
