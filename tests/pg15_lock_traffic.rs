@@ -194,6 +194,10 @@ fn the_tables_hold_what_the_script_writes() {
         "tpcb-like",
         "tpcb-like-async",
         "insert-commit",
+        "tpcb-like-c4",
+        "tpcb-like-c8",
+        "tpcb-like-async-c4",
+        "tpcb-like-async-c8",
     ] {
         let pg = postgres(w);
         assert!(
