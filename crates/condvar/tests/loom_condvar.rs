@@ -15,22 +15,7 @@ use pglocks_spin::FloorLock;
 /// The spinlock is model-checked on its own (pglocks-spin's loom tests); a plain exchange lock
 /// keeps the branches here to the variable's protocol.
 type ConditionVariable = Cv<FloorLock>;
-use pglocks_proc::spin_delay::SpinDelayConfig;
 use pglocks_proc::{Backend, ProcTable};
-use pglocks_sync::time::Duration;
-
-fn procs(n: usize) -> ProcTable {
-    ProcTable::with_spin_config(
-        n,
-        SpinDelayConfig {
-            default_spins_per_delay: 1,
-            min_spins_per_delay: 1,
-            num_delays: u32::MAX,
-            min_delay: Duration::from_micros(1),
-            ..SpinDelayConfig::default()
-        },
-    )
-}
 
 struct Shared {
     cv: ConditionVariable,
@@ -51,7 +36,7 @@ fn wait_until_done(cv: &ConditionVariable, done: &AtomicBool, b: &mut Backend) {
 
 fn a_change_then(wake: fn(&ConditionVariable, &mut Backend)) {
     pglocks_sync::loom_builder(2).check(move || {
-        let procs = procs(2);
+        let procs = ProcTable::new(2);
         let shared = Arc::new(Shared {
             cv: ConditionVariable::new(),
             done: AtomicBool::new(false),
@@ -87,7 +72,7 @@ fn a_signal_a_waiter_did_not_need_is_reported_by_its_cancel() {
     // after the signaller is done): its cancel must report it, for the first to signal again,
     // or the second, asleep, is never woken.
     pglocks_sync::loom_builder(1).check(|| {
-        let procs = procs(3);
+        let procs = ProcTable::new(3);
         let cv = Arc::new(ConditionVariable::new());
         let second = Arc::new(AtomicBool::new(false));
         let mut b = procs.attach().unwrap();
