@@ -454,6 +454,12 @@ settings! {
     /// between its shared-memory calls (see [`ExecutorWork`]).
     executor_work: ExecutorWork = |_| ExecutorWork::Off,
         knob "executor_work": EXECUTOR_WORK => "off|pg15|DURATION: the backend's private CPU work between its locks in select-only, tpcb-like and insert-commit, spread over the transaction's statements: off (the locking ceiling, default), pg15 (PostgreSQL 15's measured CPU per transaction) or a duration per statement (20us); busy_work steps, calibrated on the project's 2-core development machine";
+    /// Workloads `select-only`, `tpcb-like`, `insert-commit`: the time a backend waits for its
+    /// client at each message of the transaction (postgres.c's `ReadCommand`, wait event
+    /// `ClientRead`): pgbench's turn and the two wake-ups of a round trip, during which the
+    /// backend keeps whatever locks and rows its transaction has taken so far.
+    client_round_trip: Duration = |_| Duration::ZERO,
+        knob "client_round_trip": up_to_1s("a duration such as 30us, or 0") => "a duration (0, 30us): the backend's idle wait for its client at each message (BEGIN, each statement, END) in select-only, tpcb-like and insert-commit (default 0: a client that answers at once)";
     /// Workload `apply`: CPU work per row on each side (executor, heap, index, WAL), in
     /// arithmetic steps.
     row_work: u32 = |_| 13_000,

@@ -615,3 +615,38 @@ fn a_callers_lock_runs_wherever_the_workloads_model_takes_one() {
         }
     }
 }
+
+#[test]
+fn client_round_trip_waits_at_every_message_of_the_transaction() {
+    // tpcb-like's BEGIN, five statements and END; select-only's one statement.
+    for (w, messages) in [("tpcb-like", 7), ("select-only", 1)] {
+        let preset = Preset::by_name("pg15").unwrap();
+        let sets = ["client_round_trip=2us".into(), "scale=2".into()];
+        let s = series(w, preset, "pg", &sets).unwrap();
+        let run = quick_run(&s, 1).unwrap();
+        let ops = run.total_ops();
+        assert!(ops > 0, "{w}");
+        let reads = run
+            .stats
+            .waits
+            .entries()
+            .iter()
+            .find(|e| e.lock == "ClientRead")
+            .map_or(0, |e| e.count);
+        // The window may cut a transaction at either end.
+        assert!(
+            reads.abs_diff(messages * ops) <= 2 * messages,
+            "{w}: {reads} waits for the client in {ops} transactions"
+        );
+        // Without it the client answers at once.
+        let run = quick_run(&series(w, preset, "pg", &["scale=2".into()]).unwrap(), 1).unwrap();
+        assert!(
+            !run.stats
+                .waits
+                .entries()
+                .iter()
+                .any(|e| e.lock == "ClientRead"),
+            "{w}"
+        );
+    }
+}

@@ -131,6 +131,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         executor_commit_steps: settings
             .executor_work
             .steps_at_commit(kind.name(), kind != Kind::SelectOnly),
+        client_round_trip: settings.client_round_trip,
     });
     // Every connection registers in the ProcArray and the sinval queue; the running threads
     // attach to the first slots and take the first sinval entries.

@@ -224,6 +224,8 @@ pub(crate) struct Cluster<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtoc
     /// transaction's commit.
     executor_steps: u32,
     executor_commit_steps: u32,
+    /// `client_round_trip`: the backend's wait for its client at each message.
+    client_round_trip: pglocks_sync::time::Duration,
 }
 
 /// What writing transactions add to the cluster.

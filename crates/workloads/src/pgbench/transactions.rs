@@ -27,6 +27,10 @@
 //! - The executor's own work is not modelled (see the parent module); `--set executor_work`
 //!   puts busy steps in its place at each statement's start and at a writing transaction's
 //!   commit.
+//! - The client is not modelled: a backend's next message is there at once, unless `--set
+//!   client_round_trip` makes it wait that long at each message (BEGIN, each statement and END
+//!   for `tpcb-like`; the one statement of the others), idle, as it waits in `ReadCommand`;
+//!   the client's own CPU is not charged.
 //! - The ProcArray's stand-in commit bits
 //!   ([`ProcArray::commit_tree`](pglocks_procarray::ProcArray::commit_tree)) are kept in step
 //!   with the commit log.
@@ -118,6 +122,8 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         let aid = t.b.rng.random_range(0..self.accounts.rows);
         let tid = t.b.rng.random_range(0..self.tellers.rows);
         let bid = t.b.rng.random_range(0..self.branches.rows);
+        // BEGIN: a message of its own, as END is.
+        self.client_read(t.b);
         self.start(t)?;
         let accounts = [self.accounts.relid, self.accounts.pkey];
         self.statement(t, &accounts, LockMode::RowExclusive)?;
@@ -129,6 +135,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         self.update_statement(t, &self.branches, bid)?;
         self.statement(t, &[HISTORY], LockMode::RowExclusive)?;
         self.heap_insert(t)?;
+        self.client_read(t.b);
         self.commit(t)
     }
 
@@ -176,6 +183,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         relations: &[u32],
         mode: LockMode,
     ) -> Result<(), TxnError> {
+        self.client_read(t.b);
         if self.executor_steps > 0 {
             std::hint::black_box(crate::work(self.executor_steps, t.b.procno() as u64));
         }
@@ -185,6 +193,20 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         }
         self.procs.get_snapshot_data(t.b, &mut t.s.snapshot)?;
         Ok(())
+    }
+
+    /// postgres.c's `ReadCommand` between two messages: the backend idle for
+    /// `client_round_trip` (wait event `ClientRead`) while its client takes its turn.
+    #[inline]
+    fn client_read(&self, b: &mut Backend) {
+        if self.client_round_trip.is_zero() {
+            return;
+        }
+        let t = pglocks_sync::time::Instant::now();
+        pglocks_sync::time::sleep(self.client_round_trip);
+        b.stats
+            .waits
+            .record("ClientRead", "Client", t.elapsed().as_nanos() as u64);
     }
 
     /// `LockRelationOid` in `mode`: the lock, then `AcceptInvalidationMessages` if it is
