@@ -5,7 +5,7 @@
 
 use crate::desc::*;
 use crate::freelist::VictimSearch;
-use crate::{BufMgr, BufMgrError, Buffer, BufferTag, IoWait, PrivateRefCount};
+use crate::{BufMgr, BufMgrError, Buffer, BufferTag, IoWaiters, PrivateRefCount};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_sync::time::{sleep, Instant};
@@ -294,7 +294,10 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         for_input: bool,
     ) -> Result<bool, BufMgrError> {
         let desc = &self.descs[buf_id as usize];
-        let io_lock = self.io_locks.get(buf_id as usize);
+        let io_lock = match &self.io {
+            IoWaiters::Locks(locks) => Some(&locks[buf_id as usize]),
+            IoWaiters::ConditionVariables(_) => None,
+        };
         let state = loop {
             if let Some(io_lock) = io_lock {
                 io_lock.acquire(b, LwLockMode::Exclusive)?;
@@ -343,9 +346,9 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             state |= BM_VALID;
         }
         desc.unlock(state);
-        match self.io_wait {
-            IoWait::Lwlock => self.io_locks[buf_id as usize].release(b)?,
-            IoWait::ConditionVariable => self.io_cvs[buf_id as usize]
+        match &self.io {
+            IoWaiters::Locks(locks) => locks[buf_id as usize].release(b)?,
+            IoWaiters::ConditionVariables(cvs) => cvs[buf_id as usize]
                 .0
                 .broadcast(b)
                 .map_err(|e| BufMgrError::stuck(IO_CV, e))?,
@@ -365,16 +368,16 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             desc.unlock(state);
             Ok(state & BM_IO_IN_PROGRESS != 0)
         };
-        match self.io_wait {
-            IoWait::Lwlock => {
-                let io_lock = &self.io_locks[buf_id as usize];
+        match &self.io {
+            IoWaiters::Locks(locks) => {
+                let io_lock = &locks[buf_id as usize];
                 while in_progress(b)? {
                     io_lock.acquire(b, LwLockMode::Shared)?;
                     io_lock.release(b)?;
                 }
             }
-            IoWait::ConditionVariable => {
-                let cv = &self.io_cvs[buf_id as usize].0;
+            IoWaiters::ConditionVariables(cvs) => {
+                let cv = &cvs[buf_id as usize].0;
                 let stuck = |e| BufMgrError::stuck(IO_CV, e);
                 let prepared = cv.prepare_to_sleep(b).map_err(stuck)?;
                 while in_progress(b)? {

@@ -239,6 +239,13 @@ pub struct BufferInfo {
 #[repr(align(16))]
 pub(crate) struct IoConditionVariable(pub(crate) ConditionVariable);
 
+/// What a backend waits on for another's read of a buffer, one per buffer: the I/O LWLocks
+/// (`BufferIOLWLockArray`, ≤ 13) or condition variables (`BufferIOCVArray`, 14+).
+pub(crate) enum IoWaiters<K> {
+    Locks(Box<[K]>),
+    ConditionVariables(Box<[IoConditionVariable]>),
+}
+
 /// The buffer pool: descriptors, the pages' place in the simulated shared-memory map, the
 /// mapping table with its partition locks (an array padded as `P` says), and the strategy
 /// control. Models `BufferDescriptors`, `BufferBlocks`, `SharedBufHash` and `StrategyControl`,
@@ -252,11 +259,8 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     /// `BufferBlocks`: `NBuffers` pages of [`BLCKSZ`] bytes, buffer `buf_id`'s page element
     /// `buf_id`.
     blocks: Region,
-    /// Per-buffer I/O locks (`BufferIOLWLockArray`, ≤ 13; empty from 14).
-    io_locks: Box<[K]>,
-    /// Per-buffer I/O condition variables (`BufferIOCVArray`, 14+; empty up to 13).
-    io_cvs: Box<[IoConditionVariable]>,
-    io_wait: IoWait,
+    /// Per-buffer I/O locks or condition variables.
+    io: IoWaiters<K>,
     table: BufTable<K, P>,
     /// `BufFreelistLock` (≤ 9.4), one of `MainLWLockArray`'s individual locks.
     freelist_lock: PlacedBox<CachePadded<K>>,
@@ -304,20 +308,19 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             .collect();
         let placed_descs = Placed::slice("Buffer Descriptors", &descs);
         let blocks = Region::new("Buffer Blocks", BLCKSZ, n);
-        let (io_locks, io_cvs, placed_io): (Box<[K]>, Box<[IoConditionVariable]>, _) =
-            match cfg.io_wait {
-                IoWait::Lwlock => {
-                    let locks: Box<[K]> = (0..n).map(|_| K::new("BufferIO")).collect();
-                    let placed = Placed::slice("Buffer IO Locks", &locks);
-                    (locks, Box::new([]), placed)
-                }
-                IoWait::ConditionVariable => {
-                    let cvs: Box<[IoConditionVariable]> =
-                        (0..n).map(|_| IoConditionVariable::default()).collect();
-                    let placed = Placed::slice("Buffer IO Condition Variables", &cvs);
-                    (Box::new([]), cvs, placed)
-                }
-            };
+        let (io, placed_io) = match cfg.io_wait {
+            IoWait::Lwlock => {
+                let locks: Box<[K]> = (0..n).map(|_| K::new("BufferIO")).collect();
+                let placed = Placed::slice("Buffer IO Locks", &locks);
+                (IoWaiters::Locks(locks), placed)
+            }
+            IoWait::ConditionVariable => {
+                let cvs: Box<[IoConditionVariable]> =
+                    (0..n).map(|_| IoConditionVariable::default()).collect();
+                let placed = Placed::slice("Buffer IO Condition Variables", &cvs);
+                (IoWaiters::ConditionVariables(cvs), placed)
+            }
+        };
         // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
         let table = BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin);
         let strategy = PlacedBox::new("Buffer Strategy Status", StrategyControl::new(n));
@@ -327,9 +330,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             _placed: [placed_descs, placed_io],
             blocks,
             descs,
-            io_locks,
-            io_cvs,
-            io_wait: cfg.io_wait,
+            io,
             table,
             freelist_lock,
             strategy,
