@@ -8,7 +8,6 @@ use crate::freelist::VictimSearch;
 use crate::{BufMgr, BufMgrError, Buffer, BufferTag, IoWaiters, PrivateRefCount};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
-use pglocks_sync::time::{sleep, Instant};
 
 /// The spinlock named in a stuck-spinlock error of a buffer's I/O condition variable.
 const IO_CV: &str = "a buffer's I/O condition variable";
@@ -138,11 +137,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             }
             Alloc::MustRead(buf_id) => {
                 if !self.read_latency.is_zero() {
-                    let t = Instant::now();
-                    sleep(self.read_latency);
-                    b.stats
-                        .waits
-                        .record("DataFileRead", "IO", t.elapsed().as_nanos() as u64);
+                    b.sleep_as_wait(self.read_latency, "DataFileRead", "IO");
                 }
                 self.terminate_buffer_io(b, buf_id, true)?;
                 b.stats.events.count("bufmgr.reads", 1);

@@ -280,6 +280,20 @@ impl Backend {
         slot.latch.wait(&slot.sem, deadline)
     }
 
+    /// A sleep of `d` (`pg_usleep`, or a device's or client's time modelled as one), counted
+    /// as wait event `event` of type `kind` for as long as it took.
+    pub fn sleep_as_wait(
+        &mut self,
+        d: pglocks_sync::time::Duration,
+        event: &'static str,
+        kind: &'static str,
+    ) {
+        let start = pglocks_sync::time::Instant::now();
+        pglocks_sync::time::sleep(d);
+        let waited = start.elapsed().as_nanos() as u64;
+        self.stats.waits.record(event, kind, waited);
+    }
+
     /// The wait of PostgreSQL's latch loops: `WaitLatch` until the latch is set or `timeout`
     /// has passed (`None`: no timeout), `ResetLatch` if it was set, and the time counted as
     /// wait event `event`. Returns whether the latch was set.

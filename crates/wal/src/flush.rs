@@ -91,11 +91,7 @@ impl<K: RawLwLock, P: VarProtocol, R: RawSpinLock> Wal<K, P, R> {
     /// The `pg_usleep(CommitDelay)` of `XLogFlush` (9.3+) or `RecordTransactionCommit` (≤ 9.2),
     /// counted as the wait event `CommitDelay`.
     fn commit_delay(&self, b: &mut Backend) {
-        let t = Instant::now();
-        pglocks_sync::time::sleep(self.cfg.commit_delay);
-        b.stats
-            .waits
-            .record("CommitDelay", "Timeout", t.elapsed().as_nanos() as u64);
+        b.sleep_as_wait(self.cfg.commit_delay, "CommitDelay", "Timeout");
     }
 
     /// `CommitDelay > 0 && enableFsync && MinimumActiveBackends(CommitSiblings)`: should a

@@ -199,14 +199,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
     /// `client_round_trip` (wait event `ClientRead`) while its client takes its turn.
     #[inline]
     fn client_read(&self, b: &mut Backend) {
-        if self.client_round_trip.is_zero() {
-            return;
+        if !self.client_round_trip.is_zero() {
+            b.sleep_as_wait(self.client_round_trip, "ClientRead", "Client");
         }
-        let t = pglocks_sync::time::Instant::now();
-        pglocks_sync::time::sleep(self.client_round_trip);
-        b.stats
-            .waits
-            .record("ClientRead", "Client", t.elapsed().as_nanos() as u64);
     }
 
     /// `LockRelationOid` in `mode`: the lock, then `AcceptInvalidationMessages` if it is
