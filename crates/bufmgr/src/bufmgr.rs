@@ -104,6 +104,30 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             .conditional_acquire(b, LwLockMode::Exclusive)?)
     }
 
+    /// Models `ConditionalLockBufferForCleanup`: the content lock exclusively, at once, and
+    /// only while this backend's pin is the one pin of `buffer` — its own pins counted once
+    /// (`GetPrivateRefCount`, which must be 1), then, under the header lock, every backend's
+    /// (the shared refcount). The caller holds a pin. Returns whether it got the lock.
+    pub fn conditional_lock_buffer_for_cleanup(
+        &self,
+        b: &mut Backend,
+        refs: &PrivateRefCount,
+        buffer: Buffer,
+    ) -> Result<bool, BufMgrError> {
+        let buf_id = buffer.id();
+        if refs.get(buf_id) != 1 || !self.conditional_lock_buffer(b, buffer)? {
+            return Ok(false);
+        }
+        let desc = self.desc(buf_id)?;
+        let state = desc.lock(b, self.hdr)?;
+        desc.unlock(state);
+        if refcount(state) == 1 {
+            return Ok(true);
+        }
+        self.unlock_buffer(b, buffer)?;
+        Ok(false)
+    }
+
     /// Models `LockBuffer` with `BUFFER_LOCK_UNLOCK`: releases the content lock.
     #[inline]
     pub fn unlock_buffer(&self, b: &mut Backend, buffer: Buffer) -> Result<(), BufMgrError> {

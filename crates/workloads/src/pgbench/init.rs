@@ -100,6 +100,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         .map_err(workload_error)?,
         writes,
         accounts: Table::new(
+            "pgbench_accounts",
             ACCOUNTS,
             ACCOUNTS_PKEY,
             ACCOUNTS_PER_SCALE * scale,
@@ -107,6 +108,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
             updates,
         ),
         tellers: Table::new(
+            "pgbench_tellers",
             TELLERS,
             TELLERS_PKEY,
             TELLERS_PER_SCALE * scale,
@@ -114,6 +116,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
             updates,
         ),
         branches: Table::new(
+            "pgbench_branches",
             BRANCHES,
             BRANCHES_PKEY,
             scale,
@@ -152,6 +155,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
                     pins: PrivateRefCount::new(),
                     wal: cluster.writes.as_ref().map(|w| w.wal.backend()),
                     target: None,
+                    heap_targets: Vec::new(),
                     known_completed: INVALID_TRANSACTION_ID,
                     known_completed_lsn: 0,
                     oldest_member_set: false,

@@ -195,6 +195,14 @@ pub(crate) enum TxnError {
     Clog(#[from] SlruError),
     #[error(transparent)]
     LwLock(#[from] pglocks_lwlock::LwLockError),
+    /// A table whose rows move to other pages has used up the room the model keeps for its
+    /// growth in a run.
+    #[error(
+        "{table} grew to {pages} pages in this run: the model runs no VACUUM and keeps room for \
+         {growth} pages added to a table; run for less time or with fewer threads",
+        growth = schema::GROWTH_PAGES
+    )]
+    TableFull { table: &'static str, pages: u32 },
     /// A writing workload run without the WAL and commit log (a setup bug, not a user error).
     #[error("this run has no WAL or commit log to write to")]
     NotWriting,
@@ -246,12 +254,38 @@ pub(crate) struct Session {
     wal: Option<WalBackend>,
     /// `rd_targblock` of the append table and the rows this backend has put there.
     target: Option<(u32, u32)>,
+    /// `rd_targblock` of the updated tables that have had a non-HOT update here: (relation,
+    /// block).
+    heap_targets: Vec<(u32, u32)>,
     /// transam.c's `cachedFetchXid`: the xid whose status this backend last read from the
     /// commit log, and that commit's LSN (0 for a synchronous one).
     known_completed: u32,
     known_completed_lsn: u64,
     /// multixact.c's `OldestMemberMXactId[MyBackendId]` is set for this transaction.
     oldest_member_set: bool,
+}
+
+impl Session {
+    /// `RelationGetTargetBlock` of an updated table.
+    fn heap_target(&self, relid: u32) -> Option<u32> {
+        let found = self.heap_targets.iter().find(|&&(r, _)| r == relid);
+        found.map(|&(_, block)| block)
+    }
+
+    /// `RelationSetTargetBlock` of an updated table.
+    fn set_heap_target(&mut self, relid: u32, block: u32) {
+        match self.heap_targets.iter_mut().find(|(r, _)| *r == relid) {
+            Some(entry) => entry.1 = block,
+            None => self.heap_targets.push((relid, block)),
+        }
+    }
+}
+
+/// Where a statement's scan is once it has found its row (`ExecScan` returning it): the
+/// row's heap page, pinned, and the pages a sequential scan reads after it.
+struct Found {
+    buffer: pglocks_bufmgr::Buffer,
+    rest: std::ops::Range<u32>,
 }
 
 /// One backend's transaction in progress: the backend-local state PostgreSQL keeps in globals
@@ -347,9 +381,9 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         [&self.accounts, &self.tellers, &self.branches]
             .into_iter()
             .flat_map(|table| {
-                table.newest.iter().enumerate().filter_map(|(row, lp)| {
-                    let block = table.tid(row as u64).0;
-                    let xmin = table.tuple(block, lp.load(Acquire)).xmin.load(Acquire);
+                (0..table.newest.len()).filter_map(|row| {
+                    let (block, lp) = table.newest(row as u64);
+                    let xmin = table.tuple(block, lp).xmin.load(Acquire);
                     (xmin != LOADED).then_some((table.relid, row, xmin & !COMMITTED))
                 })
             })

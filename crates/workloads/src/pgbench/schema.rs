@@ -13,7 +13,12 @@
 //! its tuples' headers ([`TupleHeader`]: `t_xmin` and `t_xmax` with their hint bits, the HOT
 //! chain's next line pointer), line pointer by line pointer, and what its header says of them
 //! ([`HeapPageState`]: line pointers and tuples, `pd_prune_xid`, `pd_lsn`); each row, its newest
-//! version's line pointer. The heap access (`super::heap`) reads and changes them. A table that only grows
+//! version's line pointer. In a table whose pages have room for versions beside their rows
+//! (`pgbench_tellers`, `pgbench_branches`), a version with no room left on its row's page goes
+//! to another one, a page added at the end if need be ([`Table::move_version`],
+//! [`Table::add_block`]): the table keeps each row's page and the root of its newest chain there,
+//! and room for [`GROWTH_PAGES`] pages beyond those loaded. The heap access (`super::heap`)
+//! reads and changes them. A table that only grows
 //! ([`AppendTable`]) is its size in pages, extended one page at a time.
 //!
 //! The tables have pgbench's shape for `--set scale=S` (100 000 × S accounts, 61 rows per heap
@@ -91,6 +96,11 @@ pub(super) const NO_TUPLE: u32 = u32::MAX;
 /// htup_details.h's `MaxHeapTuplesPerPage` for 8 KB pages: as many line pointers as there is
 /// room for each with the smallest tuple header, `MAXALIGN(SizeofHeapTupleHeader)`.
 pub(super) const MAX_HEAP_TUPLES_PER_PAGE: u64 = 291;
+/// Pages a table whose rows move may add to itself in a run: the model runs no VACUUM (nor
+/// autovacuum, whose first visit comes a minute, `autovacuum_naptime`, into a run), so what
+/// a run adds stays. About 370 000 non-HOT updates of a small table; past that a run stops
+/// with an error.
+pub(super) const GROWTH_PAGES: u64 = 2_048;
 /// `heap_page_prune_opt`'s least free space: a page with less is worth pruning. The larger of
 /// the fillfactor's reserve (none at pgbench's 100) and a tenth of the page.
 pub(super) const PRUNE_MIN_FREE: usize = BLCKSZ / 10;
@@ -107,6 +117,7 @@ pub(super) const INSERTS_SEQ: u32 = 16_418;
 /// One of pgbench's keyed tables: its rows, its primary key's levels and, for the workloads
 /// that update them, its pages' tuples.
 pub(super) struct Table {
+    pub(super) name: &'static str,
     pub(super) relid: u32,
     pub(super) pkey: u32,
     pub(super) rows: u64,
@@ -125,8 +136,21 @@ pub(super) struct Table {
     pub(super) line_pointers: u64,
     /// Each row's newest version's line pointer on the row's page (its root's, as loaded).
     pub(super) newest: Box<[AtomicU16]>,
-    /// What the model keeps of each heap page's header; empty when nothing updates the table.
+    /// What the model keeps of each heap page's header, for the pages loaded and the room
+    /// left for pages added ([`GROWTH_PAGES`]); empty when nothing updates the table.
     pub(super) page_state: Box<[HeapPageState]>,
+    /// A version with no room on its row's page goes to another page, a non-HOT update (see
+    /// [`Table::new`]): the tables whose pages had room for versions at load.
+    pub(super) moves: bool,
+    /// `RelationGetNumberOfBlocks`: the pages loaded and those added since, raised under the
+    /// relation extension lock.
+    pub(super) nblocks: AtomicU32,
+    /// For a table whose rows move: each row's page (where its newest version and the root
+    /// of that version's HOT chain are) and the root's line pointer, the tid its newest index
+    /// entry holds; empty otherwise (a row's page is the one it was loaded on, its root its
+    /// loaded line pointer).
+    pub(super) row_block: Box<[AtomicU32]>,
+    pub(super) row_root: Box<[AtomicU16]>,
 }
 
 /// The part of an updated heap page's header the model keeps (bufpage.h's
@@ -155,11 +179,18 @@ pub(super) struct HeapPageState {
 /// loaded and [`NO_TUPLE`] for a line pointer without a tuple; `xmax` is
 /// `INVALID_TRANSACTION_ID` for a version nothing has updated. Changed under the page's
 /// content lock held exclusively, but for the hint bits, which a reader holding it shared sets.
+///
+/// `root` marks a line pointer that starts a HOT chain, one an index entry points to: a
+/// tuple that is not heap-only (`HEAP_ONLY_TUPLE` clear: a row as loaded, or a version a
+/// non-HOT update put on the page), or what pruning leaves of one (a redirect, or a dead line
+/// pointer, `LP_DEAD`). Only VACUUM, which the model does not run, makes such a line pointer
+/// unused again.
 #[derive(Debug, Default)]
 pub(super) struct TupleHeader {
     pub(super) xmin: AtomicU32,
     pub(super) xmax: AtomicU32,
     pub(super) next: AtomicU16,
+    pub(super) root: AtomicBool,
 }
 
 impl Table {
@@ -174,6 +205,7 @@ impl Table {
     /// pgbench that scans `pgbench_branches` below scale 280 or so and `pgbench_tellers` below
     /// scale 28, as PostgreSQL 15 was seen to at scale 10.
     pub(super) fn new(
+        name: &'static str,
         relid: u32,
         pkey: u32,
         rows: u64,
@@ -193,7 +225,18 @@ impl Table {
         };
         let seq_cost = pages as f64 + 0.0125 * rows as f64;
         let index_cost = 4.0 * (index.len() + 1) as f64;
-        Self {
+        let moves = updated && line_pointers == MAX_HEAP_TUPLES_PER_PAGE;
+        let capacity = match (updated, moves) {
+            (false, _) => 0,
+            (true, false) => pages,
+            (true, true) => pages + GROWTH_PAGES,
+        };
+        let loaded = |block: u64| {
+            rows.saturating_sub(block * rows_per_page)
+                .min(rows_per_page)
+        };
+        let table = Self {
+            name,
             relid,
             pkey,
             rows,
@@ -201,27 +244,78 @@ impl Table {
             tuple_len,
             seq_scan: seq_cost < index_cost,
             index,
-            tuples: (0..if updated { pages * line_pointers } else { 0 })
+            tuples: (0..capacity * line_pointers)
                 .map(|_| TupleHeader::default())
                 .collect(),
             line_pointers,
             newest: (0..if updated { rows } else { 0 })
                 .map(|row| AtomicU16::new((row % rows_per_page) as u16 + 1))
                 .collect(),
-            page_state: (0..if updated { pages } else { 0 })
-                .map(|block| {
-                    let loaded = (rows - block * rows_per_page).min(rows_per_page) as u16;
-                    HeapPageState {
-                        lines: AtomicU16::new(loaded),
-                        tuples: AtomicU16::new(loaded),
-                        ..HeapPageState::default()
-                    }
+            page_state: (0..capacity)
+                .map(|block| HeapPageState {
+                    lines: AtomicU16::new(loaded(block) as u16),
+                    tuples: AtomicU16::new(loaded(block) as u16),
+                    ..HeapPageState::default()
                 })
                 .collect(),
+            moves,
+            nblocks: AtomicU32::new(pages as u32),
+            row_block: (0..if moves { rows } else { 0 })
+                .map(|row| AtomicU32::new((row / rows_per_page) as u32))
+                .collect(),
+            row_root: (0..if moves { rows } else { 0 })
+                .map(|row| AtomicU16::new((row % rows_per_page) as u16 + 1))
+                .collect(),
+        };
+        if updated {
+            for block in 0..pages {
+                for lp in 1..=loaded(block) as u16 {
+                    table.tuple(block as u32, lp).root.store(true, Relaxed);
+                }
+            }
+        }
+        table
+    }
+
+    /// The row's newest version: its page and line pointer.
+    pub(super) fn newest(&self, row: u64) -> (u32, u16) {
+        (self.row_page(row), self.newest[row as usize].load(Relaxed))
+    }
+
+    /// The root of the row's newest version's HOT chain, where its newest index entry points.
+    pub(super) fn root(&self, row: u64) -> (u32, u16) {
+        if self.moves {
+            let r = row as usize;
+            (
+                self.row_block[r].load(Relaxed),
+                self.row_root[r].load(Relaxed),
+            )
+        } else {
+            self.tid(row)
         }
     }
 
-    /// The row's heap block and line pointer (`ctid`).
+    /// The page holding the row's newest version.
+    fn row_page(&self, row: u64) -> u32 {
+        if self.moves {
+            self.row_block[row as usize].load(Relaxed)
+        } else {
+            self.tid(row).0
+        }
+    }
+
+    /// The line pointers of heap page `block` (header `state`) that start a HOT chain
+    /// ([`TupleHeader::root`]), in order: what `heap_page_prune` walks the chains from.
+    pub(super) fn roots<'a>(
+        &'a self,
+        block: u32,
+        state: &HeapPageState,
+    ) -> impl Iterator<Item = u16> + 'a {
+        let lines = state.lines.load(Relaxed);
+        (1..=lines).filter(move |&lp| self.tuple(block, lp).root.load(Relaxed))
+    }
+
+    /// The row's heap block and line pointer (`ctid`) as loaded.
     pub(super) fn tid(&self, row: u64) -> (u32, u16) {
         (
             (row / self.rows_per_page) as u32,
@@ -262,49 +356,103 @@ impl Table {
         chain
     }
 
-    /// The structural part of `heap_update` on `row`, whose newest version is `old` on heap
-    /// page `block` (header `state`, locked exclusively), for transaction `xid`: a HOT update
-    /// if the page has room for the version (`PageGetHeapFreeSpace`) and a line pointer for it
-    /// ([`Self::add_line_pointer`]): `old` gets `xid` as its updater and the new version as
-    /// its next; else (a non-HOT update in PostgreSQL) the version takes `old`'s place and the
-    /// page is marked full (`PageSetFull`). Either way the page becomes prunable
-    /// (`PageSetPrunable`). Returns the new version's line pointer (`old` for the latter) and
-    /// the line pointers looked at to find it.
-    pub(super) fn put_version(
+    /// A line pointer for a new version on heap page `block` (header `state`, locked
+    /// exclusively), if the page has room for the version (`PageGetHeapFreeSpace`) and a line
+    /// pointer for it ([`Self::add_line_pointer`]); and the line pointers looked at.
+    pub(super) fn take_line_pointer(
+        &self,
+        block: u32,
+        state: &HeapPageState,
+    ) -> (Option<u16>, u16) {
+        if self.free_space(state) < maxalign(self.tuple_len) {
+            return (None, 0);
+        }
+        self.add_line_pointer(block, state)
+    }
+
+    /// A HOT update's change (`heap_update` with `use_hot_update`): `old` on heap page `block`
+    /// gets `xid` as its updater and the new version, heap-only, at line pointer `lp` of the
+    /// same page as its next; the page becomes prunable (`PageSetPrunable`).
+    pub(super) fn put_hot(
         &self,
         (block, old): (u32, u16),
+        lp: u16,
         row: u64,
         state: &HeapPageState,
         xid: u32,
-    ) -> (u16, u16) {
-        let fits = self.free_space(state) >= maxalign(self.tuple_len);
-        let (lp, looked) = if fits {
-            self.add_line_pointer(block, state)
-        } else {
-            (None, 0)
-        };
-        let at = match lp {
-            Some(lp) => {
-                let (before, new) = (self.tuple(block, old), self.tuple(block, lp));
-                before.xmax.store(xid, Relaxed);
-                before.next.store(lp, Relaxed);
-                new.xmin.store(xid, Relaxed);
-                new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
-                new.next.store(0, Relaxed);
-                self.newest[row as usize].store(lp, Relaxed);
-                state.tuples.fetch_add(1, Relaxed);
-                lp
-            }
-            None => {
-                state.full.store(true, Relaxed);
-                self.tuple(block, old).xmin.store(xid, Relaxed);
-                old
-            }
-        };
+    ) {
+        let (before, new) = (self.tuple(block, old), self.tuple(block, lp));
+        before.xmax.store(xid, Relaxed);
+        before.next.store(lp, Relaxed);
+        new.xmin.store(xid, Relaxed);
+        new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+        new.next.store(0, Relaxed);
+        self.newest[row as usize].store(lp, Relaxed);
+        state.tuples.fetch_add(1, Relaxed);
+        Self::set_prunable(state, xid);
+    }
+
+    /// The model's stand-in for a non-HOT update in a table whose rows do not move (see the
+    /// module doc): the version takes `old`'s place, with `xid` as its inserter, and the page is
+    /// marked full (`PageSetFull`) and prunable.
+    pub(super) fn put_in_place(&self, (block, old): (u32, u16), state: &HeapPageState, xid: u32) {
+        state.full.store(true, Relaxed);
+        self.tuple(block, old).xmin.store(xid, Relaxed);
+        Self::set_prunable(state, xid);
+    }
+
+    /// A non-HOT update's change (`heap_update` with the new tuple on another page, both
+    /// pages locked exclusively): `old` on heap page `from` (header `from_state`) keeps `xid`
+    /// as its updater and ends its chain there (its `t_ctid` points off the page); the new
+    /// version, not heap-only, is the root of a chain at line pointer `lp` of page `to`
+    /// (header `to_state`), where the row now is and its new index entry will point. The old
+    /// page is marked full (`PageSetFull`) and prunable.
+    pub(super) fn move_version(
+        &self,
+        (from, old): (u32, u16),
+        from_state: &HeapPageState,
+        (to, lp): (u32, u16),
+        to_state: &HeapPageState,
+        row: u64,
+        xid: u32,
+    ) {
+        let before = self.tuple(from, old);
+        before.xmax.store(xid, Relaxed);
+        before.next.store(0, Relaxed);
+        let new = self.tuple(to, lp);
+        new.xmin.store(xid, Relaxed);
+        new.xmax.store(INVALID_TRANSACTION_ID, Relaxed);
+        new.next.store(0, Relaxed);
+        new.root.store(true, Relaxed);
+        to_state.tuples.fetch_add(1, Relaxed);
+        let r = row as usize;
+        self.row_block[r].store(to, Relaxed);
+        self.row_root[r].store(lp, Relaxed);
+        self.newest[r].store(lp, Relaxed);
+        from_state.full.store(true, Relaxed);
+        Self::set_prunable(from_state, xid);
+    }
+
+    /// `PageSetPrunable`: `pd_prune_xid` becomes `xid` unless an older one is there.
+    fn set_prunable(state: &HeapPageState, xid: u32) {
         if state.prune_xid.load(Relaxed) == INVALID_TRANSACTION_ID {
             state.prune_xid.store(xid, Relaxed);
         }
-        (at, looked)
+    }
+
+    /// The block a page added at the table's end would be (`ReadBuffer(P_NEW)`, under the
+    /// relation extension lock, which the caller holds), or none once the table has used up
+    /// the room the model keeps for its growth ([`GROWTH_PAGES`]).
+    pub(super) fn next_block(&self) -> Option<u32> {
+        let block = self.nblocks.load(Relaxed);
+        ((block as usize) < self.page_state.len()).then_some(block)
+    }
+
+    /// The page [`Self::next_block`] gave added to the table (`smgrextend`), the caller
+    /// holding the relation extension lock and, so that no other backend uses the page before
+    /// it, the page's content lock.
+    pub(super) fn add_block(&self, block: u32) {
+        self.nblocks.store(block + 1, Relaxed);
     }
 
     /// The line pointer a new version on heap page `block` (header `state`, locked
@@ -316,11 +464,11 @@ impl Table {
         let lines = state.lines.load(Relaxed);
         let mut looked = 0;
         if state.free_lines.load(Relaxed) {
-            // A redirect (a pruned chain's root) is in use; the loaded rows' line pointers are
-            // all roots.
-            let roots = self.heap_page(block).rows;
-            let unused = (roots + 1..=lines)
-                .find(|&lp| self.tuple(block, lp).xmin.load(Relaxed) == NO_TUPLE);
+            // A root's line pointer stays in use, as a redirect or dead, once pruned.
+            let unused = (1..=lines).find(|&lp| {
+                let t = self.tuple(block, lp);
+                t.xmin.load(Relaxed) == NO_TUPLE && !t.root.load(Relaxed)
+            });
             if let Some(lp) = unused {
                 return (Some(lp), lp);
             }
@@ -359,9 +507,9 @@ impl Table {
         self.tuple(block, root).next.store(first_left, Relaxed);
     }
 
-    /// Heap pages.
+    /// Heap pages (`RelationGetNumberOfBlocks`).
     pub(super) fn pages(&self) -> u32 {
-        self.rows.div_ceil(self.rows_per_page) as u32
+        self.nblocks.load(Relaxed)
     }
 
     /// Heap page `block` as loaded: its rows and their length.
@@ -510,12 +658,26 @@ mod tests {
 
     #[test]
     fn a_page_filled_at_load_has_no_room_for_a_version() {
-        let accounts = Table::new(1, 2, 1_000, (ROWS_PER_HEAP_PAGE, ACCOUNTS_TUPLE_LEN), true);
+        let accounts = Table::new(
+            "t",
+            1,
+            2,
+            1_000,
+            (ROWS_PER_HEAP_PAGE, ACCOUNTS_TUPLE_LEN),
+            true,
+        );
         assert_eq!(accounts.line_pointers, ROWS_PER_HEAP_PAGE);
         assert!(accounts.free_space(&accounts.page_state[0]) < maxalign(ACCOUNTS_TUPLE_LEN));
         // 100 tellers on a page: 3 764 bytes of room, for 66 versions before the prune's tenth
         // of the page.
-        let tellers = Table::new(1, 2, 100, (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN), true);
+        let tellers = Table::new(
+            "t",
+            1,
+            2,
+            100,
+            (SMALL_ROWS_PER_HEAP_PAGE, SMALL_TUPLE_LEN),
+            true,
+        );
         assert_eq!(tellers.line_pointers, MAX_HEAP_TUPLES_PER_PAGE);
         let free = tellers.free_space(&tellers.page_state[0]);
         assert_eq!(free, 8192 - 24 - 100 * 44 - 4);
@@ -532,10 +694,12 @@ mod tests {
         assert_eq!(fit(INSERTS_TUPLE_LEN) as u32, ROWS_PER_INSERT_PAGE);
     }
 
-    /// The line pointers and HOT chains of an updated page against a reference that keeps
-    /// each row's versions as a list: updates and prunes in any order, the page's room and
-    /// its line pointers as `PageAddItemExtended` and `PageGetHeapFreeSpace` give them.
-    mod page_versions {
+    /// The line pointers and HOT chains of an updated table against a reference that keeps
+    /// each row's versions as a list of chains: updates and prunes in any order, the pages'
+    /// room and line pointers as `PageAddItemExtended` and `PageGetHeapFreeSpace` give them, a
+    /// version with no room going to the table's last page or a new one (the rows of a table
+    /// with room for versions) or in the old one's place (one without).
+    mod table_versions {
         use super::*;
         use proptest::prelude::*;
         use std::collections::BTreeSet;
@@ -544,40 +708,48 @@ mod tests {
         enum Op {
             /// An update of row `.0` (modulo the rows) by the next xid.
             Update(u64),
-            /// A prune whose horizon is `.0` xids behind the next.
-            Prune(u32),
+            /// A prune of page `.1` (modulo the pages) whose horizon is `.0` xids behind the
+            /// next.
+            Prune(u32, u32),
         }
 
         fn op() -> impl Strategy<Value = Op> {
             prop_oneof![
                 8 => (0..1000u64).prop_map(Op::Update),
-                1 => (0..20u32).prop_map(Op::Prune),
+                1 => (0..20u32, 0..8u32).prop_map(|(back, page)| Op::Prune(back, page)),
             ]
         }
 
-        /// What the reference keeps: each row's versions (line pointer, inserter, updater),
-        /// oldest first; the line pointers in use and the unused ones past the roots.
-        struct Reference {
-            rows: Vec<Vec<(u16, u32, u32)>>,
-            lines: u16,
-            unused: BTreeSet<u16>,
+        /// A chain in the reference: its page, its root's line pointer, and its members left
+        /// (line pointer, inserter, updater), oldest first (none once all were pruned).
+        #[derive(Debug)]
+        struct Chain {
+            block: u32,
+            root: u16,
+            members: Vec<(u16, u32, u32)>,
         }
 
-        impl Reference {
-            fn tuples(&self) -> u64 {
-                self.rows.iter().map(|v| v.len() as u64).sum()
-            }
+        /// A page in the reference: line pointers in use, the unused ones, tuples.
+        #[derive(Debug, Default)]
+        struct Page {
+            lines: u16,
+            unused: BTreeSet<u16>,
+            tuples: u64,
+        }
 
-            /// The line pointer a HOT update takes, or none (a non-HOT update).
-            fn take_line_pointer(&mut self, len: usize) -> Option<u16> {
+        impl Page {
+            /// The line pointer a new version of `len` bytes takes here, or none; `most` line
+            /// pointers to a page.
+            fn take(&mut self, len: usize, most: u64) -> Option<u16> {
                 let used = SIZE_OF_PAGE_HEADER_DATA as u64
                     + (u64::from(self.lines) + 1) * ITEM_ID_SIZE as u64
-                    + self.tuples() * maxalign(len) as u64;
+                    + self.tuples * maxalign(len) as u64;
                 let room = (BLCKSZ as u64).saturating_sub(used);
-                let full = u64::from(self.lines) >= MAX_HEAP_TUPLES_PER_PAGE;
+                let full = u64::from(self.lines) >= most;
                 if room < maxalign(len) as u64 || (full && self.unused.is_empty()) {
                     return None;
                 }
+                self.tuples += 1;
                 if let Some(lp) = self.unused.pop_first() {
                     return Some(lp);
                 }
@@ -586,74 +758,180 @@ mod tests {
             }
         }
 
-        fn check(rows: u64, len: usize, ops: &[Op]) -> Result<(), TestCaseError> {
-            let table = Table::new(1, 2, rows, (SMALL_ROWS_PER_HEAP_PAGE, len), true);
-            let state = &table.page_state[0];
-            let mut reference = Reference {
-                rows: (1..=rows as u16).map(|lp| vec![(lp, LOADED, 0)]).collect(),
-                lines: rows as u16,
-                unused: BTreeSet::new(),
+        /// What the caller of the table's update steps does (`super::heap`'s `update_row`):
+        /// a HOT update, else a move to the last page or a new one, else the stand-in.
+        fn update(table: &Table, row: u64, xid: u32) -> (u32, u16) {
+            let (block, old) = table.newest(row);
+            let state = &table.page_state[block as usize];
+            if let (Some(lp), _) = table.take_line_pointer(block, state) {
+                table.put_hot((block, old), lp, row, state, xid);
+                return (block, lp);
+            }
+            if !table.moves {
+                table.put_in_place((block, old), state, xid);
+                return (block, old);
+            }
+            let last = table.pages() - 1;
+            let found = (last != block)
+                .then(|| {
+                    table
+                        .take_line_pointer(last, &table.page_state[last as usize])
+                        .0
+                })
+                .flatten();
+            let (to, lp) = match found {
+                Some(lp) => (last, lp),
+                None => {
+                    let new = table.next_block().expect("room to grow");
+                    table.add_block(new);
+                    let lp = table
+                        .take_line_pointer(new, &table.page_state[new as usize])
+                        .0;
+                    (new, lp.expect("a new page has room"))
+                }
             };
+            let to_state = &table.page_state[to as usize];
+            table.move_version((block, old), state, (to, lp), to_state, row, xid);
+            (to, lp)
+        }
+
+        fn check(rows: u64, per_page: u64, len: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+            let table = Table::new("t", 1, 2, rows, (per_page, len), true);
+            let loaded = rows.div_ceil(per_page) as u32;
+            let mut pages: Vec<Page> = (0..loaded)
+                .map(|block| {
+                    let on = (rows - u64::from(block) * per_page).min(per_page);
+                    Page {
+                        lines: on as u16,
+                        tuples: on,
+                        ..Page::default()
+                    }
+                })
+                .collect();
+            let mut chains: Vec<Vec<Chain>> = (0..rows)
+                .map(|row| {
+                    let (block, lp) = ((row / per_page) as u32, (row % per_page) as u16 + 1);
+                    let members = vec![(lp, LOADED, 0)];
+                    vec![Chain {
+                        block,
+                        root: lp,
+                        members,
+                    }]
+                })
+                .collect();
             let mut next_xid = 3;
             for op in ops {
                 match *op {
                     Op::Update(r) => {
-                        let row = (r % rows) as usize;
-                        let (xid, old) = (next_xid, table.newest[row].load(Relaxed));
+                        let row = r % rows;
+                        let xid = next_xid;
                         next_xid += 1;
-                        let (lp, _) = table.put_version((0, old), row as u64, state, xid);
-                        let want = reference.take_line_pointer(len);
-                        let versions = &mut reference.rows[row];
-                        let newest = versions.last_mut().unwrap();
-                        match want {
-                            Some(want) => {
-                                prop_assert_eq!(lp, want, "update of row {} by {}", row, xid);
+                        let got = update(&table, row, xid);
+                        let row_chains = &mut chains[row as usize];
+                        let last = row_chains.last_mut().unwrap();
+                        let block = last.block;
+                        let newest = last.members.last_mut().unwrap();
+                        match pages[block as usize].take(len, table.line_pointers) {
+                            Some(lp) => {
+                                prop_assert_eq!(got, (block, lp), "HOT update of {}", row);
                                 newest.2 = xid;
-                                versions.push((want, xid, INVALID_TRANSACTION_ID));
+                                last.members.push((lp, xid, INVALID_TRANSACTION_ID));
+                            }
+                            None if !table.moves => {
+                                prop_assert_eq!(got, (block, newest.0), "stand-in");
+                                newest.1 = xid;
                             }
                             None => {
-                                prop_assert_eq!(lp, old, "a version with no room");
-                                prop_assert!(state.full.load(Relaxed));
-                                newest.1 = xid;
+                                newest.2 = xid;
+                                let last_page = pages.len() as u32 - 1;
+                                let there = (last_page != block)
+                                    .then(|| {
+                                        pages[last_page as usize].take(len, table.line_pointers)
+                                    })
+                                    .flatten();
+                                let want = match there {
+                                    Some(lp) => (last_page, lp),
+                                    None => {
+                                        pages.push(Page::default());
+                                        let lp = pages
+                                            .last_mut()
+                                            .unwrap()
+                                            .take(len, table.line_pointers)
+                                            .unwrap();
+                                        (pages.len() as u32 - 1, lp)
+                                    }
+                                };
+                                prop_assert_eq!(got, want, "non-HOT update of {}", row);
+                                prop_assert!(table.page_state[block as usize].full.load(Relaxed));
+                                row_chains.push(Chain {
+                                    block: want.0,
+                                    root: want.1,
+                                    members: vec![(want.1, xid, INVALID_TRANSACTION_ID)],
+                                });
                             }
                         }
                     }
-                    Op::Prune(back) => {
+                    Op::Prune(back, page) => {
+                        let block = page % pages.len() as u32;
                         let horizon = next_xid.saturating_sub(back);
-                        for (i, versions) in reference.rows.iter_mut().enumerate() {
+                        let state = &table.page_state[block as usize];
+                        let roots: Vec<u16> = table.roots(block, state).collect();
+                        let on_page = chains.iter_mut().flatten().filter(|c| c.block == block);
+                        let mut want_roots = Vec::new();
+                        for chain in on_page {
+                            want_roots.push(chain.root);
                             let dead = |v: &(u16, u32, u32)| v.2 != 0 && v.2 < horizon;
-                            let Some(last) = versions.iter().rposition(dead) else {
+                            let Some(last) = chain.members.iter().rposition(dead) else {
                                 continue;
                             };
-                            let root = i as u16 + 1;
-                            table.prune_members((0, root), &table.chain(0, root), last, state);
-                            for (lp, ..) in versions.drain(..=last) {
-                                if lp != root {
+                            let members = table.chain(block, chain.root);
+                            table.prune_members((block, chain.root), &members, last, state);
+                            let reference = &mut pages[block as usize];
+                            for (lp, ..) in chain.members.drain(..=last) {
+                                reference.tuples -= 1;
+                                if lp != chain.root {
                                     reference.unused.insert(lp);
                                 }
                             }
                         }
+                        want_roots.sort_unstable();
+                        prop_assert_eq!(roots, want_roots, "roots of page {}", block);
                     }
                 }
+                prop_assert_eq!(table.pages() as usize, pages.len());
                 let mut in_chains = BTreeSet::new();
-                for (i, versions) in reference.rows.iter().enumerate() {
-                    let chain = table.chain(0, i as u16 + 1);
-                    let got: Vec<_> = chain
-                        .iter()
-                        .map(|&lp| {
-                            let t = table.tuple(0, lp);
-                            (lp, t.xmin.load(Relaxed), t.xmax.load(Relaxed))
-                        })
-                        .collect();
-                    prop_assert_eq!(&got, versions, "row {}", i);
-                    prop_assert_eq!(table.newest[i].load(Relaxed), *chain.last().unwrap());
-                    in_chains.extend(chain);
+                for (row, row_chains) in chains.iter().enumerate() {
+                    for chain in row_chains {
+                        let got: Vec<_> = table
+                            .chain(chain.block, chain.root)
+                            .iter()
+                            .map(|&lp| {
+                                let t = table.tuple(chain.block, lp);
+                                (lp, t.xmin.load(Relaxed), t.xmax.load(Relaxed))
+                            })
+                            .collect();
+                        prop_assert_eq!(&got, &chain.members, "row {}", row);
+                        in_chains.insert((chain.block, chain.root));
+                        in_chains.extend(chain.members.iter().map(|m| (chain.block, m.0)));
+                    }
+                    let last = row_chains.last().unwrap();
+                    let newest = last.members.last().unwrap().0;
+                    prop_assert_eq!(table.newest(row as u64), (last.block, newest));
+                    if table.moves {
+                        prop_assert_eq!(table.root(row as u64), (last.block, last.root));
+                    }
                 }
-                prop_assert_eq!(u64::from(state.tuples.load(Relaxed)), reference.tuples());
-                prop_assert_eq!(state.lines.load(Relaxed), reference.lines);
-                for lp in rows as u16 + 1..=reference.lines {
-                    let unused = table.tuple(0, lp).xmin.load(Relaxed) == NO_TUPLE;
-                    prop_assert_eq!(unused, !in_chains.contains(&lp), "line pointer {}", lp);
+                for (block, page) in pages.iter().enumerate() {
+                    let block = block as u32;
+                    let state = &table.page_state[block as usize];
+                    prop_assert_eq!(u64::from(state.tuples.load(Relaxed)), page.tuples);
+                    prop_assert_eq!(state.lines.load(Relaxed), page.lines);
+                    for lp in 1..=page.lines {
+                        let t = table.tuple(block, lp);
+                        let unused = t.xmin.load(Relaxed) == NO_TUPLE && !t.root.load(Relaxed);
+                        let want = !in_chains.contains(&(block, lp));
+                        prop_assert_eq!(unused, want, "line pointer {} of page {}", lp, block);
+                    }
                 }
             }
             Ok(())
@@ -663,12 +941,13 @@ mod tests {
             #![proptest_config(ProptestConfig::with_cases(128))]
 
             #[test]
-            fn a_pages_versions_are_the_references(
-                rows in 1..150u64,
+            fn a_tables_versions_are_the_references(
+                rows in 1..300u64,
                 len in prop_oneof![Just(SMALL_TUPLE_LEN), Just(ACCOUNTS_TUPLE_LEN)],
-                ops in prop::collection::vec(op(), 1..400),
+                ops in prop::collection::vec(op(), 1..600),
             ) {
-                check(rows.min(if len == SMALL_TUPLE_LEN { 185 } else { 61 }), len, &ops)?;
+                let per_page = if len == SMALL_TUPLE_LEN { 185 } else { 61 };
+                check(rows, per_page, len, &ops)?;
             }
         }
     }
