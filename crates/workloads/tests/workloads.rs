@@ -251,24 +251,30 @@ fn sinval_check_runs_locked_and_wait_free_with_idle_backends() {
         ] {
             let s = series("sinval-check", preset, "pg", &sets).unwrap();
             // No warm-up: the idle backends' first reset must fall in the measured run
-            // (a backend already reset is not counted again).
+            // (a backend already reset is not counted again). The team still runs until the
+            // controlling thread starts the measured phase, and on a loaded machine it may
+            // fill the ring before then: a run whose counts then miss the one-time signal and
+            // reset is made again, up to three times.
             let spec = TeamSpec {
                 warmup: Duration::ZERO,
                 ..quick_spec(2)
             };
-            let run = run_until_work(&s, spec).unwrap();
-            assert!(run.total_ops() > 0, "{} {sets:?}", preset.name);
-            let counters = run.stats.events.counters();
-            let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
-            if sets.is_empty() {
-                assert_eq!(count("sinval.messages_read"), 0, "{}", preset.name);
-            } else {
+            for attempt in 1..=3 {
+                let run = run_until_work(&s, spec.clone()).unwrap();
+                assert!(run.total_ops() > 0, "{} {sets:?}", preset.name);
+                let counters = run.stats.events.counters();
+                let count = |name: &str| counters.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
+                if sets.is_empty() {
+                    assert_eq!(count("sinval.messages_read"), 0, "{}", preset.name);
+                    break;
+                }
                 // Idle backends fall a whole ring behind: signalled, then reset.
                 assert!(count("sinval.messages_read") > 0, "{counters:?}");
-                if run.total_ops() > 400 {
-                    assert!(count("sinval.resets") > 0, "{counters:?}");
-                    assert!(count("sinval.catchup_signals") > 0, "{counters:?}");
+                let seen = count("sinval.resets") > 0 && count("sinval.catchup_signals") > 0;
+                if run.total_ops() <= 400 || seen {
+                    break;
                 }
+                assert!(attempt < 3, "{}: {counters:?}", preset.name);
             }
         }
     }
