@@ -90,7 +90,7 @@ use super::schema::{
     btree_levels, btree_page, HeapPageState, Table, TupleHeader, COMMITTED, DATABASE, INSERTS_PKEY,
     KEYS_PER_INDEX_PAGE, LOADED, NO_TUPLE, PRUNE_MIN_FREE,
 };
-use super::{Cluster, Found, Txn, TxnError};
+use super::{Cluster, Txn, TxnError};
 use pglocks_bufmgr::{Buffer, BufferTag};
 use pglocks_lmgr::{LockMode, LockOwner, LockTag, LockTimeouts};
 use pglocks_lwlock::{LwLockMode, Padding, RawLwLock, VarProtocol};
@@ -124,6 +124,13 @@ const BTREE_FASTPATH_MIN_LEVEL: usize = 2;
 const HEAP_INSERT_PAYLOAD: [u8; 48] = [0x48; 48];
 /// WAL payload of a B-tree leaf insert: `xl_btree_insert` and an int4 index tuple.
 const BTREE_INSERT_PAYLOAD: [u8; 20] = [0x42; 20];
+
+/// Where a statement's scan is once it has found its row (`ExecScan` returning it): the
+/// row's heap page, pinned, and the pages a sequential scan reads after it.
+struct Found {
+    buffer: Buffer,
+    rest: Range<u32>,
+}
 
 impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, V> {
     /// `ReadBuffer` of block `block` of relation `relid` and `LockBuffer` in `mode`.
@@ -273,18 +280,33 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 rest: at + 1..pages,
             });
         }
-        for level in (0..table.index.len()).rev() {
-            let (block, page, item) = btree_page(&table.index, table.rows, level, row);
-            let buffer = self.read_locked(t, table.pkey, block, LwLockMode::Shared)?;
-            self.btree_search_page(buffer, &page, item);
-            if page.leaf {
-                self.btree_read_leaf(buffer, &page, item);
-            }
-            self.unlock_release(t, buffer)?;
-        }
+        let (leaf_block, leaf, item) = self.btree_descend(t, table, row)?;
+        let buffer = self.read_locked(t, table.pkey, leaf_block, LwLockMode::Shared)?;
+        self.btree_search_page(buffer, &leaf, item);
+        self.btree_read_leaf(buffer, &leaf, item);
+        self.unlock_release(t, buffer)?;
         let (block, lp) = table.root(row);
         let buffer = self.heap_page(t, table, block, Some(lp), true)?;
         Ok(Found { buffer, rest: 0..0 })
+    }
+
+    /// The descent of `table`'s primary key towards `row`'s key from the root to the level
+    /// above the leaves (`_bt_search`), each page read under its content lock shared and let
+    /// go before the next is read. Returns the leaf holding the key: its block, its shape as
+    /// the build made it, and the key's item there.
+    fn btree_descend(
+        &self,
+        t: &mut Txn<'_, K, V, R>,
+        table: &Table,
+        row: u64,
+    ) -> Result<(u32, BtPage, u16), TxnError> {
+        for level in (1..table.index.len()).rev() {
+            let (block, page, item) = btree_page(&table.index, table.rows, level, row);
+            let buffer = self.read_locked(t, table.pkey, block, LwLockMode::Shared)?;
+            self.btree_search_page(buffer, &page, item);
+            self.unlock_release(t, buffer)?;
+        }
+        Ok(btree_page(&table.index, table.rows, 0, row))
     }
 
     /// The statement done with the row [`Self::find_row`] found: the row's page released, and
@@ -317,8 +339,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         lp: Option<u16>,
         keep: bool,
     ) -> Result<Buffer, TxnError> {
-        let tag = BufferTag::main(DATABASE, table.relid, block);
-        let buffer = self.buffers.read_buffer(t.b, &mut t.s.pins, tag)?;
+        let buffer = self.read_buffer_of(t, table, block)?;
         let page = table.heap_page(block);
         let writes = t.writer.is_some();
         let state = table.page_state.get(block as usize).filter(|_| writes);
@@ -760,11 +781,28 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         );
         let (lp, looked) = table.take_line_pointer(block, state);
         self.page_read(buffer, item_ids(looked));
-        match lp {
-            Some(lp) => {
-                table.put_hot((block, old_lp), lp, row, state, xid);
-                self.page_write(buffer, item_id(lp));
-                self.page_write(buffer, page.at(lp));
+        // A non-HOT update's entry in the key comes after the tuple lock is given back.
+        let new_entry = match lp {
+            None if table.moves => {
+                let old_root = table.root(row);
+                self.non_hot_update(t, table, row, (buffer, block, old_lp))?;
+                Some(old_root)
+            }
+            lp => {
+                match lp {
+                    Some(lp) => {
+                        table.put_hot((block, old_lp), lp, row, state, xid);
+                        self.page_write(buffer, item_id(lp));
+                        self.page_write(buffer, page.at(lp));
+                    }
+                    None => {
+                        // The model's stand-in in a table whose rows do not move (see the
+                        // module's differences): the version in the old one's place.
+                        table.put_in_place((block, old_lp), state, xid);
+                        t.b.stats.events.count("tpcb.non_hot", 1);
+                        self.page_write(buffer, page.at(old_lp));
+                    }
+                }
                 self.page_write(buffer, PAGE_HEADER);
                 // The record is written with the page still locked, and its LSN set on the
                 // page.
@@ -772,33 +810,16 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
                 state.lsn.store(end, Relaxed);
                 self.page_write(buffer, PD_LSN);
                 self.unlock_release(t, buffer)?;
+                None
             }
-            None if table.moves => {
-                let old_root = table.root(row);
-                self.non_hot_update(t, table, row, (buffer, block, old_lp))?;
-                if let Some(tid) = tuple_locked.take() {
-                    self.locks
-                        .unlock_tuple(t.b, t.local, rel, tid, LockMode::Exclusive)?;
-                }
-                // ExecInsertIndexTuples: the key's new entry.
-                self.index_insert_unique(t, table, row, old_root)?;
-            }
-            None => {
-                // The model's stand-in in a table whose rows do not move (see the module's
-                // differences): the version in the old one's place.
-                table.put_in_place((block, old_lp), state, xid);
-                t.b.stats.events.count("tpcb.non_hot", 1);
-                self.page_write(buffer, page.at(old_lp));
-                self.page_write(buffer, PAGE_HEADER);
-                let end = t.log(xid, RM_HEAP_ID, XLOG_HEAP_HOT_UPDATE, &HEAP_UPDATE_PAYLOAD)?;
-                state.lsn.store(end, Relaxed);
-                self.page_write(buffer, PD_LSN);
-                self.unlock_release(t, buffer)?;
-            }
-        }
+        };
         if let Some(tid) = tuple_locked {
             self.locks
                 .unlock_tuple(t.b, t.local, rel, tid, LockMode::Exclusive)?;
+        }
+        if let Some(old_root) = new_entry {
+            // ExecInsertIndexTuples: the key's new entry.
+            self.index_insert_unique(t, table, row, old_root)?;
         }
         self.done_with_row(t, table, found)
     }
@@ -970,13 +991,7 @@ impl<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol> Cluster<K, R, P, 
         old_root: (u32, u16),
     ) -> Result<(), TxnError> {
         let xid = t.xid;
-        for level in (1..table.index.len()).rev() {
-            let (block, page, item) = btree_page(&table.index, table.rows, level, row);
-            let buffer = self.read_locked(t, table.pkey, block, LwLockMode::Shared)?;
-            self.btree_search_page(buffer, &page, item);
-            self.unlock_release(t, buffer)?;
-        }
-        let (block, page, item) = btree_page(&table.index, table.rows, 0, row);
+        let (block, page, item) = self.btree_descend(t, table, row)?;
         let leaf = self.read_locked(t, table.pkey, block, LwLockMode::Exclusive)?;
         self.btree_search_page(leaf, &page, item);
         self.btree_item_read(leaf, &page, item, INDEX_TUPLE_TID);

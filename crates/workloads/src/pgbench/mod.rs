@@ -281,13 +281,6 @@ impl Session {
     }
 }
 
-/// Where a statement's scan is once it has found its row (`ExecScan` returning it): the
-/// row's heap page, pinned, and the pages a sequential scan reads after it.
-struct Found {
-    buffer: pglocks_bufmgr::Buffer,
-    rest: std::ops::Range<u32>,
-}
-
 /// One backend's transaction in progress: the backend-local state PostgreSQL keeps in globals
 /// while it runs a transaction, here passed as one context to every call of the transaction
 /// (by `&mut`, so that it costs what its fields would):
