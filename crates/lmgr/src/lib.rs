@@ -183,6 +183,11 @@ pub struct LockManagerConfig {
     /// (granted, or failed by its own deadlock check), for the caller to release; 18 split
     /// `ProcSleep` and returns without it.
     pub relock_after_sleep: bool,
+    /// 9.2+: a transaction's virtual-xid lock is *lazy*, a note in its fast-path area until
+    /// someone waits for it (`VirtualXactLockTableInsert`); off, it is taken in the shared table
+    /// at every transaction start, as up to 9.1. The note lives in the fast-path area, so
+    /// without a fast path the lock is always eager.
+    pub lazy_vxid: bool,
     /// The free lists of the shared `LOCK` and `PROCLOCK` hash tables: one (behind one
     /// spinlock) up to 9.5, `NUM_FREELISTS` (32) from 9.6.
     pub hash_freelists: usize,
@@ -227,6 +232,7 @@ impl LockManagerConfig {
             relock_after_sleep: true,
             hash_freelists: pglocks_dynahash::NUM_FREELISTS,
             tas_spin: true,
+            lazy_vxid: true,
         }
     }
 }
@@ -314,6 +320,7 @@ pub struct LockManager<K: RawLwLock = AtomicLwLock> {
     waits: WaitSlots,
     nowait_checks_queue: bool,
     relock_after_sleep: bool,
+    lazy_vxid: bool,
 }
 
 impl<K: RawLwLock> std::fmt::Debug for LockManager<K> {
@@ -353,6 +360,7 @@ impl<K: RawLwLock> LockManager<K> {
             waits: WaitSlots::new(config.max_backends),
             nowait_checks_queue: config.nowait_checks_queue,
             relock_after_sleep: config.relock_after_sleep,
+            lazy_vxid: config.lazy_vxid,
         })
     }
 

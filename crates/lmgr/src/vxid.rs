@@ -15,7 +15,8 @@
 //! transaction end the owner finds its note gone and releases the table entry itself.
 //!
 //! Differences from PostgreSQL: the model ties the lazy form to having a fast path (both came
-//! in 9.2), and 8.1–8.2, which had no virtual ids and locked the transaction id at start
+//! in 9.2; `LockManagerConfig::lazy_vxid` turns it off on a release that has one, a prototype
+//! knob that gives 9.2 9.1's eager lock for comparison), and 8.1–8.2, which had no virtual ids and locked the transaction id at start
 //! instead, use the eager form (the same cost: one table entry per transaction). Prepared
 //! transactions are not modelled.
 
@@ -43,9 +44,10 @@ impl VirtualXid {
 }
 
 impl<K: RawLwLock> LockManager<K> {
-    /// Whether virtual-transaction locks are lazy (9.2+).
+    /// Whether virtual-transaction locks are lazy (9.2+, unless configured eager): the note
+    /// needs a fast-path area.
     fn lazy_vxid(&self) -> bool {
-        self.fast_path.layout() != crate::FastPathLayout::None
+        self.lazy_vxid && self.fast_path.layout() != crate::FastPathLayout::None
     }
 
     /// Starts a transaction on backend `b`: a new local id and its lock
@@ -180,19 +182,23 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    fn lm(layout: FastPathLayout) -> (ProcTable, Arc<LockManager>) {
+    fn lm(layout: FastPathLayout, lazy: bool) -> (ProcTable, Arc<LockManager>) {
         let mut cfg = LockManagerConfig::new(2);
         cfg.fast_path = layout;
+        cfg.lazy_vxid = lazy;
         (ProcTable::new(2), Arc::new(LockManager::new(cfg)))
     }
 
     #[test]
     fn lazy_vxid_locks_stay_out_of_the_table_until_someone_waits() {
-        for (layout, entries) in [
-            (FastPathLayout::Slots16, (0, 0)),
-            (FastPathLayout::None, (1, 1)),
+        // Without a fast path, or configured eager, the lock is in the table from the start.
+        for (layout, lazy, entries) in [
+            (FastPathLayout::Slots16, true, (0, 0)),
+            (FastPathLayout::None, true, (1, 1)),
+            (FastPathLayout::Slots16, false, (1, 1)),
         ] {
-            let (procs, lm) = lm(layout);
+            let eager = entries == (1, 1);
+            let (procs, lm) = lm(layout, lazy);
             let mut a = procs.attach().unwrap();
             let mut la = lm.connect(&mut a, 5).unwrap();
             let vxid = lm.start_transaction(&mut a, &mut la).unwrap();
@@ -214,7 +220,7 @@ mod tests {
             assert_eq!(lm.entries_in_use(), (1, 2), "a's lock and b's request");
             assert_eq!(
                 lm.release_all(&mut a, &mut la, false).unwrap(),
-                usize::from(layout == FastPathLayout::None)
+                usize::from(eager)
             );
             assert!(waiter.join().unwrap().unwrap());
             assert_eq!(lm.entries_in_use(), (0, 0));

@@ -74,6 +74,7 @@ const SNAPSHOT_LAYOUT: Names<SnapshotLayout> = Names(&[
     ("pgxact", SnapshotLayout::Pgxact),
     ("dense", SnapshotLayout::Dense),
 ]);
+const VXID_LOCK: Names<bool> = Names(&[("lazy", true), ("eager", false)]);
 const PGXACT_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
 const LWLOCK_PADDING: Names<usize> =
     Names(&[("none", 0), ("0", 0), ("32", 32), ("64", 64), ("128", 128)]);
@@ -296,6 +297,10 @@ settings! {
     /// groups of 16 in 18).
     fast_path: FastPathLayout = |p| p.fast_path(),
         knob "fast_path": FAST_PATH => "on|off: the fast path for weak relation locks (on = the release's layout; 16 slots before it had one)";
+    /// lock.c (9.2+): a transaction's virtual-xid lock is a fast-path note until someone waits
+    /// for it (lazy), or taken in the shared lock table at every start (eager, up to 9.1).
+    lazy_vxid: bool = |p| p.version >= v(9, 2),
+        knob "vxid_lock": VXID_LOCK => "lazy|eager: a transaction's virtual-xid lock as a fast-path note until someone waits (9.2+), or in the shared lock table at every start (<= 9.1); lazy needs the fast path";
     /// lock.c (17+): a `NOWAIT` request goes through the wait-queue rule and may be granted
     /// ahead of waiters; before 17 it fails on any conflict.
     nowait_checks_queue: bool = |p| p.version >= v(17, 0);
@@ -612,6 +617,7 @@ impl Settings {
             relock_after_sleep: self.relock_after_sleep,
             hash_freelists: self.lock_hash_freelists,
             tas_spin: self.tas_spin,
+            lazy_vxid: self.lazy_vxid,
             ..pglocks_lmgr::LockManagerConfig::new(max_backends)
         }
     }
