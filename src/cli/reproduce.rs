@@ -14,7 +14,6 @@ mod sensitivity;
 
 use super::parse::{detect, parse_threads};
 use super::{stamped_dir, CliError};
-use pglocks_harness::format::si3;
 use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
@@ -412,7 +411,7 @@ fn reproduce_one(
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
     let path = dir.join("curves.md");
-    std::fs::write(&path, curves_markdown(&report)).map_err(|error| CliError::Io {
+    std::fs::write(&path, harness::render::curves_markdown(&report)).map_err(|error| CliError::Io {
         path: path.display().to_string(),
         error,
     })?;
@@ -512,48 +511,6 @@ fn write_in(out: &Path, name: &str, text: &str) -> Result<(), CliError> {
         path: path.display().to_string(),
         error,
     })
-}
-
-/// A claim's curves as one Markdown table, ops/s by series (rows) and threads (columns): the
-/// figures a document quotes (`curves.md` beside the report).
-fn curves_markdown(report: &Report) -> String {
-    let mut counts: Vec<usize> = report
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.threads))
-        .collect();
-    counts.sort_unstable();
-    counts.dedup();
-    let several_impls = report
-        .series
-        .iter()
-        .any(|s| s.impl_name != report.series[0].impl_name);
-    let mut t = String::from("| ops/s | ");
-    for c in &counts {
-        let _ = write!(t, "{c} | ");
-    }
-    t.truncate(t.trim_end().len());
-    t.push_str("\n|---|");
-    t.push_str(&"---:|".repeat(counts.len()));
-    t.push('\n');
-    for s in &report.series {
-        let label = if several_impls {
-            format!("{}/{}", s.preset, s.impl_name)
-        } else {
-            s.preset.clone()
-        };
-        let _ = write!(t, "| {label} |");
-        for c in &counts {
-            match s.points.iter().find(|p| p.threads == *c) {
-                Some(p) => {
-                    let _ = write!(t, " {} |", si3(p.ops_per_sec));
-                }
-                None => t.push_str(" |"),
-            }
-        }
-        t.push('\n');
-    }
-    t
 }
 
 /// The summary table, in Markdown.

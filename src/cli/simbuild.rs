@@ -34,12 +34,9 @@ pub fn exec() -> CliError {
                 .unwrap_or_default()
         ));
     }
-    let program = match std::env::var_os("PGLOCKS_SIM_BIN") {
-        Some(p) => PathBuf::from(p),
-        None => match build() {
-            Ok(p) => p,
-            Err(e) => return e,
-        },
+    let program = match program() {
+        Ok(p) => p,
+        Err(e) => return e,
     };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let mut command = Command::new(&program);
@@ -52,6 +49,19 @@ pub fn exec() -> CliError {
         "cannot start the simulator's build of pglocks ({}): {error}",
         program.display()
     ))
+}
+
+/// The simulator's build of `pglocks`: this executable if it is one, else the program named by
+/// `PGLOCKS_SIM_BIN`, else the one cargo builds (or finds up to date) beside this executable.
+pub fn program() -> Result<PathBuf, CliError> {
+    if pglocks_sim::BUILT_IN {
+        return std::env::current_exe()
+            .map_err(|e| CliError::Usage(format!("cannot find this executable: {e}")));
+    }
+    match std::env::var_os("PGLOCKS_SIM_BIN") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => build(),
+    }
 }
 
 /// Has cargo build (or find up to date) the simulator's build beside this executable, and
@@ -86,11 +96,7 @@ fn build() -> Result<PathBuf, CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut rustflags = std::env::var("RUSTFLAGS").unwrap_or_default();
     rustflags.push_str(" --cfg pglocks_sim");
-    eprintln!(
-        "pglocks: a simulated machine runs on the simulator's build (--cfg pglocks_sim) in {}; \
-         cargo builds it if it is not up to date",
-        sim_target.display()
-    );
+    eprintln!("pglocks: a simulated machine runs on a build of its own (cargo makes it once)");
     let mut cargo_build = Command::new(cargo);
     cargo_build
         .current_dir(sources)

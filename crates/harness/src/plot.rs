@@ -290,6 +290,12 @@ impl Axis {
     fn log10(lo_hi: Option<(f64, f64)>, desc: impl Into<String>, label: fn(f64) -> String) -> Axis {
         let (lo, hi) = lo_hi.map_or((0.0, 0.5), |(lo, hi)| (lo.log10(), hi.log10()));
         let range = lo.floor()..(hi.ceil() + 0.5).max(lo.floor() + 1.0);
+        Axis::log10_over(range, desc, label)
+    }
+
+    /// A log10 axis over `range` (in decades: `3.0..6.2` is 1 000 to 1.6 M), ticked as
+    /// [`Axis::log10`] ticks.
+    fn log10_over(range: Range<f64>, desc: impl Into<String>, label: fn(f64) -> String) -> Axis {
         let decades = range.start as i32..=range.end.floor() as i32;
         let few = range.end - range.start <= 3.5;
         let mut ticks = Vec::new();
@@ -408,6 +414,9 @@ fn count(n: usize, what: &str) -> String {
     }
 }
 
+/// Ops/s against threads. On a doubling sweep both axes are logarithmic, so that linear scaling
+/// (each series' dashed ideal from its 1-thread point) is a straight line, as it is on the
+/// linear axes of any other sweep; the ideal ends where it leaves the plot.
 fn throughput(report: &Report, workload: &str, series: &[&Series]) -> Panel {
     let x = thread_axis(
         series,
@@ -416,11 +425,23 @@ fn throughput(report: &Report, workload: &str, series: &[&Series]) -> Panel {
     let max_threads = thread_counts(series.iter().copied())
         .last()
         .map_or(1.0, |&t| t as f64);
-    let max_ops = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.ops_per_sec))
-        .fold(1.0, f64::max);
-    let y_top = max_ops * 1.15;
+    let ops = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.ops_per_sec))
+    };
+    let max_ops = ops().fold(1.0, f64::max);
+    let min_ops = ops().filter(|&o| o > 0.0).fold(max_ops, f64::min);
+    let y = if x.scale == Scale::Linear {
+        ops_axis(max_ops * 1.15)
+    } else {
+        Axis::log10_over(
+            min_ops.log10().floor()..(max_ops * 1.5).log10(),
+            "operations per second (log scale)",
+            si_short,
+        )
+    };
+    let y_top = y.ends().1;
     let mut lines = Vec::new();
     for (i, s) in series.iter().enumerate() {
         let color = series_color(i);
@@ -436,18 +457,11 @@ fn throughput(report: &Report, workload: &str, series: &[&Series]) -> Panel {
             marks: true,
         });
         if let Some(one) = s.points.iter().find(|p| p.threads == 1) {
-            // The ideal stops where it leaves the chart, so it is drawn inside the frame. On a
-            // log2 axis it is a curve: drawn through 32 points.
+            // The ideal stops where it leaves the chart, so it is drawn inside the frame.
             let edge = (y_top / one.ops_per_sec).clamp(1.0, max_threads);
-            let steps = if x.scale == Scale::Linear { 1 } else { 32 };
             lines.push(Line {
                 label: None,
-                points: (0..=steps)
-                    .map(|k| {
-                        let t = edge.powf(f64::from(k) / f64::from(steps));
-                        (t, t * one.ops_per_sec)
-                    })
-                    .collect(),
+                points: vec![(1.0, one.ops_per_sec), (edge, edge * one.ops_per_sec)],
                 color,
                 dashed: true,
                 marks: false,
@@ -461,7 +475,7 @@ fn throughput(report: &Report, workload: &str, series: &[&Series]) -> Panel {
             count(report.machine.nodes, "node")
         ),
         x,
-        y: ops_axis(y_top),
+        y,
         band: None,
         lines,
         legend: SeriesLabelPosition::UpperLeft,

@@ -5,11 +5,12 @@
 //! the wait events and the metrics, which run to hundreds of rows for a sweep of the macro
 //! workloads; [`brief`] is the narrow first look the default run prints.
 
-use crate::format::{machine, metric_value, percent, point_cells, si, wait_ms, wrap};
+use crate::format::{machine, metric_value, percent, point_cells, si, si3, wait_ms, wrap};
 use crate::query::{any_ideal, named_workloads, thread_counts, workload_list};
-use crate::report::{median_of, Report, Series};
+use crate::report::{Report, Series};
 use crate::HarnessError;
 use comfy_table::{presets, CellAlignment, Table};
+use std::fmt::Write as _;
 
 /// Output formats of `pglocks run --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,10 +232,135 @@ fn brief_thread_counts(report: &Report) -> Vec<usize> {
     keep
 }
 
+/// One point of a curve table: ops/s, and the 95 % confidence interval of its runs.
+type Cell = Option<(f64, Option<f64>)>;
+
+/// Each series' throughput by thread count: the thread counts any series measured, in order,
+/// and a row per series (its label, then its point at each count, if it measured it). A series
+/// is named by its preset, or `preset/impl` when the report has several implementations, after
+/// its workload when it has several.
+fn curve_rows(report: &Report) -> (Vec<usize>, Vec<(String, Vec<Cell>)>) {
+    let mut counts: Vec<usize> = report
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.threads))
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let several_impls = report
+        .series
+        .iter()
+        .any(|s| s.impl_name != report.series[0].impl_name);
+    let several_workloads = named_workloads(report).len() > 1;
+    let rows = report
+        .series
+        .iter()
+        .map(|s| {
+            let mut label = if several_impls {
+                format!("{}/{}", s.preset, s.impl_name)
+            } else {
+                s.preset.clone()
+            };
+            if several_workloads {
+                label = format!("{} {label}", s.workload);
+            }
+            let cells = counts
+                .iter()
+                .map(|c| {
+                    let p = s.points.iter().find(|p| p.threads == *c)?;
+                    Some((p.ops_per_sec, crate::report::ci95(&p.runs_ops_per_sec)))
+                })
+                .collect();
+            (label, cells)
+        })
+        .collect();
+    (counts, rows)
+}
+
+/// The curves as one Markdown table, ops/s by series (rows) and threads (columns), three
+/// significant digits: the figures a document quotes (`pglocks reproduce`'s `curves.md`).
+pub fn curves_markdown(report: &Report) -> String {
+    let (counts, rows) = curve_rows(report);
+    let mut t = String::from("| ops/s | ");
+    for c in &counts {
+        let _ = write!(t, "{c} | ");
+    }
+    t.truncate(t.trim_end().len());
+    t.push_str("\n|---|");
+    t.push_str(&"---:|".repeat(counts.len()));
+    t.push('\n');
+    for (label, cells) in rows {
+        let _ = write!(t, "| {label} |");
+        for cell in cells {
+            match cell {
+                Some((x, _)) => {
+                    let _ = write!(t, " {} |", si3(x));
+                }
+                None => t.push_str(" |"),
+            }
+        }
+        t.push('\n');
+    }
+    t
+}
+
+/// The curves as a terminal table, a row per series and a column per thread count (of
+/// [`BRIEF_WIDTH`] columns or less for a handful of counts): ops/s to three digits, and with
+/// `ci` the 95 % confidence interval of each point's runs beside it.
+pub fn curves(report: &Report, ci: bool) -> String {
+    let (counts, rows) = curve_rows(report);
+    let mut t = Table::new();
+    let mut header = vec![if ci { "ops/s, 95% CI" } else { "ops/s" }.to_string()];
+    header.extend(counts.iter().map(|c| format!("{c} thr")));
+    t.load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_header(header);
+    for (label, cells) in rows {
+        let mut row = vec![label];
+        row.extend(cells.into_iter().map(|c| match c {
+            None => "-".into(),
+            Some((x, Some(w))) if ci => format!("{} \u{b1}{:.0}%", si3(x), w * 100.0),
+            Some((x, _)) => si3(x),
+        }));
+        t.add_row(row);
+    }
+    for i in 1..=counts.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.to_string() + "\n"
+}
+
+/// The line above the default run's table: the workloads, the runs a point had (more where
+/// a budget bought them), and the machine.
+pub fn brief_title(report: &Report) -> String {
+    let c = &report.config;
+    let most = report
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.runs_ops_per_sec.len()))
+        .max()
+        .unwrap_or(0);
+    let more = if most > c.repeat as usize {
+        format!(", up to {most} where they disagreed")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}{}: {} runs of {} ms a point{more} (median); {}",
+        interrupted_mark(report),
+        workload_list(report),
+        c.repeat,
+        c.duration_ms,
+        machine(&report.machine)
+    )
+}
+
 /// A first look at `report` that fits a terminal of [`BRIEF_WIDTH`] columns: a short title
 /// (workloads, runs, machine), then
 /// the main table with the columns that answer "how did it scale" — series, threads, ops/s,
-/// efficiency, p99 latency and the spread of the runs ((largest − smallest) ÷ median) — at
+/// efficiency, p99 latency and the 95 % confidence interval of the runs' mean
+/// ([`crate::report::ci95`], as ± a share of the mean) — at
 /// three thread counts at most (the smallest, the largest with a CPU per thread, the largest;
 /// on 2 CPUs with threads 1, 2, 4 that is every point), with a line that says which were left
 /// out. What the default run prints; [`render`] has every column and point.
@@ -248,7 +374,7 @@ pub fn brief(report: &Report) -> String {
         "ops/s",
         "efficiency",
         "p99 ns",
-        "spread",
+        "95% CI",
     ]);
     let mut left_out = Vec::new();
     for s in &report.series {
@@ -264,7 +390,8 @@ pub fn brief(report: &Report) -> String {
                 p.efficiency
                     .map_or_else(|| "-".into(), |e| format!("{e:.2}")),
                 p.latency_ns.p99.to_string(),
-                spread(&p.runs_ops_per_sec).map_or_else(|| "-".into(), percent),
+                crate::report::ci95(&p.runs_ops_per_sec)
+                    .map_or_else(|| "-".into(), |c| format!("\u{b1}{}", percent(c))),
             ]);
         }
     }
@@ -273,16 +400,7 @@ pub fn brief(report: &Report) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let c = &report.config;
-    let m = &report.machine;
-    let title = format!(
-        "{}{}: {} runs of {} ms a point (median); {}",
-        interrupted_mark(report),
-        workload_list(report),
-        c.repeat,
-        c.duration_ms,
-        machine(m)
-    );
+    let title = brief_title(report);
     let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
     if !left_out.is_empty() {
         left_out.sort_unstable();
@@ -296,17 +414,6 @@ pub fn brief(report: &Report) -> String {
         out.push('\n');
     }
     out
-}
-
-/// (largest − smallest) ÷ median of a point's runs; `None` for a single run or a zero median.
-fn spread(runs: &[f64]) -> Option<f64> {
-    let median = median_of(runs);
-    let (lo, hi) = runs
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| {
-            (lo.min(r), hi.max(r))
-        });
-    (runs.len() > 1 && median > 0.0).then(|| (hi - lo) / median)
 }
 
 fn csv(report: &Report) -> Result<String, HarnessError> {
@@ -434,7 +541,8 @@ mod tests {
         assert_eq!(rows.len(), 6, "{text}");
         assert!(rows[0].contains("select-only pg82uis/pg"), "{text}");
         assert!(rows[1].contains(" 4 ┆  4.938M ┆"), "{text}");
-        assert!(rows[1].contains("12345678 ┆  30.0%"), "{text}");
+        // Runs of 0.9, 1 and 1.2 times the median: a mean ±36.7 % at 95 %.
+        assert!(rows[1].contains("12345678 ┆ ±36.7%"), "{text}");
         assert!(
             text.contains("(not shown: the points at 2, 8 threads)"),
             "{text}"

@@ -39,10 +39,8 @@ pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
         .into_iter()
         .filter(|s| !s.points.is_empty())
         .collect();
-    let counts = shared_threads(&series);
     let cpus = report.machine.cpus.max(1);
-    let fit = counts.iter().copied().filter(|&t| t <= cpus).max();
-    let top = counts.iter().copied().max()?;
+    let (fit, top) = reported_counts(&shared_threads(&series), cpus)?;
     let at = |t: usize| -> String {
         let threads = if t == 1 { "thread" } else { "threads" };
         let cpu_word = if cpus == 1 { "CPU" } else { "CPUs" };
@@ -125,6 +123,60 @@ pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
         text = text + " " + &e;
     }
     Some(text)
+}
+
+/// The counts the sentences report, of those every series measured: the largest with a CPU for
+/// each thread (if any), and the largest.
+fn reported_counts(counts: &[usize], cpus: usize) -> Option<(Option<usize>, usize)> {
+    let fit = counts.iter().copied().filter(|&t| t <= cpus).max();
+    Some((fit, counts.iter().copied().max()?))
+}
+
+/// The differences the sentences report that the runs do not bear out: a pair's ratio outside
+/// the noise band whose runs, taken round by round (the rounds ran the series side by side),
+/// do not all lie on its side of 1. Each as "select-only pg18 against pg92 at 2 threads (its
+/// runs: 0.92–1.31×)", in the sentences' order.
+pub fn unsettled(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for workload in workloads(report) {
+        let series: Vec<&Series> = series_of(report, workload)
+            .into_iter()
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        let Some((fit, top)) =
+            reported_counts(&shared_threads(&series), report.machine.cpus.max(1))
+        else {
+            continue;
+        };
+        let names = names(&series);
+        for t in fit.into_iter().chain((Some(top) != fit).then_some(top)) {
+            for &(a, b) in &pairs(&series) {
+                let runs = |s: &Series| -> Vec<f64> {
+                    s.points
+                        .iter()
+                        .find(|p| p.threads == t)
+                        .map_or_else(Vec::new, |p| p.runs_ops_per_sec.clone())
+                };
+                let (ra, rb) = (runs(series[a]), runs(series[b]));
+                let ratios: Vec<f64> = ra
+                    .iter()
+                    .zip(&rb)
+                    .filter(|(x, _)| **x > 0.0)
+                    .map(|(x, y)| y / x)
+                    .collect();
+                let median = ops(series[b], t) / ops(series[a], t).max(f64::MIN_POSITIVE);
+                let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if ratios.len() > 1 && !same(median) && lo <= 1.0 && hi >= 1.0 {
+                    out.push(format!(
+                        "{workload} {} against {} at {t} threads (its runs: {lo:.2}\u{2013}{hi:.2}\u{d7})",
+                        names[b], names[a]
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `a`, `a and b`, `a, b and c`.
@@ -235,6 +287,33 @@ mod tests {
         };
         s.fill_efficiency();
         s
+    }
+
+    #[test]
+    fn a_reported_difference_whose_runs_disagree_on_its_direction_is_unsettled() {
+        let with_runs = |preset: &str, at2: &[f64]| {
+            let mut s = series("select-only", preset, "pg", &[(1, 100.0), (2, 0.0)]);
+            s.points[1].runs_ops_per_sec = at2.to_vec();
+            s.points[1].ops_per_sec = crate::report::median_of(at2);
+            s
+        };
+        let r = report(vec![
+            with_runs("pg91", &[100.0, 100.0, 100.0]),
+            // 1.30× the median, but one run of three below pg91's.
+            with_runs("pg92", &[130.0, 95.0, 140.0]),
+            // 1.07× to 1.15× pg92's, run by run: settled.
+            with_runs("pg18", &[150.0, 105.0, 150.0]),
+        ]);
+        assert_eq!(
+            unsettled(&r),
+            ["select-only pg92 against pg91 at 2 threads (its runs: 0.95\u{2013}1.40\u{d7})"]
+        );
+        // One run each: nothing to compare.
+        let single = report(vec![
+            series("select-only", "pg91", "pg", &[(2, 100.0)]),
+            series("select-only", "pg92", "pg", &[(2, 200.0)]),
+        ]);
+        assert!(unsettled(&single).is_empty());
     }
 
     #[test]

@@ -2,6 +2,12 @@
 //! The runs go round-robin: each of the `repeat` rounds visits every thread count, and at each
 //! one every series in turn.
 //!
+//! With a time budget ([`SweepConfig::budget`]) the sweep then spends what is left of it where
+//! the runs disagree most, as criterion and hyperfine do for their users: while some thread
+//! count has a point whose 95 % confidence interval ([`crate::report::ci95`]) is wider than
+//! ±[`TARGET_CI`], it runs one more round at that count (every series, side by side), the widest
+//! first, up to [`MAX_RUNS`] runs a point, as long as the round fits in the budget.
+//!
 //! A sweep may mix workloads: each series names its own, and [`SweepConfig::workload`] names
 //! the report's (such as `select-only,tpcb-like`); every series runs at the same thread counts.
 //!
@@ -60,7 +66,19 @@ pub struct SweepConfig {
     /// Lengthen each run until it has counted this many operations (see [`RunLength`]);
     /// `None`: every run lasts `warmup` and `duration`.
     pub until: Option<RunLength>,
+    /// The wall time the whole sweep may take: after its `repeat` rounds, more runs where the
+    /// spread is wide, while they fit (`None`: `repeat` runs a point, no more; ignored on a
+    /// simulated machine, whose runs repeat exactly).
+    pub budget: Option<Duration>,
 }
+
+/// The confidence interval a point's runs are narrowed to when a budget allows: ±5 %, the
+/// smallest difference between releases the default run's sentences call one (three times
+/// their noise band).
+pub const TARGET_CI: f64 = 0.05;
+
+/// The most runs the budget gives one point.
+pub const MAX_RUNS: usize = 10;
 
 /// Runs every series at every thread count and assembles the report.
 ///
@@ -140,42 +158,70 @@ pub fn sweep(
         .iter()
         .map(|_| vec![Vec::new(); cfg.threads.len()])
         .collect();
+    let started = std::time::Instant::now();
+    // One run of series `i` at thread count index `t`: false once the sweep must stop.
+    let run_one = |i: usize, t: usize, runs: &mut Vec<Vec<Vec<TeamRun>>>| {
+        let s = &series[i];
+        let threads = cfg.threads[t];
+        let spec = TeamSpec {
+            threads,
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            pin_order: pin_order.clone(),
+            sample_every: cfg.sample_every,
+            sim: cfg.sim.clone(),
+            until: cfg.until,
+        };
+        bar.set_message(format!(
+            "{} {}/{} at {threads} threads",
+            s.workload, s.preset, s.impl_name
+        ));
+        if crate::interrupt::stop_requested() {
+            return Ok(false);
+        }
+        match (s.run)(&spec) {
+            // A run cut short by the stop keeps what it measured; the sweep ends.
+            Ok(run) if crate::interrupt::stop_requested() => {
+                runs[i][t].push(run);
+                Ok(false)
+            }
+            Ok(run) => {
+                runs[i][t].push(run);
+                bar.inc(1);
+                Ok(true)
+            }
+            Err(HarnessError::Interrupted) => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
     let mut interrupted = false;
     'rounds: for _ in 0..repeat {
-        for (t, &threads) in cfg.threads.iter().enumerate() {
-            for (i, s) in series.iter().enumerate() {
-                let spec = TeamSpec {
-                    threads,
-                    duration: cfg.duration,
-                    warmup: cfg.warmup,
-                    pin_order: pin_order.clone(),
-                    sample_every: cfg.sample_every,
-                    sim: cfg.sim.clone(),
-                    until: cfg.until,
-                };
-                bar.set_message(format!(
-                    "{} {}/{} at {threads} threads",
-                    s.workload, s.preset, s.impl_name
-                ));
-                if crate::interrupt::stop_requested() {
+        for t in 0..cfg.threads.len() {
+            for i in 0..series.len() {
+                if !run_one(i, t, &mut runs)? {
                     interrupted = true;
                     break 'rounds;
                 }
-                match (s.run)(&spec) {
-                    // A run cut short by the stop keeps what it measured; the sweep ends.
-                    Ok(run) if crate::interrupt::stop_requested() => {
-                        runs[i][t].push(run);
-                        interrupted = true;
-                        break 'rounds;
-                    }
-                    Ok(run) => runs[i][t].push(run),
-                    Err(HarnessError::Interrupted) => {
-                        interrupted = true;
-                        break 'rounds;
-                    }
-                    Err(e) => return Err(e),
+            }
+        }
+    }
+    // The budget's extra rounds, where the runs disagree most.
+    let budget = cfg.budget.filter(|_| cfg.sim.is_none() && !interrupted);
+    if let Some(budget) = budget {
+        let round = (cfg.warmup + cfg.duration) * series.len() as u32;
+        while let Some(t) = widest(&runs, cfg.threads.len()) {
+            if started.elapsed() + round.mul_f64(1.2) > budget {
+                break;
+            }
+            bar.inc_length(series.len() as u64);
+            for i in 0..series.len() {
+                if !run_one(i, t, &mut runs)? {
+                    interrupted = true;
+                    break;
                 }
-                bar.inc(1);
+            }
+            if interrupted {
+                break;
             }
         }
     }
@@ -232,6 +278,25 @@ pub fn sweep(
     })
 }
 
+/// The thread count (its index) whose widest point's confidence interval is widest, if that is
+/// wider than [`TARGET_CI`] and its points have fewer than [`MAX_RUNS`] runs.
+fn widest(runs: &[Vec<Vec<TeamRun>>], counts: usize) -> Option<usize> {
+    (0..counts)
+        .filter_map(|t| {
+            let most = runs.iter().map(|r| r[t].len()).max().unwrap_or(0);
+            let ci = runs
+                .iter()
+                .filter_map(|r| {
+                    let rates: Vec<f64> = r[t].iter().map(TeamRun::ops_per_sec).collect();
+                    crate::report::ci95(&rates)
+                })
+                .fold(0.0_f64, f64::max);
+            (most < MAX_RUNS && ci > TARGET_CI).then_some((t, ci))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(t, _)| t)
+}
+
 fn progress_bar(wanted: bool, total: u64) -> ProgressBar {
     if !wanted || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -260,6 +325,7 @@ impl SweepConfig {
             progress: false,
             sim: None,
             until: None,
+            budget: None,
         }
     }
 }
@@ -279,6 +345,59 @@ pub fn quick_table(workload: &str, series: Vec<SeriesSpec<'_>>) -> Result<String
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    /// A series whose runs count `ops(threads, run)` operations in a millisecond.
+    fn counting<'a>(name: &str, ops: &'a dyn Fn(usize, usize) -> u64) -> SeriesSpec<'a> {
+        let done = RefCell::new(Vec::<usize>::new());
+        SeriesSpec {
+            workload: "w".into(),
+            preset: name.into(),
+            impl_name: "pg".into(),
+            run: Box::new(move |spec: &TeamSpec| {
+                let k = done.borrow().iter().filter(|&&t| t == spec.threads).count();
+                done.borrow_mut().push(spec.threads);
+                Ok(TeamRun {
+                    threads: spec.threads,
+                    elapsed: Duration::from_millis(1),
+                    per_thread_ops: vec![ops(spec.threads, k); spec.threads],
+                    latency: hdrhistogram::Histogram::new(3).unwrap(),
+                    stats: Default::default(),
+                    ideal_ops_per_sec: None,
+                    timeline_ops_per_sec: vec![],
+                    timeline_interval: crate::team::TIMELINE_INTERVAL,
+                    sim: None,
+                })
+            }),
+        }
+    }
+
+    #[test]
+    fn a_budget_buys_runs_where_they_disagree_and_nowhere_else() {
+        // At 1 thread every run agrees; at 2 they alternate between 100 and 300.
+        let ops = |threads: usize, k: usize| if threads == 1 || k % 2 == 0 { 100 } else { 300 };
+        let cfg = |budget| SweepConfig {
+            threads: vec![1, 2],
+            repeat: 3,
+            duration: Duration::from_millis(1),
+            warmup: Duration::ZERO,
+            budget,
+            ..SweepConfig::quick("w")
+        };
+        let topology = Topology::detect().unwrap();
+        let runs = |budget| {
+            let series = vec![counting("a", &ops), counting("b", &ops)];
+            let report = sweep(&cfg(budget), &topology, series).unwrap();
+            report.series[0]
+                .points
+                .iter()
+                .map(|p| p.runs_ops_per_sec.len())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(runs(None), [3, 3]);
+        assert_eq!(runs(Some(Duration::from_secs(60))), [3, MAX_RUNS]);
+        // A budget the first rounds already spent buys nothing.
+        assert_eq!(runs(Some(Duration::ZERO)), [3, 3]);
+    }
 
     #[test]
     fn the_runs_go_round_robin_over_series_and_thread_counts() {
@@ -323,6 +442,7 @@ mod tests {
         );
         let workloads: Vec<&str> = report.series.iter().map(|s| &*s.workload).collect();
         assert_eq!(workloads, ["wa", "wb"]);
+        assert!(widest(&[], 2).is_none());
         // Every point still gets its own runs.
         for s in &report.series {
             let threads: Vec<_> = s.points.iter().map(|p| p.threads).collect();

@@ -188,6 +188,9 @@ pub struct RunRequest {
     pub sample_every: u32,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
+    /// The wall time the sweep may take: after `repeat` runs a point, more where the runs
+    /// disagree, while they fit ([`SweepConfig::budget`]); `None`: `repeat` runs, no more.
+    pub budget: Option<Duration>,
 }
 
 impl RunRequest {
@@ -210,6 +213,7 @@ impl RunRequest {
             sysfs_root: None,
             sample_every: 1024,
             progress: false,
+            budget: None,
         }
     }
 
@@ -277,6 +281,7 @@ impl RunRequest {
                 progress: self.progress,
                 sim: sim.cloned(),
                 until,
+                budget: self.budget,
             },
             series,
             topology,
@@ -359,10 +364,12 @@ impl Plan {
         Some(joined)
     }
 
-    /// The time the sweep will take, warm-ups included (virtual time on a simulated machine).
+    /// The time the sweep will take, warm-ups included (virtual time on a simulated machine);
+    /// with a budget, the budget (or the first rounds, if they take longer).
     pub fn duration(&self) -> Duration {
         let runs = self.series.len() * self.sweep.threads.len() * self.sweep.repeat as usize;
-        (self.sweep.duration + self.sweep.warmup) * runs as u32
+        let base = (self.sweep.duration + self.sweep.warmup) * runs as u32;
+        self.sweep.budget.map_or(base, |b| b.max(base))
     }
 
     /// Runs the sweep.
