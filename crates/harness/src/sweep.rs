@@ -179,6 +179,10 @@ pub fn sweep(
         if crate::interrupt::stop_requested() {
             return Ok(false);
         }
+        // The structures the run builds (on this thread) take the profile's layout draw.
+        if let Some(p) = &cfg.sim {
+            pglocks_sim::shmem::set_layout(p.model.layout);
+        }
         match (s.run)(&spec) {
             // A run cut short by the stop keeps what it measured; the sweep ends.
             Ok(run) if crate::interrupt::stop_requested() => {

@@ -93,6 +93,10 @@ pub struct Model {
     /// The jitter generator's seed (xorshift64; 0 is taken as 1): another seed gives another
     /// interleaving of the same machine.
     pub seed: u64,
+    /// The shared-memory map's layout draw (`crate::shmem`): 0 lays the regions out one after
+    /// the other as shmem.c does; another value puts a drawn gap before each, so that which
+    /// structures share a set of a core's caches is another draw of the same machine.
+    pub layout: u64,
     /// How far through a transfer the line's holder answers, taking the access's effect
     /// (0.5: the request's half of a round trip; 0 at issue, 1 at completion).
     pub answer_at: f64,
@@ -116,6 +120,7 @@ impl Default for Model {
         Model {
             jitter: crate::cache::JITTER,
             seed: Model::SEED,
+            layout: 0,
             answer_at: 0.5,
             hold_window: true,
         }

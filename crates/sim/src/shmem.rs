@@ -27,9 +27,17 @@
 //! variable) is charged at its host address, as before. A placement ends when its structure is
 //! dropped ([`unplace`]).
 //!
+//! **Layout draws.** Which structures share a set of a core's own caches (`crate::own`) follows
+//! from where the map puts them, and a release or a build of PostgreSQL with other structures,
+//! or other sizes, would shift them against each other. A run may ask for another draw of the
+//! layout (the profile's `model.layout`, set for the thread that builds the structures with
+//! [`set_layout`]): each region then starts after a gap of 0 to 15 boundaries drawn from the
+//! seed and the region's number. Layout 0, the default, leaves no gap, as `ShmemAlloc` does.
+//!
 //! Only the simulator's build keeps a map: in any other, [`alloc`] and [`place`] return 0 and
 //! record nothing, and no touch is ever charged.
 
+use std::cell::Cell;
 use std::sync::Mutex;
 
 /// The first address of the map: 2^56, above every user-space address of x86-64 and arm64.
@@ -79,6 +87,30 @@ static MAP: Mutex<Map> = Mutex::new(Map {
     placed: Vec::new(),
 });
 
+thread_local! {
+    /// The layout draw of the regions this thread places (0: none).
+    static LAYOUT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Sets the layout draw of the regions this thread places from now on (a profile's
+/// `model.layout`; 0: the map's own layout, no gaps).
+pub fn set_layout(seed: u64) {
+    LAYOUT.with(|l| l.set(seed));
+}
+
+/// The gap before region number `region` under layout `seed`: 0 to 15 boundaries, drawn by
+/// splitmix64 from the two (none under layout 0).
+fn gap(seed: u64, region: usize) -> usize {
+    if seed == 0 {
+        return 0;
+    }
+    let mut z = seed ^ (region as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % 16) as usize * ALIGN
+}
+
 fn map() -> std::sync::MutexGuard<'static, Map> {
     MAP.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -92,7 +124,7 @@ pub fn alloc(name: &'static str, stride: usize, count: usize) -> usize {
     }
     let len = stride.max(1).saturating_mul(count.max(1));
     let mut map = map();
-    let base = map.next;
+    let base = map.next + gap(LAYOUT.with(Cell::get), map.regions.len());
     map.next = (base + len).div_ceil(ALIGN) * ALIGN;
     map.regions.push(Region {
         name,
@@ -318,6 +350,26 @@ mod tests {
         );
         assert_eq!(describe(b, 64).unwrap(), "test PGPROC[0] bytes 0..64");
         assert_eq!(describe(0x1000, 64), None);
+    }
+
+    #[test]
+    fn a_layout_draw_puts_a_gap_of_whole_boundaries_before_each_region_and_none_by_default() {
+        assert_eq!((0..100).map(|r| gap(0, r)).max(), Some(0));
+        let gaps: Vec<usize> = (0..64).map(|r| gap(7, r)).collect();
+        assert!(gaps.iter().all(|g| g % ALIGN == 0 && *g < 16 * ALIGN));
+        // The draw spreads over the gaps and depends on the seed.
+        assert!(gaps.iter().collect::<std::collections::BTreeSet<_>>().len() > 8);
+        assert_ne!(gaps, (0..64).map(|r| gap(8, r)).collect::<Vec<_>>());
+        if !crate::BUILT_IN {
+            return;
+        }
+        // On this thread only: a region placed under a draw starts past its gap.
+        set_layout(7);
+        let a = alloc("test layout a", 64, 1);
+        let b = alloc("test layout b", 64, 1);
+        set_layout(0);
+        assert_eq!(a % ALIGN, 0);
+        assert!(b >= a + ALIGN);
     }
 
     #[test]
