@@ -2,14 +2,29 @@
 //! simulated one, each with a verdict.
 //!
 //! The claims are data (`claims.toml`, compiled in): the sentence, the release, the published
-//! figure and its source, the `pglocks run` that measures it, and the check that decides it.
-//! Each claim's run is an ordinary sweep, saved as an ordinary report directory
-//! (`OUT/<claim>/`); the check reads that report. The verdict is *reproduced* when the check
-//! holds, *not visible here* when it does not and the machine has fewer CPUs than the claim
-//! says the effect needs, *not reproduced* otherwise, and *not run* when the claim cannot run on
-//! the machine asked for (a model the simulator does not run yet). `OUT/index.html` opens with
-//! the summary table; `OUT/report.json` holds the same for programs.
+//! figure with its machine and source, the `pglocks run` that measures it, and the checks that
+//! carry the figure. Each claim's run is an ordinary sweep, saved as an ordinary report
+//! directory (`OUT/<claim>/`); the checks read that report.
+//!
+//! **From figure to verdict.** One rule, fixed before any run ([`rule`]), grades a curve
+//! against the published figure: *reproduced* (the published size, or where nothing numeric
+//! was published the direction), *direction only* (the published sign, not the size), *not
+//! reproduced*. The claim is graded once per *draw*: each run of a real sweep (its point's
+//! runs, in the order they interleaved), each seed of a simulated one (the profile as it is, and
+//! [`SEEDS`] more draws of its jitter and of the shared-memory map's layout). The verdict is
+//! then, in this order:
+//! - *not run* when the claim cannot run on the machine asked for;
+//! - *no profile for the published machine* when the figure was published on a kind of machine
+//!   no profile models (IBM POWER): measured, never judged;
+//! - *not decidable here* when the machine has fewer CPUs than the claim says the effect needs,
+//!   whatever the checks say (the figure is still given);
+//! - *unstable* when the draws do not all give the same grade: the effect is within the runs'
+//!   or the seeds' spread;
+//! - otherwise the grade every draw gave.
+//!
+//! `OUT/index.html` opens with the summary table; `OUT/report.json` holds the same for programs.
 
+mod rule;
 mod sensitivity;
 
 use super::parse::{detect, parse_threads};
@@ -18,6 +33,7 @@ use pglocks_harness::html::esc;
 use pglocks_harness::plot::ChartKind;
 use pglocks_harness::{self as harness, Report};
 use pglocks_workloads::plan::{Machine, RunRequest};
+use rule::{Check, Grade, Measured};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +41,10 @@ use std::time::Duration;
 
 /// The claims, as compiled in.
 const CLAIMS: &str = include_str!("claims.toml");
+
+/// The seeds a simulated claim runs with besides its profile's own: each a draw of the
+/// transfers' jitter (`model.seed`) and of the shared-memory map's layout (`model.layout`).
+const SEEDS: [u64; 2] = [1, 2];
 
 /// `pglocks reproduce`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -67,11 +87,25 @@ struct Claim {
     release: String,
     title: String,
     claim: String,
+    /// What was published, in its own words where it had numbers.
     published: String,
+    /// The machine it was published on.
+    machine: String,
+    /// Whether a simulator profile models that kind of machine (false: IBM POWER, which no
+    /// profile does; the claim is then measured and never judged).
+    #[serde(default = "yes")]
+    modelled: bool,
     source: String,
     needs_cpus: usize,
+    /// Choices of the run or the checks made after looking at a run, each with its mechanism.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fitted: Vec<String>,
     checks: Vec<Check>,
     run: RunSpec,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The `pglocks run` of a claim.
@@ -95,48 +129,16 @@ fn pg() -> String {
     "pg".into()
 }
 
-/// One test of a claim's report; a claim holds when all of its checks do.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum Check {
-    /// Series `a` does at least `at_least` times series `b`'s throughput at the largest thread
-    /// count both measured.
-    Ratio { a: String, b: String, at_least: f64 },
-    /// `series` peaks at `peak_at_most` threads or fewer and its last point is below `below`
-    /// times that peak: its throughput falls past that count.
-    Falls {
-        series: String,
-        peak_at_most: usize,
-        below: f64,
-    },
-    /// No point of `series` (up to `through` threads, when given) is below `at_least` times its
-    /// best at fewer threads: its throughput keeps rising, or holds, as threads are added.
-    Holds {
-        series: String,
-        at_least: f64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        through: Option<usize>,
-    },
-}
-
-#[cfg(test)]
-impl Check {
-    /// The series the check reads.
-    fn series(&self) -> Vec<&str> {
-        match self {
-            Check::Ratio { a, b, .. } => vec![a, b],
-            Check::Falls { series, .. } | Check::Holds { series, .. } => vec![series],
-        }
-    }
-}
-
 /// What came out of one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 enum Verdict {
     Reproduced,
+    DirectionOnly,
     NotReproduced,
-    NotVisible,
+    Unstable,
+    NotDecidable,
+    NoProfile,
     NotRun,
 }
 
@@ -144,9 +146,22 @@ impl Verdict {
     fn label(self) -> &'static str {
         match self {
             Verdict::Reproduced => "reproduced",
+            Verdict::DirectionOnly => "direction only",
             Verdict::NotReproduced => "not reproduced",
-            Verdict::NotVisible => "not visible here",
+            Verdict::Unstable => "unstable",
+            Verdict::NotDecidable => "not decidable here",
+            Verdict::NoProfile => "no profile for the published machine",
             Verdict::NotRun => "not run",
+        }
+    }
+}
+
+impl From<Grade> for Verdict {
+    fn from(g: Grade) -> Verdict {
+        match g {
+            Grade::Reproduced => Verdict::Reproduced,
+            Grade::DirectionOnly => Verdict::DirectionOnly,
+            Grade::NotReproduced => Verdict::NotReproduced,
         }
     }
 }
@@ -156,15 +171,19 @@ impl Verdict {
 struct Outcome {
     #[serde(flatten)]
     claim: Claim,
-    /// The command that re-makes the claim's figures.
+    /// The command that re-makes the claim's figures (its first draw's).
     command: String,
     verdict: Verdict,
-    /// The check's figure: "pg92 / pg91 = 2.31× at 8 threads (claimed ≥ 1.5×)".
+    /// Each check's rule, in words.
+    rules: Vec<String>,
+    /// Each draw's grade (a run's, or a seed's), in order.
+    grades: Vec<Grade>,
+    /// The checks' figures: "pg92 / pg91 = 1.09× at 32 threads (1.05–1.12 over 3 seeds)".
     measured: String,
-    /// Why the verdict is not "reproduced", when there is more to say than the figure.
+    /// Why the verdict is not the grade, when there is more to say than the figure.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
-    /// The claim's report directory, relative to the output directory.
+    /// The claim's report directory (its first draw's), relative to the output directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     dir: Option<String>,
 }
@@ -176,6 +195,8 @@ struct Summary {
     machine: String,
     cpus: usize,
     quick: bool,
+    /// What a draw is here: `runs` (a real sweep's) or `seeds` (a simulated one's).
+    draws: String,
     host_seconds: f64,
     claims: Vec<Outcome>,
 }
@@ -183,6 +204,11 @@ struct Summary {
 fn claims() -> Result<Vec<Claim>, CliError> {
     let parsed: Claims = toml::from_str(CLAIMS)
         .map_err(|e| CliError::Usage(format!("the compiled-in claims do not parse: {e}")))?;
+    for c in &parsed.claim {
+        if let Some(why) = c.checks.iter().find_map(Check::invalid) {
+            return Err(CliError::Usage(format!("claim {}: {why}", c.id)));
+        }
+    }
     Ok(parsed.claim)
 }
 
@@ -231,7 +257,7 @@ fn request(
     let ms = Duration::from_millis;
     let times = match (machine, a.quick) {
         (Machine::Simulated(_), _) => None,
-        (Machine::Real, true) => Some((ms(300), ms(100), 1)),
+        (Machine::Real, true) => Some((ms(150), ms(50), 3)),
         (Machine::Real, false) => Some((ms(1000), ms(200), 3)),
     };
     if let Some((duration, warmup, repeat)) = times {
@@ -287,11 +313,6 @@ fn series<'r>(report: &'r Report, label: &str) -> Option<&'r harness::report::Se
         .find(|s| s.preset == preset && imp.map_or(true, |i| s.impl_name == i))
 }
 
-/// `n` threads, in words.
-fn threads(n: usize) -> String {
-    format!("{n} {}", if n == 1 { "thread" } else { "threads" })
-}
-
 /// A series' curve: (threads, ops/s) in thread order.
 type Curve = Vec<(usize, f64)>;
 
@@ -305,91 +326,82 @@ fn curve(report: &Report, label: &str) -> Option<Curve> {
     })
 }
 
-/// Applies `check` to the curves `of` gives: whether it holds, and the figure that decided it.
-fn decide(check: &Check, of: impl Fn(&str) -> Option<Curve>) -> Result<(bool, String), String> {
-    let find = |label: &str| {
-        of(label)
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| format!("no series {label} in the report"))
-    };
-    match check {
-        Check::Ratio { a, b, at_least } => {
-            let (ca, cb) = (find(a)?, find(b)?);
-            let (t, x, y) = ca
+/// One draw of a claim's curves: a report's medians (a simulated seed's), or one run of a
+/// real sweep's points.
+#[derive(Clone, Copy)]
+struct Draw<'r> {
+    report: &'r Report,
+    run: Option<usize>,
+}
+
+impl Draw<'_> {
+    /// The curve of `label` in this draw.
+    fn curve(&self, label: &str) -> Option<Curve> {
+        let Some(k) = self.run else {
+            return curve(self.report, label);
+        };
+        series(self.report, label).map(|s| {
+            s.points
                 .iter()
-                .rev()
-                .find_map(|&(t, x)| cb.iter().find(|p| p.0 == t).map(|&(_, y)| (t, x, y)))
-                .ok_or_else(|| format!("{a} and {b} share no thread count"))?;
-            let ratio = x / y.max(f64::MIN_POSITIVE);
-            Ok((
-                ratio >= *at_least,
-                format!(
-                    "{a} / {b} = {ratio:.2}\u{d7} at {} (claimed \u{2265} {at_least}\u{d7})",
-                    threads(t)
-                ),
-            ))
-        }
-        Check::Falls {
-            series,
-            peak_at_most,
-            below,
-        } => {
-            let c = find(series)?;
-            let peak = c
-                .iter()
-                .copied()
-                .max_by(|x, y| x.1.total_cmp(&y.1))
-                .expect("a curve with points");
-            let last = *c.last().expect("a curve with points");
-            let end = last.1 / peak.1.max(f64::MIN_POSITIVE);
-            Ok((
-                peak.0 <= *peak_at_most && end < *below,
-                format!(
-                    "{series} peaks at {} and ends at {end:.2}\u{d7} that peak at {} (claimed: \
-                     a peak at \u{2264} {peak_at_most}, an end below {below}\u{d7})",
-                    threads(peak.0),
-                    threads(last.0)
-                ),
-            ))
-        }
-        Check::Holds {
-            series,
-            at_least,
-            through,
-        } => {
-            let mut c = find(series)?;
-            c.retain(|p| through.map_or(true, |n| p.0 <= n));
-            if c.is_empty() {
-                return Err(format!("{series} has no point up to {through:?} threads"));
-            }
-            // The lowest share of the best so far, and where it was.
-            let (mut best, mut worst) = (c[0].1, (1.0_f64, c[0].0));
-            for &(t, x) in &c[1..] {
-                let share = x / best.max(f64::MIN_POSITIVE);
-                if share < worst.0 {
-                    worst = (share, t);
-                }
-                best = best.max(x);
-            }
-            let (share, at) = worst;
-            let figure = if share >= 1.0 {
-                format!("{series} never falls below its best at fewer threads")
-            } else {
-                format!(
-                    "{series} at its lowest is {share:.2}\u{d7} its best at fewer threads ({})",
-                    threads(at)
-                )
-            };
-            let upto = through.map_or(String::new(), |n| format!(" up to {}", threads(n)));
-            Ok((
-                share >= *at_least,
-                format!("{figure} (claimed \u{2265} {at_least}\u{d7}{upto})"),
-            ))
-        }
+                .filter_map(|p| p.runs_ops_per_sec.get(k).map(|&x| (p.threads, x)))
+                .collect()
+        })
     }
 }
 
-/// Runs `claim` on `machine` and saves its report under `out`.
+/// Grades `claim` on each of `draws`: per check, the figure of every draw.
+fn grade_draws(claim: &Claim, draws: &[Draw<'_>]) -> Result<Vec<Vec<Measured>>, String> {
+    claim
+        .checks
+        .iter()
+        .map(|c| draws.iter().map(|d| c.grade(|l| d.curve(l))).collect())
+        .collect()
+}
+
+/// The verdict of `claim` from its checks' figures over the draws, on a machine of `cpus` CPUs.
+fn verdict(
+    claim: &Claim,
+    by_check: &[Vec<Measured>],
+    cpus: usize,
+) -> (Verdict, Vec<Grade>, Option<String>) {
+    let draws = by_check.first().map_or(0, Vec::len);
+    let grades: Vec<Grade> = (0..draws)
+        .map(|d| {
+            by_check
+                .iter()
+                .map(|m| m[d].grade)
+                .min()
+                .unwrap_or(Grade::NotReproduced)
+        })
+        .collect();
+    let labels: Vec<&str> = grades.iter().map(|g| g.label()).collect();
+    if !claim.modelled {
+        let why = format!(
+            "published on {}, a kind of machine no profile models: measured, never judged",
+            claim.machine
+        );
+        return (Verdict::NoProfile, grades, Some(why));
+    }
+    if cpus < claim.needs_cpus {
+        let why = format!(
+            "the effect needs {} CPUs or more; this machine has {cpus} (its draws graded it {})",
+            claim.needs_cpus,
+            labels.join(", ")
+        );
+        return (Verdict::NotDecidable, grades, Some(why));
+    }
+    match grades.split_first() {
+        Some((first, rest)) if rest.iter().all(|g| g == first) => ((*first).into(), grades, None),
+        Some(_) => {
+            let why = format!("the draws disagree: {}", labels.join(", "));
+            (Verdict::Unstable, grades, Some(why))
+        }
+        None => (Verdict::NotRun, grades, Some("no draw ran".into())),
+    }
+}
+
+/// Runs `claim` on `machine` (each seed, if it is simulated) and saves its first draw's report
+/// under `out`.
 fn reproduce_one(
     claim: &Claim,
     a: &ReproduceArgs,
@@ -397,48 +409,103 @@ fn reproduce_one(
     cpus: usize,
     out: &Path,
 ) -> Result<Outcome, CliError> {
-    let request = request(claim, a, machine, cpus)?;
-    let command = command_line(&request);
-    let outcome = |verdict, measured: String, reason, dir| Outcome {
+    let first = request(claim, a, machine, cpus)?;
+    let command = command_line(&first);
+    let outcome = |verdict, rules, grades, measured: String, reason, dir| Outcome {
         claim: claim.clone(),
         command: command.clone(),
         verdict,
+        rules,
+        grades,
         measured,
         reason,
         dir,
     };
-    let report = request.plan()?.run()?;
+    let rules: Vec<String> = claim.checks.iter().map(Check::rule).collect();
+    let report = first.plan()?.run()?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
     let path = dir.join("curves.md");
-    std::fs::write(&path, harness::render::curves_markdown(&report)).map_err(|error| CliError::Io {
-        path: path.display().to_string(),
-        error,
+    std::fs::write(&path, harness::render::curves_markdown(&report)).map_err(|error| {
+        CliError::Io {
+            path: path.display().to_string(),
+            error,
+        }
     })?;
-    let decided: Result<Vec<(bool, String)>, String> = claim
-        .checks
+    // The draws: the other seeds' reports, or this report's runs.
+    let mut reports = vec![report];
+    if let Machine::Simulated(profile) = machine {
+        for seed in SEEDS {
+            let seeded = Machine::parse(&format!(
+                "sim:{}+model.seed={seed}+model.layout={seed}",
+                profile.name
+            ))?;
+            let mut req = request(claim, a, &seeded, cpus)?;
+            req.progress = false;
+            reports.push(req.plan()?.run()?);
+        }
+    }
+    let runs = reports[0]
+        .series
         .iter()
-        .map(|c| decide(c, |l| curve(&report, l)))
-        .collect();
-    let decided = decided.map(|all| {
-        let holds = all.iter().all(|(h, _)| *h);
-        let figures: Vec<String> = all.into_iter().map(|(_, m)| m).collect();
-        (holds, figures.join("; "))
-    });
-    let (verdict, measured, reason) = match decided {
-        Err(why) => (Verdict::NotRun, String::new(), Some(why)),
-        Ok((true, m)) => (Verdict::Reproduced, m, None),
-        Ok((false, m)) if cpus < claim.needs_cpus => (
-            Verdict::NotVisible,
-            m,
-            Some(format!(
-                "the effect needs {} CPUs or more; this machine has {cpus}",
-                claim.needs_cpus
-            )),
-        ),
-        Ok((false, m)) => (Verdict::NotReproduced, m, None),
+        .flat_map(|s| s.points.iter().map(|p| p.runs_ops_per_sec.len()))
+        .min()
+        .unwrap_or(1);
+    let draws: Vec<Draw<'_>> = if reports.len() > 1 {
+        reports
+            .iter()
+            .map(|report| Draw { report, run: None })
+            .collect()
+    } else {
+        (0..runs.max(1))
+            .map(|k| Draw {
+                report: &reports[0],
+                run: Some(k),
+            })
+            .collect()
     };
-    Ok(outcome(verdict, measured, reason, Some(claim.id.clone())))
+    let kind = if reports.len() > 1 { "seeds" } else { "runs" };
+    let by_check = match grade_draws(claim, &draws) {
+        Ok(m) => m,
+        Err(why) => {
+            return Ok(outcome(
+                Verdict::NotRun,
+                rules,
+                vec![],
+                String::new(),
+                Some(why),
+                Some(claim.id.clone()),
+            ))
+        }
+    };
+    // The headline figure: the medians' (a real sweep), the profile's own seed's (simulated).
+    let mut measured = Vec::new();
+    for (c, m) in claim.checks.iter().zip(&by_check) {
+        let head = c.grade(|l| curve(&reports[0], l));
+        match head {
+            Ok(head) => measured.push(c.figure(&head, m, kind)),
+            Err(why) => {
+                let (rules, reason) = (rules.clone(), Some(why));
+                return Ok(outcome(
+                    Verdict::NotRun,
+                    rules,
+                    vec![],
+                    String::new(),
+                    reason,
+                    None,
+                ));
+            }
+        }
+    }
+    let (verdict, grades, reason) = verdict(claim, &by_check, cpus);
+    Ok(outcome(
+        verdict,
+        rules,
+        grades,
+        measured.join("; "),
+        reason,
+        Some(claim.id.clone()),
+    ))
 }
 
 /// `pglocks reproduce`.
@@ -447,6 +514,9 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     if a.list {
         for c in &all {
             println!("{:<22} {:<15} {}", c.id, c.release, c.title);
+            for rule in c.checks.iter().map(Check::rule) {
+                println!("{:<38} {rule}", "");
+            }
         }
         return Ok(());
     }
@@ -486,6 +556,10 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         machine: format!("{machine_name}, {cpus} CPUs"),
         cpus,
         quick: a.quick,
+        draws: match machine {
+            Machine::Simulated(_) => format!("{} seeds", SEEDS.len() + 1),
+            Machine::Real => "runs".into(),
+        },
         host_seconds: started.elapsed().as_secs_f64(),
         claims: outcomes,
     };
@@ -516,9 +590,11 @@ fn write_in(out: &Path, name: &str, text: &str) -> Result<(), CliError> {
 /// The summary table, in Markdown.
 fn markdown(s: &Summary) -> String {
     let mut t = format!(
-        "pglocks reproduce{} on {}\n\n| claim | release | verdict | measured |\n|---|---|---|---|\n",
+        "pglocks reproduce{} on {}, each claim graded on every one of its {}\n\n\
+         | claim | release | verdict | measured |\n|---|---|---|---|\n",
         if s.quick { " --quick" } else { "" },
-        s.machine
+        s.machine,
+        s.draws
     );
     for o in &s.claims {
         let mut measured = o.measured.clone();
@@ -576,18 +652,27 @@ fn html(s: &Summary) -> String {
         let c = &o.claim;
         let _ = writeln!(
             h,
-            "<h2 id=\"{}\">{} ({})</h2>\n<p>{}</p>\n<table><tr><th>published</th><th>measured</th></tr>\
-             <tr><td>{}<br><small>{}</small></td><td>{}: {}</td></tr></table>\n<p><code>{}</code></p>",
+            "<h2 id=\"{}\">{} ({})</h2>\n<p>{}</p>\n<table><tr><th>published</th><th>rule</th><th>measured</th></tr>\
+             <tr><td>{}<br><small>{}; {}</small></td><td>{}</td><td>{}: {}{}</td></tr></table>\n<p><code>{}</code></p>",
             esc(&c.id),
             esc(&c.title),
             esc(&c.release),
             esc(&c.claim),
             esc(&c.published),
+            esc(&c.machine),
             esc(&c.source),
+            o.rules.iter().map(|r| esc(r)).collect::<Vec<_>>().join("<br>"),
             o.verdict.label(),
             esc(&o.measured),
+            o.reason
+                .as_deref()
+                .map(|r| format!(" ({})", esc(r)))
+                .unwrap_or_default(),
             esc(&o.command),
         );
+        for f in &c.fitted {
+            let _ = writeln!(h, "<p><small>Chosen after a run: {}</small></p>", esc(f));
+        }
         if let Some(dir) = &o.dir {
             let chart = ChartKind::Throughput.file_name(&c.run.workload);
             let _ = writeln!(
@@ -618,6 +703,9 @@ mod tests {
             let w = pglocks_workloads::workload(&c.run.workload).unwrap();
             let presets: Vec<&str> = c.run.presets.split(',').collect();
             assert!(!c.checks.is_empty(), "{}: no check", c.id);
+            for check in &c.checks {
+                assert_eq!(check.invalid(), None, "{}", c.id);
+            }
             for s in c.checks.iter().flat_map(Check::series) {
                 // The label is a preset of the run; a macro workload's run adds its executor work.
                 let preset = s.split('/').next().unwrap();
@@ -630,46 +718,59 @@ mod tests {
         }
     }
 
-    /// The checks on made-up curves: 9.1-like (peaks at 16, then falls) and 9.2-like (rises).
-    #[test]
-    fn each_check_holds_on_the_curve_it_describes_and_not_on_the_other() {
-        let falls: Curve = vec![(1, 10.0), (16, 100.0), (32, 80.0), (64, 40.0)];
-        let rises: Curve = vec![(1, 10.0), (16, 120.0), (32, 200.0), (64, 190.0)];
-        let of = |l: &str| match l {
-            "old" => Some(falls.clone()),
-            "new" => Some(rises.clone()),
-            _ => None,
-        };
-        let ratio = |at_least| Check::Ratio {
+    /// A claim with one ratio check of a published +50 %, graded on draws of the given ratios.
+    fn graded(ratios: &[f64], needs_cpus: usize, cpus: usize) -> (Verdict, Vec<Grade>) {
+        let mut claim = claims().unwrap().remove(0);
+        claim.needs_cpus = needs_cpus;
+        claim.checks = vec![Check::Ratio {
             a: "new".into(),
             b: "old".into(),
-            at_least,
+            published: Some(1.5),
+            at: None,
+        }];
+        let by_check: Vec<Vec<Measured>> = vec![ratios
+            .iter()
+            .map(|&r| {
+                let of = |l: &str| Some(vec![(8, if l == "new" { r } else { 1.0 })]);
+                claim.checks[0].grade(of).unwrap()
+            })
+            .collect()];
+        let (v, grades, _) = verdict(&claim, &by_check, cpus);
+        (v, grades)
+    }
+
+    #[test]
+    fn a_verdict_needs_every_draw_and_enough_cpus_whichever_way_the_checks_go() {
+        use Grade::*;
+        assert_eq!(graded(&[1.4, 1.6, 1.5], 8, 8).0, Verdict::Reproduced);
+        assert_eq!(graded(&[1.1, 1.15], 8, 8).0, Verdict::DirectionOnly);
+        assert_eq!(graded(&[0.9, 0.95], 8, 8).0, Verdict::NotReproduced);
+        // One draw of three disagrees: the effect is within the spread.
+        let (v, g) = graded(&[1.4, 1.6, 1.1], 8, 80);
+        assert_eq!(
+            (v, g),
+            (
+                Verdict::Unstable,
+                vec![Reproduced, Reproduced, DirectionOnly]
+            )
+        );
+        // Too few CPUs: not decidable, whether the checks held or failed.
+        assert_eq!(graded(&[1.5, 1.5], 16, 2).0, Verdict::NotDecidable);
+        assert_eq!(graded(&[0.5, 0.5], 16, 2).0, Verdict::NotDecidable);
+    }
+
+    #[test]
+    fn a_figure_from_a_machine_no_profile_models_is_measured_and_never_judged() {
+        let mut claim = claims().unwrap().remove(0);
+        claim.modelled = false;
+        let m = Measured {
+            grade: Grade::Reproduced,
+            value: 2.0,
+            at: "at 64 threads".into(),
         };
-        let (held, figure) = decide(&ratio(4.0), of).unwrap();
-        assert!(held, "{figure}");
-        assert!(figure.contains("= 4.75\u{d7} at 64 threads"), "{figure}");
-        assert!(!decide(&ratio(5.0), of).unwrap().0);
-        let falling = |series: &str| Check::Falls {
-            series: series.into(),
-            peak_at_most: 32,
-            below: 0.9,
-        };
-        assert!(decide(&falling("old"), of).unwrap().0);
-        // The new curve's peak is at 32 too, but its end is 0.95 of it: not a fall.
-        assert!(!decide(&falling("new"), of).unwrap().0);
-        let holding = |series: &str, through| Check::Holds {
-            series: series.into(),
-            at_least: 0.9,
-            through,
-        };
-        assert!(decide(&holding("new", None), of).unwrap().0);
-        let (held, figure) = decide(&holding("old", None), of).unwrap();
-        assert!(!held && figure.contains("0.40\u{d7}"), "{figure}");
-        // Up to 16 threads the old curve still rose.
-        let (held, figure) = decide(&holding("old", Some(16)), of).unwrap();
-        assert!(held && figure.contains("up to 16 threads"), "{figure}");
-        assert!(decide(&holding("old", Some(0)), of).is_err());
-        assert!(decide(&holding("missing", None), of).is_err());
+        let (v, _, why) = verdict(&claim, &[vec![m]], 1024);
+        assert_eq!(v, Verdict::NoProfile);
+        assert!(why.unwrap().contains("never judged"));
     }
 
     #[test]

@@ -16,9 +16,10 @@
 //! when no seed supports it any more: a variant whose verdict differs from the claim's own is
 //! run again with the other seeds, and it flips the claim only if every seed differs. A claim some variant flips is *undecided*,
 //! sensitive to the values named. A claim decided by ratios alone is run at the one thread
-//! count its ratios read (the largest), the others at every count.
+//! counts its ratios read, the others at every count.
 
-use super::{claims, curve, decide, pick, request, write_in, Claim, ReproduceArgs};
+use super::rule::Grade;
+use super::{claims, curve, pick, request, write_in, Claim, ReproduceArgs};
 use crate::cli::CliError;
 use pglocks_sim::Profile;
 use pglocks_workloads::plan::Machine;
@@ -45,8 +46,8 @@ struct Variant {
 #[derive(Debug, Serialize)]
 struct ClaimSensitivity {
     id: String,
-    /// Whether the claim holds on the profile as it is.
-    holds: bool,
+    /// The claim's grade on the profile as it is.
+    grade: Grade,
     /// Whether another seed of the profile as it is gives the other verdict: then the jitter's
     /// draw decides the claim before any value does.
     seed_decides: bool,
@@ -165,14 +166,15 @@ fn variants(profile: &Profile) -> Vec<Variant> {
     out
 }
 
-/// Whether `claim` holds on `profile` with `items` set (and `seed`, if given).
-fn holds(
+/// The grade of `claim` on `profile` with `items` set (and `seed`, if given): its checks'
+/// lowest.
+fn grade(
     claim: &Claim,
     a: &ReproduceArgs,
     profile: &Profile,
     items: &[String],
     seed: Option<u64>,
-) -> Result<bool, CliError> {
+) -> Result<Grade, CliError> {
     let mut spec = profile.name.clone();
     for item in items {
         spec.push('+');
@@ -185,21 +187,36 @@ fn holds(
     let cpus = profile.cpu_count();
     let mut req = request(claim, a, &machine, cpus)?;
     req.progress = false;
-    let ratios_only = claim
+    // A ratio reads the largest thread count both series measured (up to its published
+    // count): a claim of ratios alone runs at those counts only.
+    let read_at: Option<Vec<usize>> = claim
         .checks
         .iter()
-        .all(|c| matches!(c, super::Check::Ratio { .. }));
-    if ratios_only {
-        // A ratio reads the largest thread count both series measured: that one alone.
-        if let Some(&most) = req.threads.iter().max() {
-            req.threads = vec![most];
-        }
+        .map(|c| match c {
+            super::Check::Ratio { at, .. } => req
+                .threads
+                .iter()
+                .copied()
+                .filter(|&t| at.map_or(true, |n| t <= n))
+                .max(),
+            _ => None,
+        })
+        .collect();
+    if let Some(mut counts) = read_at {
+        counts.sort_unstable();
+        counts.dedup();
+        req.threads = counts;
     }
     let report = req.plan()?.run()?;
     Ok(claim
         .checks
         .iter()
-        .all(|c| decide(c, |l| curve(&report, l)).is_ok_and(|(h, _)| h)))
+        .map(|c| {
+            c.grade(|l| curve(&report, l))
+                .map_or(Grade::NotReproduced, |m| m.grade)
+        })
+        .min()
+        .unwrap_or(Grade::NotReproduced))
 }
 
 /// `pglocks reproduce --sensitivity`.
@@ -220,19 +237,19 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
     );
     let mut results = Vec::new();
     for claim in &all {
-        let base = holds(claim, a, &profile, &[], None)?;
+        let base = grade(claim, a, &profile, &[], None)?;
         let mut seed_decides = false;
         for seed in SEEDS {
-            seed_decides |= holds(claim, a, &profile, &[], Some(seed))? != base;
+            seed_decides |= grade(claim, a, &profile, &[], Some(seed))? != base;
         }
         let (mut flipped_by, mut within_noise) = (Vec::new(), Vec::new());
         for v in &variants {
-            if holds(claim, a, &profile, &v.items, None)? == base {
+            if grade(claim, a, &profile, &v.items, None)? == base {
                 continue;
             }
             let mut supported = false;
             for seed in SEEDS {
-                if holds(claim, a, &profile, &v.items, Some(seed))? == base {
+                if grade(claim, a, &profile, &v.items, Some(seed))? == base {
                     supported = true;
                     break;
                 }
@@ -246,7 +263,7 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
         eprintln!(
             "  {}: {}{}{}",
             claim.id,
-            if base { "holds" } else { "does not hold" },
+            base.label(),
             if seed_decides {
                 ", another seed gives the other verdict"
             } else {
@@ -260,7 +277,7 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
         );
         results.push(ClaimSensitivity {
             id: claim.id.clone(),
-            holds: base,
+            grade: base,
             seed_decides,
             flipped_by,
             within_noise,
@@ -291,11 +308,7 @@ fn markdown(s: &Sensitivity) -> String {
         s.host_seconds
     );
     for c in &s.claims {
-        let verdict = if c.holds {
-            "reproduced"
-        } else {
-            "not reproduced"
-        };
+        let verdict = c.grade.label();
         let under = if c.seed_decides {
             "undecided (another seed of the profile as it is gives the other verdict)".to_string()
         } else if c.flipped_by.is_empty() {
