@@ -341,11 +341,7 @@ pub(crate) fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
     if args.show.any() {
         show::print(&report, Format::Table, &args.show)?;
     } else {
-        println!(
-            "{}\n",
-            wrap(&harness::render::brief_title(&report), BRIEF_WIDTH, "  ")
-        );
-        print!("{}", harness::render::curves(&report, true));
+        print!("{}", harness::render::brief(&report));
     }
     println!();
     for paragraph in harness::summary::summary(&report) {

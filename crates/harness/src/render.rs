@@ -5,7 +5,7 @@
 //! the wait events and the metrics, which run to hundreds of rows for a sweep of the macro
 //! workloads; [`brief`] is the narrow first look the default run prints.
 
-use crate::format::{machine, metric_value, percent, point_cells, si, si3, wait_ms, wrap};
+use crate::format::{machine, metric_value, point_cells, si3, wait_ms, wrap};
 use crate::query::{any_ideal, named_workloads, thread_counts, workload_list};
 use crate::report::{Report, Series};
 use crate::HarnessError;
@@ -308,7 +308,22 @@ pub fn curves_markdown(report: &Report) -> String {
 /// [`BRIEF_WIDTH`] columns or less for a handful of counts): ops/s to three digits, and with
 /// `ci` the 95 % confidence interval of each point's runs beside it.
 pub fn curves(report: &Report, ci: bool) -> String {
-    let (counts, rows) = curve_rows(report);
+    curves_table(report, ci, None)
+}
+
+/// [`curves`] at the thread counts `only` names (all, if `None`).
+fn curves_table(report: &Report, ci: bool, only: Option<&[usize]>) -> String {
+    let (all, rows) = curve_rows(report);
+    let shown: Vec<bool> = all
+        .iter()
+        .map(|c| only.map_or(true, |o| o.contains(c)))
+        .collect();
+    let counts: Vec<usize> = all
+        .iter()
+        .zip(&shown)
+        .filter(|p| *p.1)
+        .map(|p| *p.0)
+        .collect();
     let mut t = Table::new();
     let mut header = vec![if ci { "ops/s, 95% CI" } else { "ops/s" }.to_string()];
     header.extend(counts.iter().map(|c| format!("{c} thr")));
@@ -316,7 +331,8 @@ pub fn curves(report: &Report, ci: bool) -> String {
         .set_header(header);
     for (label, cells) in rows {
         let mut row = vec![label];
-        row.extend(cells.into_iter().map(|c| match c {
+        let cells = cells.into_iter().zip(&shown).filter(|p| *p.1).map(|p| p.0);
+        row.extend(cells.map(|c| match c {
             None => "-".into(),
             Some((x, Some(w))) if ci => format!("{} \u{b1}{:.0}%", si3(x), w * 100.0),
             Some((x, _)) => si3(x),
@@ -357,53 +373,20 @@ pub fn brief_title(report: &Report) -> String {
 }
 
 /// A first look at `report` that fits a terminal of [`BRIEF_WIDTH`] columns: a short title
-/// (workloads, runs, machine), then
-/// the main table with the columns that answer "how did it scale" — series, threads, ops/s,
-/// efficiency, p99 latency and the 95 % confidence interval of the runs' mean
-/// ([`crate::report::ci95`], as ± a share of the mean) — at
-/// three thread counts at most (the smallest, the largest with a CPU per thread, the largest;
-/// on 2 CPUs with threads 1, 2, 4 that is every point), with a line that says which were left
-/// out. What the default run prints; [`render`] has every column and point.
+/// (workloads, runs, machine), then a row per series with its median ops/s and the 95 %
+/// confidence interval of its runs at three thread counts at most (the smallest, the largest
+/// with a CPU per thread, the largest; on 2 CPUs with threads 1, 2, 4 that is every point), with
+/// a line that says which were left out. What the default run prints; [`render`] has every
+/// column and point.
 pub fn brief(report: &Report) -> String {
-    let name = series_namer(report);
     let counts = brief_thread_counts(report);
-    let mut t = Table::new();
-    t.load_preset(presets::UTF8_FULL_CONDENSED).set_header(vec![
-        "series",
-        "threads",
-        "ops/s",
-        "efficiency",
-        "p99 ns",
-        "95% CI",
-    ]);
-    let mut left_out = Vec::new();
-    for s in &report.series {
-        for p in &s.points {
-            if !counts.contains(&p.threads) {
-                left_out.push(p.threads);
-                continue;
-            }
-            t.add_row(vec![
-                name(s),
-                p.threads.to_string(),
-                si(p.ops_per_sec),
-                p.efficiency
-                    .map_or_else(|| "-".into(), |e| format!("{e:.2}")),
-                p.latency_ns.p99.to_string(),
-                crate::report::ci95(&p.runs_ops_per_sec)
-                    .map_or_else(|| "-".into(), |c| format!("\u{b1}{}", percent(c))),
-            ]);
-        }
-    }
-    for i in 1..=5 {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let title = brief_title(report);
-    let mut out = wrap(&title, BRIEF_WIDTH, "  ") + "\n\n" + &t.to_string() + "\n";
+    let table = curves_table(report, true, Some(&counts));
+    let mut out = wrap(&brief_title(report), BRIEF_WIDTH, "  ") + "\n\n" + &table;
+    let mut left_out: Vec<usize> = thread_counts(&report.series)
+        .into_iter()
+        .filter(|t| !counts.contains(t))
+        .collect();
     if !left_out.is_empty() {
-        left_out.sort_unstable();
         left_out.dedup();
         let list: Vec<String> = left_out.iter().map(usize::to_string).collect();
         out += &wrap(
@@ -537,12 +520,14 @@ mod tests {
             assert!(line.chars().count() <= BRIEF_WIDTH, "{line}");
         }
         // 1, 4 (one thread per CPU) and 16 threads; 2 and 8 are left out, and said to be.
-        let rows: Vec<&str> = text.lines().filter(|l| l.contains("pg82uis/pg")).collect();
-        assert_eq!(rows.len(), 6, "{text}");
-        assert!(rows[0].contains("select-only pg82uis/pg"), "{text}");
-        assert!(rows[1].contains(" 4 ┆  4.938M ┆"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("pg82uis")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        let header = text.lines().find(|l| l.contains("95% CI")).unwrap();
+        let columns: Vec<&str> = header.split('┆').map(str::trim).collect();
+        assert_eq!(columns[1..], ["1 thr", "4 thr", "16 thr │"], "{text}");
+        assert!(rows[0].contains("select-only pg82uis"), "{text}");
         // Runs of 0.9, 1 and 1.2 times the median: a mean ±36.7 % at 95 %.
-        assert!(rows[1].contains("12345678 ┆ ±36.7%"), "{text}");
+        assert!(rows[0].contains(" 4.94M ±37% ┆"), "{text}");
         assert!(
             text.contains("(not shown: the points at 2, 8 threads)"),
             "{text}"
