@@ -349,20 +349,20 @@ pub(crate) fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
     }
     let dir = stamped_dir("default");
     harness::save_report(&report, &dir)?;
+    let unsettled = harness::summary::unsettled(&report);
+    if !unsettled.is_empty() {
+        let text = format!(
+            "warning: within the runs' spread, not a difference: {}",
+            unsettled.join("; ")
+        );
+        println!("{}", wrap(&text, BRIEF_WIDTH, "  "));
+    }
+    println!();
     if topology.logical_cpus() < MANY_CPUS && !report.interrupted {
-        let unsettled = harness::summary::unsettled(&report);
-        if !unsettled.is_empty() {
-            let text = format!(
-                "warning: within the runs' spread, not a difference: {}",
-                unsettled.join("; ")
-            );
-            println!("{}", wrap(&text, BRIEF_WIDTH, "  "));
-        }
-        println!();
         simulated(&dir, args.no_progress);
     }
     println!(
-        "\nwall time {:.1} s. The report, with charts, wait events and metrics:\n  {}/index.html",
+        "wall time {:.1} s. The report, with charts, wait events and metrics:\n  {}/index.html",
         started.elapsed().as_secs_f64(),
         dir.display()
     );
