@@ -350,6 +350,21 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    /// A run of a millisecond in which each of `threads` threads did `ops` operations.
+    fn millisecond(threads: usize, ops: u64) -> TeamRun {
+        TeamRun {
+            threads,
+            elapsed: Duration::from_millis(1),
+            per_thread_ops: vec![ops; threads],
+            latency: hdrhistogram::Histogram::new(3).unwrap(),
+            stats: Default::default(),
+            ideal_ops_per_sec: None,
+            timeline_ops_per_sec: vec![],
+            timeline_interval: crate::team::TIMELINE_INTERVAL,
+            sim: None,
+        }
+    }
+
     /// A series whose runs count `ops(threads, run)` operations in a millisecond.
     fn counting<'a>(name: &str, ops: &'a dyn Fn(usize, usize) -> u64) -> SeriesSpec<'a> {
         let done = RefCell::new(Vec::<usize>::new());
@@ -360,17 +375,7 @@ mod tests {
             run: Box::new(move |spec: &TeamSpec| {
                 let k = done.borrow().iter().filter(|&&t| t == spec.threads).count();
                 done.borrow_mut().push(spec.threads);
-                Ok(TeamRun {
-                    threads: spec.threads,
-                    elapsed: Duration::from_millis(1),
-                    per_thread_ops: vec![ops(spec.threads, k); spec.threads],
-                    latency: hdrhistogram::Histogram::new(3).unwrap(),
-                    stats: Default::default(),
-                    ideal_ops_per_sec: None,
-                    timeline_ops_per_sec: vec![],
-                    timeline_interval: crate::team::TIMELINE_INTERVAL,
-                    sim: None,
-                })
+                Ok(millisecond(spec.threads, ops(spec.threads, k)))
             }),
         }
     }
@@ -417,17 +422,7 @@ mod tests {
                     let log = &log;
                     move |spec: &TeamSpec| {
                         log.borrow_mut().push(format!("{name}{}", spec.threads));
-                        Ok(TeamRun {
-                            threads: spec.threads,
-                            elapsed: Duration::from_millis(1),
-                            per_thread_ops: vec![1; spec.threads],
-                            latency: hdrhistogram::Histogram::new(3).unwrap(),
-                            stats: Default::default(),
-                            ideal_ops_per_sec: None,
-                            timeline_ops_per_sec: vec![],
-                            timeline_interval: crate::team::TIMELINE_INTERVAL,
-                            sim: None,
-                        })
+                        Ok(millisecond(spec.threads, 1))
                     }
                 }),
             })

@@ -472,28 +472,18 @@ mod tests {
         };
         // old: peak 100 at 16, 40 at 64 (a fall of 60 %).
         let g = |c: Check| c.grade(curves).unwrap();
-        assert_eq!(
-            g(falls("old", Some(20), Some(0.6), None)).grade,
-            Grade::Reproduced
-        );
-        assert_eq!(
-            g(falls("old", Some(20), Some(0.7), None)).grade,
-            Grade::Reproduced
-        );
-        assert_eq!(
-            g(falls("old", Some(20), Some(0.74), None)).grade,
-            Grade::DirectionOnly
-        );
-        // A published fall of 20 %: 60 % is more than twice it.
-        assert_eq!(
-            g(falls("old", Some(20), Some(0.8), None)).grade,
-            Grade::DirectionOnly
-        );
-        // A published peak at 64 clients: 16 is a quarter of it.
-        assert_eq!(
-            g(falls("old", Some(64), Some(0.6), None)).grade,
-            Grade::DirectionOnly
-        );
+        for (peak, end, grade) in [
+            (20, 0.6, Grade::Reproduced),
+            (20, 0.7, Grade::Reproduced),
+            (20, 0.74, Grade::DirectionOnly),
+            // A published fall of 20 %: 60 % is more than twice it.
+            (20, 0.8, Grade::DirectionOnly),
+            // A published peak at 64 clients: 16 is a quarter of it.
+            (64, 0.6, Grade::DirectionOnly),
+        ] {
+            let m = g(falls("old", Some(peak), Some(end), None));
+            assert_eq!(m.grade, grade, "a peak at {peak}, an end at {end}");
+        }
         // Read up to 32 threads: 80 over 100 is a fall of 20 %.
         let to32 = g(falls("old", Some(20), Some(0.8), Some(32)));
         assert_eq!((to32.value, to32.grade), (0.8, Grade::Reproduced));
