@@ -119,6 +119,13 @@ pub(crate) fn run(a: &RunArgs) -> Result<(), CliError> {
     let format: Format = a.format.parse()?;
     let report = request(a)?.plan()?.run()?;
     show::print(&report, format, &a.show)?;
+    let unsettled = harness::summary::unsettled(&report);
+    if !unsettled.is_empty() {
+        eprintln!(
+            "warning: within the runs' spread, not a difference: {}",
+            unsettled.join("; ")
+        );
+    }
     if let Some(dir) = &a.out {
         let files = harness::save_report(&report, dir)?;
         eprintln!("report saved in {}: {}", dir.display(), files.join(", "));

@@ -167,6 +167,10 @@ pub fn point_cells(name: String, p: &Point, with_ideal: bool, latencies: &[u64])
         row.extend([ideal(p), of_ideal(p)]);
     }
     row.extend(latencies.iter().map(u64::to_string));
+    row.push(
+        crate::report::ci95(&p.runs_ops_per_sec)
+            .map_or_else(|| "-".into(), |c| format!("\u{b1}{}", percent(c))),
+    );
     let runs: Vec<String> = p.runs_ops_per_sec.iter().map(|&r| si(r)).collect();
     row.push(runs.join(" "));
     row

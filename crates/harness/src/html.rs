@@ -165,6 +165,7 @@ fn main_table(out: &mut String, series: &[&Series]) {
         "p99 ns",
         "p99.9 ns",
         "max ns",
+        "95% CI",
         "runs ops/s",
     ]);
     let mut rows = Vec::new();

@@ -102,7 +102,7 @@ fn tables(report: &Report, preset: &str, show: Show) -> String {
     if with_ideal {
         header.extend(["ideal ops/s", "of ideal"]);
     }
-    header.extend(["p50 ns", "p99 ns", "p99.9 ns", "runs ops/s"]);
+    header.extend(["p50 ns", "p99 ns", "p99.9 ns", "95% CI", "runs ops/s"]);
     let numeric_columns = header.len() - 2;
     let mut t = Table::new();
     t.load_preset(preset).set_header(header);
@@ -575,8 +575,8 @@ mod tests {
         let row1 = md.lines().find(|l| l.contains(" 1 | 1.000k")).unwrap();
         assert_eq!(
             row1.matches(" - ").count(),
-            3,
-            "no efficiency, ideal or fraction: {row1}"
+            4,
+            "no efficiency, ideal, fraction or CI (one run): {row1}"
         );
         assert!(md.contains("metrics (median run of each point)"), "{md}");
         assert_eq!(Show::MAIN.hidden(&r), ["metrics"]);

@@ -698,6 +698,7 @@ mod tests {
         let probes = [
             "on", "off", "0", "1", "2", "3", "17", "64", "100", "0.5", "atomic", "lock", "locked",
             "ms", "spin", "file", "proc", "acquire", "plain", "pg15", "7ms", "fsync:3", "lwlock",
+            "eager",
         ];
         for k in KNOBS {
             let moves = probes.iter().any(|value| {
