@@ -425,13 +425,11 @@ fn reproduce_one(
     let report = first.plan()?.run()?;
     let dir = out.join(&claim.id);
     harness::save_report(&report, &dir)?;
-    let path = dir.join("curves.md");
-    std::fs::write(&path, harness::render::curves_markdown(&report)).map_err(|error| {
-        CliError::Io {
-            path: path.display().to_string(),
-            error,
-        }
-    })?;
+    write_in(
+        &dir,
+        "curves.md",
+        &harness::render::curves_markdown(&report),
+    )?;
     // The draws: the other seeds' reports, or this report's runs.
     let mut reports = vec![report];
     if let Machine::Simulated(profile) = machine {
@@ -465,38 +463,32 @@ fn reproduce_one(
             .collect()
     };
     let kind = if reports.len() > 1 { "seeds" } else { "runs" };
-    let by_check = match grade_draws(claim, &draws) {
-        Ok(m) => m,
+    // The headline figure: the medians' (a real sweep), the profile's own seed's (simulated).
+    let head = Draw {
+        report: &reports[0],
+        run: None,
+    };
+    let graded = grade_draws(claim, &draws).and_then(|by| Ok((grade_draws(claim, &[head])?, by)));
+    let (heads, by_check) = match graded {
+        Ok(g) => g,
         Err(why) => {
+            let dir = Some(claim.id.clone());
             return Ok(outcome(
                 Verdict::NotRun,
                 rules,
                 vec![],
                 String::new(),
                 Some(why),
-                Some(claim.id.clone()),
-            ))
+                dir,
+            ));
         }
     };
-    // The headline figure: the medians' (a real sweep), the profile's own seed's (simulated).
-    let mut measured = Vec::new();
-    for (c, m) in claim.checks.iter().zip(&by_check) {
-        let head = c.grade(|l| curve(&reports[0], l));
-        match head {
-            Ok(head) => measured.push(c.figure(&head, m, kind)),
-            Err(why) => {
-                let (rules, reason) = (rules.clone(), Some(why));
-                return Ok(outcome(
-                    Verdict::NotRun,
-                    rules,
-                    vec![],
-                    String::new(),
-                    reason,
-                    None,
-                ));
-            }
-        }
-    }
+    let measured: Vec<String> = claim
+        .checks
+        .iter()
+        .zip(heads.iter().zip(&by_check))
+        .map(|(c, (head, all))| c.figure(&head[0], all, kind))
+        .collect();
     let (verdict, grades, reason) = verdict(claim, &by_check, cpus);
     Ok(outcome(
         verdict,

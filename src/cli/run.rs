@@ -119,12 +119,8 @@ pub(crate) fn run(a: &RunArgs) -> Result<(), CliError> {
     let format: Format = a.format.parse()?;
     let report = request(a)?.plan()?.run()?;
     show::print(&report, format, &a.show)?;
-    let unsettled = harness::summary::unsettled(&report);
-    if !unsettled.is_empty() {
-        eprintln!(
-            "warning: within the runs' spread, not a difference: {}",
-            unsettled.join("; ")
-        );
+    if let Some(warning) = harness::summary::unsettled_warning(&report) {
+        eprintln!("{warning}");
     }
     if let Some(dir) = &a.out {
         let files = harness::save_report(&report, dir)?;
@@ -356,13 +352,8 @@ pub(crate) fn demo(args: &DefaultRunArgs) -> Result<(), CliError> {
     }
     let dir = stamped_dir("default");
     harness::save_report(&report, &dir)?;
-    let unsettled = harness::summary::unsettled(&report);
-    if !unsettled.is_empty() {
-        let text = format!(
-            "warning: within the runs' spread, not a difference: {}",
-            unsettled.join("; ")
-        );
-        println!("{}", wrap(&text, BRIEF_WIDTH, "  "));
+    if let Some(warning) = harness::summary::unsettled_warning(&report) {
+        println!("{}", wrap(&warning, BRIEF_WIDTH, "  "));
     }
     println!();
     if topology.logical_cpus() < MANY_CPUS && !report.interrupted {

@@ -35,12 +35,10 @@ pub fn summary(report: &Report) -> Vec<String> {
 
 /// The paragraph on `workload`, `None` when its series share no thread count (or it has none).
 pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
-    let series: Vec<&Series> = series_of(report, workload)
-        .into_iter()
-        .filter(|s| !s.points.is_empty())
-        .collect();
+    let (series, counts) = reported(report, workload)?;
     let cpus = report.machine.cpus.max(1);
-    let (fit, top) = reported_counts(&shared_threads(&series), cpus)?;
+    // The first count, when every thread has a CPU of its own there.
+    let fit = counts.first().copied().filter(|&t| t <= cpus);
     let at = |t: usize| -> String {
         let threads = if t == 1 { "thread" } else { "threads" };
         let cpu_word = if cpus == 1 { "CPU" } else { "CPUs" };
@@ -52,10 +50,6 @@ pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
             format!("at {t} {threads}")
         }
     };
-    let counts: Vec<usize> = fit
-        .into_iter()
-        .chain((Some(top) != fit).then_some(top))
-        .collect();
     // The first count in full, the second (the oversubscribed one) as its figures alone, in the
     // same order: "…; at 4 threads (oversubscribed: 2 CPUs) 1.44× and 1.65×".
     let mut clauses = Vec::new();
@@ -125,11 +119,23 @@ pub fn workload_summary(report: &Report, workload: &str) -> Option<String> {
     Some(text)
 }
 
-/// The counts the sentences report, of those every series measured: the largest with a CPU for
-/// each thread (if any), and the largest.
-fn reported_counts(counts: &[usize], cpus: usize) -> Option<(Option<usize>, usize)> {
-    let fit = counts.iter().copied().filter(|&t| t <= cpus).max();
-    Some((fit, counts.iter().copied().max()?))
+/// The series of `workload` that measured something, and the thread counts the sentences
+/// report, of those every one of them measured: the largest with a CPU per thread (if any), and
+/// the largest when it is another; `None` when they share no count.
+fn reported<'r>(report: &'r Report, workload: &str) -> Option<(Vec<&'r Series>, Vec<usize>)> {
+    let series: Vec<&Series> = series_of(report, workload)
+        .into_iter()
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let shared = shared_threads(&series);
+    let cpus = report.machine.cpus.max(1);
+    let fit = shared.iter().copied().filter(|&t| t <= cpus).max();
+    let top = shared.last().copied()?;
+    let counts = fit
+        .into_iter()
+        .chain((Some(top) != fit).then_some(top))
+        .collect();
+    Some((series, counts))
 }
 
 /// The differences the sentences report that the runs do not bear out: a pair's ratio outside
@@ -139,17 +145,11 @@ fn reported_counts(counts: &[usize], cpus: usize) -> Option<(Option<usize>, usiz
 pub fn unsettled(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for workload in workloads(report) {
-        let series: Vec<&Series> = series_of(report, workload)
-            .into_iter()
-            .filter(|s| !s.points.is_empty())
-            .collect();
-        let Some((fit, top)) =
-            reported_counts(&shared_threads(&series), report.machine.cpus.max(1))
-        else {
+        let Some((series, counts)) = reported(report, workload) else {
             continue;
         };
         let names = names(&series);
-        for t in fit.into_iter().chain((Some(top) != fit).then_some(top)) {
+        for t in counts {
             for &(a, b) in &pairs(&series) {
                 let runs = |s: &Series| -> Vec<f64> {
                     s.points
@@ -177,6 +177,17 @@ pub fn unsettled(report: &Report) -> Vec<String> {
         }
     }
     out
+}
+
+/// The warning that names [`unsettled`]'s differences, if there are any.
+pub fn unsettled_warning(report: &Report) -> Option<String> {
+    let unsettled = unsettled(report);
+    (!unsettled.is_empty()).then(|| {
+        format!(
+            "warning: within the runs' spread, not a difference: {}",
+            unsettled.join("; ")
+        )
+    })
 }
 
 /// `a`, `a and b`, `a, b and c`.

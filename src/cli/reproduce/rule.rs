@@ -119,11 +119,7 @@ pub(super) fn threads(n: usize) -> String {
 
 /// `x` as a ratio: `1.11×`, `159×`.
 fn times(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}\u{d7}")
-    } else {
-        format!("{x:.2}\u{d7}")
-    }
+    format!("{}\u{d7}", num(x))
 }
 
 /// A ratio's effect in words: `+11 %`, `−26 %`, or `8×` for a large one.
