@@ -16,6 +16,13 @@
 //! makes and every value it drops comes in an order fixed by the sequence of keys asked for,
 //! which the simulation's virtual-time order fixes.
 //!
+//! How many pages of the index a run adds depends on the addresses too (on how the keys fall
+//! across page boundaries), so the index reserves room for far more pages than a run uses when
+//! it is made, and never grows: had it grown, its reallocations would have come at
+//! address-dependent moments on the host's heap, which the models allocate from too, and moved
+//! their later objects against the lines (a part of `pglocks stress` that allocates while it
+//! runs, parallel apply's, repeated only with address-space randomisation off).
+//!
 //! **The index.** A key's index is found in two steps, as a page table finds a frame: the key's
 //! high bits (`key >> PAGE_BITS`) name a *page* of the index, looked up in a small hash map,
 //! and its low bits the slot in that page, which holds the index (or `EMPTY`). The keys come in
@@ -49,11 +56,16 @@ pub(crate) struct Keyed<T> {
     values: Vec<T>,
 }
 
+/// Pages of the index reserved when a table is made: 2 GiB of addresses, more than a
+/// simulation touches. Reserved, not touched (the allocator maps the memory and the kernel backs
+/// only the pages used), so that adding a page never reallocates (see the module doc).
+const RESERVED_PAGES: usize = 1 << 16;
+
 impl<T> Default for Keyed<T> {
     fn default() -> Self {
         Keyed {
-            pages: FxHashMap::default(),
-            slots: Vec::new(),
+            pages: FxHashMap::with_capacity_and_hasher(RESERVED_PAGES, Default::default()),
+            slots: Vec::with_capacity(RESERVED_PAGES * PAGE),
             last: (0, EMPTY),
             values: Vec::new(),
         }
