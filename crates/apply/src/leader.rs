@@ -56,7 +56,7 @@ use pglocks_shmmq::{ShmMq, ShmMqHandle, ShmMqResult};
 use pglocks_sync::channel;
 use pglocks_sync::thread::{Scope, ScopedJoinHandle};
 use pglocks_sync::time::{Duration, Instant};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -145,7 +145,7 @@ pub fn apply<K: RawLwLock>(
             local,
             whole: None,
             stream: None,
-            dests: HashMap::new(),
+            dests: BTreeMap::new(),
             pool: Vec::new(),
             next_worker: 0,
             stats: ApplyStats::default(),
@@ -206,7 +206,7 @@ struct Leader<'scope, 'env, K: RawLwLock> {
     /// The remote xid of the stream that is open.
     stream: Option<u32>,
     /// Streamed transactions begun and not ended.
-    dests: HashMap<u32, Dest>,
+    dests: BTreeMap<u32, Dest>,
     /// `ParallelApplyWorkerPool`.
     pool: Vec<Pa<'scope>>,
     next_worker: u32,
@@ -601,7 +601,7 @@ impl<'scope, 'env, K: RawLwLock> Leader<'scope, 'env, K> {
         if let Some((_, txn)) = self.whole.take() {
             self.sub.abort(&mut self.b, &mut self.local, txn)?;
         }
-        for (_, dest) in self.dests.drain() {
+        for (_, dest) in std::mem::take(&mut self.dests) {
             if let Dest::Spool(w) = dest {
                 let _ = spool::discard(w);
             }

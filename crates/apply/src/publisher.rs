@@ -21,7 +21,7 @@
 use crate::proto::{Change, Message, Row};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `logical_decoding_work_mem`'s default, 64 MB, in decoded changes: an insert of two `int8`
 /// columns takes about 150 bytes in the reorder buffer (`ReorderBufferChangeSize`: the change,
@@ -96,7 +96,7 @@ struct Running {
     /// Decoded changes not yet sent.
     pending: Vec<(u32, Change)>,
     /// Rows it has touched (its row locks).
-    rows: HashSet<(u32, i64)>,
+    rows: BTreeSet<(u32, i64)>,
     /// Its own view of the rows it touched: Some(value) present, None deleted.
     view: BTreeMap<(u32, i64), Option<i64>>,
     streamed: bool,
@@ -109,7 +109,7 @@ struct Publisher {
     out: Published,
     running: Vec<Running>,
     /// Rows locked by running transactions.
-    locked: HashSet<(u32, i64)>,
+    locked: BTreeSet<(u32, i64)>,
     next_xid: u32,
     next_key: i64,
     lsn: u64,
@@ -124,7 +124,7 @@ pub fn publish(cfg: &PublisherConfig, transactions: usize) -> Published {
         cfg: cfg.clone(),
         out: Published::default(),
         running: Vec::new(),
-        locked: HashSet::new(),
+        locked: BTreeSet::new(),
         next_xid: 1_000,
         next_key: 1,
         lsn: 0x0100_0000,
@@ -163,7 +163,7 @@ impl Publisher {
             xid: self.next_xid,
             left,
             pending: Vec::new(),
-            rows: HashSet::new(),
+            rows: BTreeSet::new(),
             view: BTreeMap::new(),
             streamed: false,
         });

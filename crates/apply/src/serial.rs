@@ -7,7 +7,7 @@
 //! same order.
 
 use crate::proto::{Change, Message, ProtoError};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// A row change the subscriber could not apply as sent (18's conflict types).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub struct Applied {
 /// Applies `messages` serially, spooling streamed transactions until their commit.
 pub fn apply_serially(messages: &[Message]) -> Result<Applied, StreamError> {
     let mut out = Applied::default();
-    let mut spool: HashMap<u32, Vec<(u32, Change)>> = HashMap::new();
+    let mut spool: BTreeMap<u32, Vec<(u32, Change)>> = BTreeMap::new();
     // The transaction sent whole that is open, and the stream that is open.
     let (mut whole, mut stream): (Option<u32>, Option<u32>) = (None, None);
     let order = |what: &str| StreamError::Order(what.to_string());

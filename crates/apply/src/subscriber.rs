@@ -31,7 +31,7 @@ use pglocks_lwlock::RawLwLock;
 use pglocks_proc::Backend;
 use pglocks_sync::atomic::{AtomicU32, Ordering::Relaxed};
 use pglocks_sync::time::Instant;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// One row: its committed value, and the change a running transaction made to it.
@@ -60,7 +60,7 @@ impl LocalTxn {
 pub struct Subscriber<K: RawLwLock> {
     lm: LockManager<K>,
     rows: Mutex<BTreeMap<(u32, i64), RowState>>,
-    running: Mutex<HashSet<u32>>,
+    running: Mutex<BTreeSet<u32>>,
     /// Remote xids in the order their local transactions committed, with when.
     commits: Mutex<Vec<(u32, Instant)>>,
     conflicts: Mutex<Vec<Conflict>>,
@@ -80,7 +80,7 @@ impl<K: RawLwLock> Subscriber<K> {
         Self {
             lm,
             rows: Mutex::new(BTreeMap::new()),
-            running: Mutex::new(HashSet::new()),
+            running: Mutex::new(BTreeSet::new()),
             commits: Mutex::new(Vec::new()),
             conflicts: Mutex::new(Vec::new()),
             next_xid: AtomicU32::new(10_000),
