@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 pub mod ops;
 mod order;
 mod os;
+mod perturb;
 mod run;
 pub(crate) mod spawn;
 mod store_buffer;
@@ -151,6 +152,8 @@ pub struct Outcome {
     pub transfers: Vec<(String, u64)>,
     /// Spin-waits elided (a thread parked on a line until it changed).
     pub elided_spins: u64,
+    /// Threads preempted by the schedule's perturbation (`model.preempt_every_us`).
+    pub preemptions: u64,
     /// Host time the simulation took.
     pub host_time: Duration,
     /// The lines waited on most, when `PGLOCKS_SIM_HOT_LINES` asks for them ([`crate::hot`]).
@@ -206,6 +209,8 @@ struct Thread {
     overlap: Overlap,
     /// Its stores not yet visible.
     stores: StoreBuffer,
+    /// Drawn at a change point of the schedule's perturbation: preempted at its next sync point.
+    preempt: bool,
 }
 
 /// The simulated machine's state while it runs.
@@ -257,6 +262,8 @@ pub(crate) struct Engine {
     translation: crate::shmem::Translation,
     /// Threads started mid-run whose bodies await a coroutine (`spawn`).
     born: Vec<spawn::Born>,
+    /// The schedule's perturbation, when the profile asks for one (`model.preempt_every_us`).
+    perturb: Option<perturb::Perturb>,
 }
 
 /// Whether this build can simulate: it was compiled with `--cfg pglocks_sim`.

@@ -104,6 +104,11 @@ pub struct Model {
     /// next queued request's holder answers (the hold window; off: a queued request takes the
     /// line in the books at once).
     pub hold_window: bool,
+    /// The schedule's perturbation (`crate::engine` perturb module): each thread preempted at a
+    /// random shim operation once every this many µs of virtual time on average, with
+    /// ties, run queues and slices drawn from `seed`; 0 (the default) perturbs nothing. A
+    /// stress run's setting, not the machine's.
+    pub preempt_every_us: f64,
 }
 
 impl Model {
@@ -123,6 +128,7 @@ impl Default for Model {
             layout: 0,
             answer_at: 0.5,
             hold_window: true,
+            preempt_every_us: 0.0,
         }
     }
 }
@@ -790,6 +796,11 @@ impl Profile {
         }
         if !(0.0..=1.0).contains(&m.answer_at) {
             return Err("model.answer_at must be in [0, 1]".into());
+        }
+        if !(m.preempt_every_us.is_finite() && m.preempt_every_us >= 0.0) {
+            return Err(
+                "model.preempt_every_us must be a number from 0 (0: no preemptions)".into(),
+            );
         }
         let o = &self.os;
         let os = [

@@ -160,6 +160,23 @@ pub fn place(name: &'static str, host: usize, stride: usize, count: usize) -> us
     base
 }
 
+/// Starts the map again from [`BASE`], as a fresh process's, if nothing is placed in it any
+/// more (every structure of the runs before has been dropped); returns whether it did. A run
+/// that starts so lays its regions out exactly as it would alone, so its lines fall into the
+/// same sets of the cores' caches (`crate::own`) as in a process of its own.
+pub fn restart() -> bool {
+    if !crate::BUILT_IN {
+        return false;
+    }
+    let mut map = map();
+    if !map.placed.is_empty() {
+        return false;
+    }
+    map.regions.clear();
+    map.next = BASE;
+    true
+}
+
 /// Ends the placement of the memory at `host` (its structure is being dropped).
 pub fn unplace(host: usize) {
     if !crate::BUILT_IN || host == 0 {

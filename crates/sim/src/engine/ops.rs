@@ -197,6 +197,13 @@ pub fn now() -> Instant {
     with(|e| e.epoch + e.threads[e.current].clock.to_duration())
 }
 
+/// The calling thread's virtual clock: the virtual time since the simulation started.
+#[cold]
+#[inline(never)]
+pub fn clock() -> Duration {
+    with(|e| e.threads[e.current].clock.to_duration())
+}
+
 /// Sleeps for `d` of virtual time (plus the profile's timer slack), off the CPU.
 #[cold]
 #[inline(never)]

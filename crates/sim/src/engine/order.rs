@@ -150,8 +150,11 @@ pub(crate) fn sync_point() {
 impl Engine {
     pub(super) fn push(&mut self, at: Picos, tid: usize, kind: Kind) {
         self.seq += 1;
-        self.events
-            .push(Reverse(Event::new(at, self.seq, tid, kind)));
+        let seq = match self.perturb.as_mut() {
+            Some(p) => p.tie(self.seq),
+            None => self.seq,
+        };
+        self.events.push(Reverse(Event::new(at, seq, tid, kind)));
         self.horizon = self.horizon.min(at);
     }
 
@@ -195,6 +198,9 @@ impl Engine {
             return Some(y);
         }
         if self.preempt_at_slice_end(tid) {
+            return Some(y);
+        }
+        if let Some(y) = self.perturbed(tid) {
             return Some(y);
         }
         if clock > self.horizon {

@@ -96,7 +96,7 @@ pub(super) struct KernelCosts {
     /// Handing a CPU from one thread to the next.
     context_switch: Picos,
     /// A thread's time slice (never 0).
-    quantum: Picos,
+    pub(super) quantum: Picos,
     /// What a sleep oversleeps by.
     timer_slack: Picos,
 }
@@ -142,7 +142,14 @@ impl Engine {
     pub(super) fn leave_cpu(&mut self, tid: usize, now: Picos) {
         let cpu = self.threads[tid].cpu;
         self.cpus[cpu].running = None;
-        if let Some(next) = self.cpus[cpu].queue.pop_front() {
+        let next = match self.perturb.as_mut() {
+            Some(p) if !self.cpus[cpu].queue.is_empty() => {
+                let k = p.below(self.cpus[cpu].queue.len());
+                self.cpus[cpu].queue.remove(k)
+            }
+            _ => self.cpus[cpu].queue.pop_front(),
+        };
+        if let Some(next) = next {
             self.start_on_cpu(next, now + self.os.context_switch);
         }
     }
@@ -153,7 +160,11 @@ impl Engine {
         t.state = State::OnCpu;
         let (cpu, clock) = (t.cpu, t.clock);
         self.cpus[cpu].running = Some(tid);
-        self.cpus[cpu].slice_end = clock + self.os.quantum;
+        let slice = match self.perturb.as_mut() {
+            Some(p) => p.slice(self.os.quantum),
+            None => self.os.quantum,
+        };
+        self.cpus[cpu].slice_end = clock + slice;
         self.push(clock, tid, Kind::Run);
     }
 
@@ -277,7 +288,7 @@ impl Engine {
     }
 
     /// Takes the current thread off its CPU until it is woken or, with `timeout`, until then.
-    fn block(&mut self, timeout: Option<Picos>) -> *const Yielder<(), ()> {
+    pub(super) fn block(&mut self, timeout: Option<Picos>) -> *const Yielder<(), ()> {
         let tid = self.current;
         let t = &mut self.threads[tid];
         t.state = State::Blocked;

@@ -100,8 +100,16 @@ pub fn run(
         hot: HotLines::from_env(costs.line_shift),
         translation: crate::shmem::Translation::current(),
         born: Vec::new(),
+        perturb: None,
         costs,
     };
+    engine.perturb = super::perturb::Perturb::new(
+        profile.model.preempt_every_us,
+        profile.model.seed,
+        engine.os.wake,
+        engine.os.quantum,
+        ncpus,
+    );
     let mut bodies = Vec::with_capacity(threads.len());
     for (tid, th) in threads.into_iter().enumerate() {
         let (cpu, place) = match th.placement {
@@ -163,6 +171,7 @@ pub fn run(
             .map(|(d, n)| (format!("{d:?}").to_lowercase(), n))
             .collect(),
         elided_spins: engine.elided,
+        preemptions: engine.perturb.as_ref().map_or(0, |p| p.preemptions),
         host_time: started.elapsed(),
         hot_lines,
         by_structure,

@@ -108,6 +108,7 @@ impl Thread {
             spin: SpinWatch::default(),
             overlap: Overlap::default(),
             stores: StoreBuffer::default(),
+            preempt: false,
         }
     }
 }
