@@ -568,7 +568,9 @@ impl<K: RawLwLock> LockManager<K> {
         let p = self.table.partition_of(hashcode);
         let (db, rel) = (tag.field1, tag.field2);
         let group = self.fast_path.layout().group_of(rel);
-        for procno in 0..self.fast_path.backends() {
+        use pglocks_sync::mutant::{active, Mutant};
+        let first = usize::from(active(Mutant::FastPathTransferSkip));
+        for procno in first..self.fast_path.backends() {
             self.fast_path
                 .with_slots(b, procno, |s, b| -> Result<(), LmgrError> {
                     let modes = if s.database == db {

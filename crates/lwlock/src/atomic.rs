@@ -505,7 +505,9 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
         // Only when nobody was woken, not when the queue is now empty: after a wake-up that
         // emptied it, the flag stays, and the next release that finds RELEASE_OK runs this
         // again and clears it then.
-        if wake.is_empty() {
+        if wake.is_empty()
+            || pglocks_sync::mutant::active(pglocks_sync::mutant::Mutant::LwLockWakeupEarly)
+        {
             clear |= L::HAS_WAITERS;
         }
         self.wait_list

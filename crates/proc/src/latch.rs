@@ -15,6 +15,7 @@
 //! waits re-check their own state, so a stray permit costs a loop, never a lost wake-up.
 
 use pglocks_sync::atomic::{fence, AtomicBool, Ordering::*};
+use pglocks_sync::mutant::{active, Mutant};
 use pglocks_sync::time::Instant;
 use pglocks_sync::Semaphore;
 
@@ -30,12 +31,17 @@ impl Latch {
     /// may be asleep.
     #[inline]
     pub fn set(&self, owner_sem: &Semaphore) {
-        fence(SeqCst);
+        let fenced = !active(Mutant::LatchNoFence);
+        if fenced {
+            fence(SeqCst);
+        }
         if self.is_set.load(Relaxed) {
             return;
         }
         self.is_set.store(true, Relaxed);
-        fence(SeqCst);
+        if fenced {
+            fence(SeqCst);
+        }
         if self.maybe_sleeping.load(Relaxed) {
             owner_sem.unlock();
         }
@@ -46,7 +52,9 @@ impl Latch {
     pub fn wait(&self, sem: &Semaphore, deadline: Option<Instant>) -> bool {
         loop {
             self.maybe_sleeping.store(true, Relaxed);
-            fence(SeqCst);
+            if !active(Mutant::LatchNoFence) {
+                fence(SeqCst);
+            }
             if self.is_set.load(Relaxed) {
                 self.maybe_sleeping.store(false, Relaxed);
                 return true;

@@ -264,9 +264,14 @@ impl<K: RawLwLock> ProcArray<K> {
         self.proc_array_lock.acquire(b, LwLockMode::Exclusive)?;
         let head = self.group_first.swap(INVALID_PGPROCNO, AcqRel);
         let mut at = head;
+        let forget = pglocks_sync::mutant::active(pglocks_sync::mutant::Mutant::GroupClearForget);
+        let mut nth = 0;
         while at != INVALID_PGPROCNO {
             let member = &self.all_procs[at as usize];
-            self.end_transaction_internal(at as usize, member.group_member_xid.load(Relaxed));
+            nth += 1;
+            if !(forget && nth == 2) {
+                self.end_transaction_internal(at as usize, member.group_member_xid.load(Relaxed));
+            }
             at = member.group_next.load(Relaxed);
         }
         let released = self.proc_array_lock.release(b);

@@ -87,6 +87,11 @@ unsafe impl<const TAS_SPIN: bool> RawSpinLock for PgSpinLock<TAS_SPIN> {
     /// Models `S_UNLOCK`: a store of 0 with release ordering.
     #[inline(always)]
     unsafe fn unlock(&self) {
+        use pglocks_sync::mutant::{active, Mutant};
+        if active(Mutant::SpinUnlockRelaxed) {
+            self.slock.store(0, Ordering::Relaxed);
+            return;
+        }
         self.slock.store(0, Ordering::Release);
     }
 }

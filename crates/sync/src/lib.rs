@@ -32,6 +32,7 @@ pub mod cell;
 pub mod channel;
 pub mod data;
 pub mod fault;
+pub mod mutant;
 mod scope;
 mod semaphore;
 pub mod shmem;
