@@ -276,3 +276,64 @@ fn a_build_without_the_simulator_hands_the_command_to_the_simulators_build() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is not a simulator's build"), "{err}");
 }
+
+/// `pglocks stress` on the simulated Westmere for one episode of `episode` from seed 77, every
+/// part on 22 threads.
+fn one_episode_stress(extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "stress",
+        "--machine",
+        "sim:westmere-80",
+        "--threads",
+        "22",
+        "--episode",
+        "300us",
+        "--preempt-every",
+        "200us",
+        "--seed",
+        "77",
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    pglocks(&args)
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn a_simulated_stress_episode_repeats_exactly_from_its_seed() {
+    // A run of one episode (the duration is up after the first): its table, without the host
+    // time, is the same in another process.
+    let table = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("\nsimulated: 1 episodes, "), "{text}");
+        assert!(text.contains("violations 0, hangs 0"), "{text}");
+        text.lines()
+            .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+            .collect::<Vec<_>>()
+    };
+    let first = table(one_episode_stress(&["--duration", "1ms"]));
+    assert_eq!(first.len(), 2 + 11 + 1, "{first:?}");
+    assert_eq!(table(one_episode_stress(&["--duration", "1ms"])), first);
+    // What the run starts for each episode: its report as JSON, the same again.
+    let episode = || {
+        let out = one_episode_stress(&["--one-episode"]);
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["violation"].is_null() && v["hangs"].as_array().unwrap().is_empty());
+        assert!(v["preemptions"].as_u64().unwrap() > 0, "{v}");
+        v
+    };
+    assert_eq!(episode(), episode());
+    fails_with(
+        &["stress", "--machine", "sim:westmere-80", "--episode", "0"],
+        "--episode must be longer than 0",
+    );
+}

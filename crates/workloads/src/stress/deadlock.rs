@@ -16,8 +16,9 @@ use pglocks_lmgr::{
 use pglocks_lwlock::RawLwLock;
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use rand::rngs::SmallRng;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,7 +65,7 @@ impl<K: RawLwLock> Deadlock<K> {
             if self.stop.load(Relaxed) {
                 return false;
             }
-            std::thread::yield_now();
+            pglocks_sync::thread::yield_now();
         }
         true
     }
@@ -91,14 +92,14 @@ impl<K: RawLwLock> Part for Deadlock<K> {
                 None => local.insert(self.lm.connect(b, DATABASE)?),
             };
             let Some(p) = pair else {
-                std::thread::sleep(Duration::from_millis(1));
+                pglocks_sync::time::sleep(Duration::from_millis(1));
                 return Ok(());
             };
             // Each takes its own relation, then (once both hold theirs) the other's.
             let (mine, theirs) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
             let rel = |r: u32| LockTag::relation(DATABASE, 20_000 + 2 * p as u32 + r);
             let timeouts = LockTimeouts {
-                deadlock_timeout: Duration::from_millis(20),
+                deadlock_timeout: Duration::from_millis(1),
                 lock_timeout: None,
             };
             let pair = &self.pairs[p];

@@ -17,9 +17,9 @@ use pglocks_lmgr::{
 use pglocks_lwlock::RawLwLock;
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU32, Ordering::SeqCst};
 use rand::rngs::SmallRng;
 use rand::RngExt;
-use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -13,10 +13,10 @@ use super::{check, Failure, NewPart, Part, RacyCounter, Refused, Setup, Step, Ta
 use pglocks_lwlock::{LwLockMode, RawLwLock};
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use pglocks_sync::CachePadded;
 use rand::rngs::SmallRng;
 use rand::RngExt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// LWLocks under test; the first one also guards `counter`.

@@ -51,6 +51,7 @@ mod deadlock;
 mod lmgr;
 mod lwlock;
 mod pgbench;
+mod simulated;
 mod sinval;
 mod spin;
 mod wal;
@@ -68,6 +69,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub use simulated::{episode_seed, run_episodes, stress_episode, Simulated, SimulatedReport};
 
 // ----- the registry -------------------------------------------------------------------------
 
@@ -152,6 +155,8 @@ pub struct StressConfig {
     pub hang_after: Duration,
     /// The parts to run, by registered name ([`PARTS`]); empty for every one.
     pub parts: Vec<String>,
+    /// Run on a simulated machine instead of this one (the simulator's build only).
+    pub simulated: Option<Simulated>,
 }
 
 /// What one part did.
@@ -180,6 +185,8 @@ pub struct Violation {
     pub part: &'static str,
     /// What was seen (starting with `at the end: ` when an end check failed).
     pub message: String,
+    /// On a simulated machine, the virtual time at which it was seen.
+    pub at: Option<Duration>,
 }
 
 /// A thread that made no progress for `hang_after`.
@@ -217,6 +224,8 @@ pub struct StressReport {
     /// The run was stopped early (`pglocks_harness::interrupt`, Ctrl-C); its counts are those
     /// of the time it ran, and its end checks ran on the state it stopped in.
     pub interrupted: bool,
+    /// On a simulated machine: its episodes, virtual time and preemptions.
+    pub simulated: Option<SimulatedReport>,
 }
 
 impl StressReport {
@@ -277,6 +286,9 @@ pub enum UsageError {
     /// A zero duration or `hang_after`.
     #[error("stress --{0} must be longer than 0")]
     ZeroDuration(&'static str),
+    /// An episode asked of a run on this machine.
+    #[error("a stress episode runs on a simulated machine only")]
+    NotSimulated,
 }
 
 /// A model refused to build a part from the settings, or a thread could not be started.
@@ -327,14 +339,27 @@ pub fn stress_with_progress(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<StressReport, StressError> {
     let entries = cfg.validate()?;
+    if let Some(sim) = &cfg.simulated {
+        return simulated::run(cfg, sim, &entries, progress);
+    }
     let stop = Arc::new(AtomicBool::new(false));
+    let parts = build_parts(cfg, &entries, &stop)?;
+    Ok(run_parts(cfg, &parts, &stop, progress)?)
+}
+
+/// Builds the parts `entries` names for `cfg.threads` threads, dealt out in turn.
+fn build_parts(
+    cfg: &StressConfig,
+    entries: &[&'static PartEntry],
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<Running>, SetupError> {
     let mut parts = Vec::with_capacity(entries.len());
     for (p, entry) in entries.iter().enumerate() {
         let threads = (cfg.threads - p).div_ceil(entries.len());
         let setup = Setup {
             settings: &cfg.settings,
             threads,
-            stop: &stop,
+            stop,
         };
         let part = (entry.new)(&setup).map_err(|Refused(message)| SetupError {
             part: entry.name,
@@ -346,7 +371,7 @@ pub fn stress_with_progress(
             threads,
         });
     }
-    Ok(run_parts(cfg, &parts, &stop, progress)?)
+    Ok(parts)
 }
 
 // ----- what a part is -----------------------------------------------------------------------
@@ -486,7 +511,7 @@ fn lwlock_wait(procs: &ProcTable, procno: usize) -> String {
 /// lock that guards it lose increments (without undefined behaviour, so a broken lock shows as a
 /// wrong count, not as a crash).
 #[derive(Default)]
-struct RacyCounter(AtomicU64);
+struct RacyCounter(pglocks_sync::atomic::AtomicU64);
 
 impl RacyCounter {
     fn bump(&self) {
@@ -541,20 +566,37 @@ fn run_parts(
         start_threads(cfg, parts, stop, &first).inspect_err(|_| stop.store(true, SeqCst))?;
     let started = Instant::now();
     let (threads, hangs) = watch(cfg, parts, threads, stop, started, progress);
+    let tallies: Vec<_> = threads.iter().map(|t| (t.part, t.tally)).collect();
     let mut report = StressReport {
         seed: cfg.seed,
+        parts: end_checks(parts, &tallies, hangs.is_empty(), &first),
         hangs,
         ..StressReport::default()
     };
+    report.violation = lock(&first).clone();
+    report.elapsed = started.elapsed();
+    report.interrupted = pglocks_harness::interrupt::stop_requested();
+    Ok(report)
+}
+
+/// Each part's counts from its threads' tallies (`(part, tally)`, `None` for a thread that did
+/// not come back), after its end checks: run when all of its threads are back, nothing hung
+/// and nothing has failed; a failed one becomes the run's first violation.
+fn end_checks(
+    parts: &[Running],
+    tallies: &[(usize, Option<Tally>)],
+    nothing_hung: bool,
+    first: &Mutex<Option<Violation>>,
+) -> Vec<PartReport> {
+    let mut rows = Vec::with_capacity(parts.len());
     for (p, run) in parts.iter().enumerate() {
-        let mine = || threads.iter().filter(move |t| t.part == p);
+        let mine = || tallies.iter().filter(move |t| t.0 == p).map(|t| t.1);
         let mut total = Tally::default();
-        for tally in mine().filter_map(|t| t.tally.as_ref()) {
-            total.add(tally);
+        for tally in mine().flatten() {
+            total.add(&tally);
         }
-        // The end checks, if all of the part's threads are back and nothing failed.
-        let all_back = mine().all(|t| t.tally.is_some());
-        if all_back && report.hangs.is_empty() && lock(&first).is_none() {
+        let all_back = mine().all(|t| t.is_some());
+        if all_back && nothing_hung && lock(first).is_none() {
             let mut end = Tally::default();
             let finished = run
                 .part
@@ -564,13 +606,14 @@ fn run_parts(
                 .and_then(|mut b| run.part.finish(&mut b, &total, &mut end));
             total.checks += end.checks;
             if let Err(Failure(msg)) = finished {
-                lock(&first).get_or_insert(Violation {
+                lock(first).get_or_insert(Violation {
                     part: run.name,
                     message: format!("at the end: {msg}"),
+                    at: None,
                 });
             }
         }
-        report.parts.push(PartReport {
+        rows.push(PartReport {
             name: run.name,
             threads: run.threads,
             ops: total.ops,
@@ -579,10 +622,7 @@ fn run_parts(
             events_name: run.part.events_name(),
         });
     }
-    report.violation = lock(&first).clone();
-    report.elapsed = started.elapsed();
-    report.interrupted = pglocks_harness::interrupt::stop_requested();
-    Ok(report)
+    rows
 }
 
 /// Attaches every thread's backend (in order, so that thread `i` of a part is its backend `i`)
@@ -594,47 +634,68 @@ fn start_threads(
     first: &Arc<Mutex<Option<Violation>>>,
 ) -> Result<Vec<Thread>, SetupError> {
     let mut threads = Vec::new();
+    for t in prepare_threads(parts, cfg.seed)? {
+        let steps = Arc::new(AtomicU64::new(0));
+        let (tx, done) = mpsc::channel();
+        let procno = t.backend.procno();
+        let (name, i) = (parts[t.part].name, t.i);
+        let (steps2, stop, first) = (Arc::clone(&steps), Arc::clone(stop), Arc::clone(first));
+        let (b, step) = (t.backend, t.step);
+        std::thread::Builder::new()
+            .name(format!("stress-{name}-{i}"))
+            .spawn(move || {
+                let _ = tx.send(run_thread(name, b, step, &steps2, &stop, &first));
+            })
+            .map_err(|e| SetupError {
+                part: name,
+                message: format!("cannot start thread {i}: {e}"),
+            })?;
+        threads.push(Thread {
+            part: t.part,
+            i,
+            procno,
+            steps,
+            done,
+            tally: None,
+            last: (0, Instant::now()),
+        });
+    }
+    Ok(threads)
+}
+
+/// A thread ready to start: its part, its number there, its backend and its step.
+struct Prepared {
+    part: usize,
+    i: usize,
+    /// Its number in the order threads are dealt out to the parts (thread `i` of part `p` of
+    /// `n` parts is the `i·n + p`-th).
+    dealt: usize,
+    backend: Backend,
+    step: Step,
+}
+
+/// Attaches every thread's backend, in order (thread `i` of a part is its backend `i`), and
+/// makes its step, with random numbers drawn from `seed` and the thread's number.
+fn prepare_threads(parts: &[Running], seed: u64) -> Result<Vec<Prepared>, SetupError> {
+    let mut threads = Vec::new();
     for (p, run) in parts.iter().enumerate() {
-        let refused = |message: String| SetupError {
-            part: run.name,
-            message,
-        };
         let mut backends = Vec::with_capacity(run.threads);
         for i in 0..run.threads {
-            let b =
-                run.part.procs().attach().map_err(|e| {
-                    refused(format!("cannot attach the backend of thread {i}: {e}"))
-                })?;
+            let b = run.part.procs().attach().map_err(|e| SetupError {
+                part: run.name,
+                message: format!("cannot attach the backend of thread {i}: {e}"),
+            })?;
             backends.push(b);
         }
-        for (i, b) in backends.into_iter().enumerate() {
+        for (i, backend) in backends.into_iter().enumerate() {
             let global = threads.len() as u64;
-            let rng =
-                SmallRng::seed_from_u64(cfg.seed ^ global.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let step = Arc::clone(&run.part).step(i, run.threads, rng);
-            let steps = Arc::new(AtomicU64::new(0));
-            let (tx, done) = mpsc::channel();
-            let procno = b.procno();
-            let (name, steps2, stop, first) = (
-                run.name,
-                Arc::clone(&steps),
-                Arc::clone(stop),
-                Arc::clone(first),
-            );
-            std::thread::Builder::new()
-                .name(format!("stress-{name}-{i}"))
-                .spawn(move || {
-                    let _ = tx.send(run_thread(name, b, step, &steps2, &stop, &first));
-                })
-                .map_err(|e| refused(format!("cannot start thread {i}: {e}")))?;
-            threads.push(Thread {
+            let rng = SmallRng::seed_from_u64(seed ^ global.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            threads.push(Prepared {
                 part: p,
                 i,
-                procno,
-                steps,
-                done,
-                tally: None,
-                last: (0, Instant::now()),
+                dealt: i * parts.len() + p,
+                step: Arc::clone(&run.part).step(i, run.threads, rng),
+                backend,
             });
         }
     }
@@ -706,7 +767,8 @@ fn run_thread(
     let mut done = 0;
     while !stop.load(Relaxed) {
         if let Err(Failure(message)) = step(&mut b, &mut tally) {
-            lock(first).get_or_insert(Violation { part, message });
+            let at = pglocks_sim::hook::active().then(pglocks_sim::hook::clock);
+            lock(first).get_or_insert(Violation { part, message, at });
             stop.store(true, SeqCst);
             break;
         }
@@ -730,6 +792,7 @@ pub(crate) mod tests {
             seed: 7,
             hang_after: Duration::from_secs(60),
             parts: Vec::new(),
+            simulated: None,
         }
     }
 

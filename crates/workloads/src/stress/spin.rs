@@ -10,8 +10,8 @@ use super::{check, Failure, NewPart, Part, RacyCounter, Refused, Setup, Step, Ta
 use pglocks_lwlock::RawLwLock;
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::{RawSpinLock, SpinLock};
+use pglocks_sync::atomic::{AtomicBool, Ordering::SeqCst};
 use rand::rngs::SmallRng;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 /// Builds the part.
@@ -75,6 +75,7 @@ mod tests {
     use super::super::tests::{config, run_alone};
     use super::*;
     use pglocks_spin::StuckSpinlock;
+    use std::time::Duration;
 
     /// A "spinlock" that lets everyone in.
     struct NoLock;
@@ -93,6 +94,28 @@ mod tests {
             true
         }
         unsafe fn unlock(&self) {}
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pglocks_sim),
+        ignore = "needs the simulator's build (--cfg pglocks_sim)"
+    )]
+    fn a_lock_without_mutual_exclusion_is_caught_on_a_simulated_machine_at_a_virtual_time() {
+        use super::super::simulated::{episode, tests::sim_config};
+        fn no_lock(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refused> {
+            Ok(Arc::new(Spin::<NoLock>::new(setup.procs())))
+        }
+        let entry: &'static _ = Box::leak(Box::new(super::super::PartEntry {
+            name: "spin",
+            new: no_lock,
+        }));
+        let cfg = sim_config(8, 200);
+        let ep = episode(&cfg, cfg.simulated.as_ref().unwrap(), &[entry], 3).unwrap();
+        let v = ep.violation.expect("two holders at once are seen");
+        assert_eq!(v.part, "spin", "{v}");
+        let at = v.at.expect("a simulated violation has a virtual time");
+        assert!(at > Duration::ZERO && at <= ep.virtual_time, "{at:?}");
     }
 
     #[test]

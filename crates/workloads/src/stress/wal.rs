@@ -13,10 +13,10 @@ use super::{check, Failure, NewPart, Part, Refused, Setup, Step, Tally};
 use pglocks_lwlock::{LockedVar, RawLwLock};
 use pglocks_proc::{Backend, ProcTable};
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use pglocks_wal::device::{DeviceError, FlushDevice};
 use pglocks_wal::{Wal, WalBackend};
 use rand::rngs::SmallRng;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// Builds the part.

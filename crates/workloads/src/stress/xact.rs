@@ -17,9 +17,9 @@ use pglocks_procarray::{ProcArray, Snapshot};
 use pglocks_slru::clog::{Clog, XidStatus};
 use pglocks_slru::MemoryStore;
 use pglocks_spin::RawSpinLock;
+use pglocks_sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use rand::rngs::SmallRng;
 use rand::RngExt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// Recent decisions kept for checking (a ring indexed by xid).
