@@ -88,7 +88,7 @@ for m in "${mutants[@]}"; do
   l=—
   if [ "$loom" = 1 ] && [ "$m" != none ]; then
     if env "${env_m[@]}" RUSTFLAGS="--cfg loom --cfg pglocks_mutants" \
-      CARGO_TARGET_DIR=target-loom-mutants \
+      CARGO_TARGET_DIR=target/loom-mutants \
       cargo test --release --locked -q -p "${crate[$m]}" --test 'loom_*' >"$out/loom" 2>&1; then
       l="not caught (${crate[$m]})"
     else
