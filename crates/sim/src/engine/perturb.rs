@@ -136,20 +136,24 @@ impl Engine {
     pub(super) fn perturbed(&mut self, tid: usize) -> Option<*const Yielder<(), ()>> {
         let clock = self.threads[tid].clock;
         let p = self.perturb.as_mut()?;
+        // The unfinished threads on the profile's CPUs, counted rather than collected: the
+        // engine allocates nothing here, so the models' allocations land as they would.
+        let cpus = p.cpus;
+        let in_team = |t: &super::Thread| t.cpu < cpus && t.state != State::Done;
         loop {
-            let team: Vec<usize> = (0..self.threads.len())
-                .filter(|&t| self.threads[t].cpu < p.cpus && self.threads[t].state != State::Done)
-                .collect();
+            let team = self.threads.iter().filter(|t| in_team(t)).count();
             let next = match p.next_at {
                 Some(at) if clock >= at => at,
                 Some(_) => break,
                 None => clock,
             };
-            if p.next_at.is_some() && !team.is_empty() {
-                let victim = team[p.below(team.len())];
-                self.threads[victim].preempt = true;
+            if p.next_at.is_some() && team > 0 {
+                let k = p.below(team);
+                if let Some(victim) = self.threads.iter_mut().filter(|t| in_team(t)).nth(k) {
+                    victim.preempt = true;
+                }
             }
-            p.next_at = Some(next + p.gap(team.len()));
+            p.next_at = Some(next + p.gap(team));
         }
         if !std::mem::take(&mut self.threads[tid].preempt) {
             return None;

@@ -230,7 +230,6 @@ pub(super) struct Episode {
     pub(super) hangs: Vec<Hang>,
     /// The virtual time at which the watchdog found the first hang.
     hung_at: Option<Duration>,
-    steps: u64,
     pub(super) virtual_time: Duration,
     shim_ops: u64,
     pub(super) preemptions: u64,
@@ -367,7 +366,6 @@ pub(super) fn episode(
             });
         }
     }
-    let steps = watched.iter().map(|w| w.steps.load(Relaxed)).sum();
     let tallies: Vec<(usize, Option<Tally>)> = who.iter().map(|w| w.0).zip(tallies).collect();
     let rows = end_checks(&parts, &tallies, hangs.is_empty(), &first);
     let violation = first.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -376,7 +374,6 @@ pub(super) fn episode(
         violation,
         hangs,
         hung_at,
-        steps,
         virtual_time,
         shim_ops,
         preemptions,
