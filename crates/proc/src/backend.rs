@@ -22,6 +22,7 @@
 
 use crate::latch::Latch;
 use crate::proclist_types::ProcListNode;
+use crate::qnode::{QueueNodes, DEFAULT_QUEUE_SLOTS};
 use crate::spin_delay::{SpinDelayConfig, SpinTuning};
 use crate::stats::BackendStats;
 use pglocks_sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -73,6 +74,8 @@ struct ProcGlobal {
     spin_config: SpinDelayConfig,
     /// Whether backends count `LWLOCK_STATS` acquisitions (PostgreSQL's is a build option).
     lwlock_stats: AtomicBool,
+    /// The queue locks' nodes, made when first asked for.
+    queue_nodes: std::sync::OnceLock<QueueNodes>,
 }
 
 /// `MAX_BACKENDS` (postmaster.h from 9.5, procnumber.h's `(1 << MAX_BACKENDS_BITS) - 1` in 18):
@@ -163,8 +166,29 @@ impl ProcTable {
                 shared_spins_per_delay: spins,
                 spin_config: config,
                 lwlock_stats: AtomicBool::new(false),
+                queue_nodes: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// The backends' queue nodes, `DEFAULT_QUEUE_SLOTS` per backend unless
+    /// [`ProcTable::with_queue_slots`] chose first; made (and placed in a simulated machine's
+    /// map) on the first call.
+    #[inline]
+    pub fn queue_nodes(&self) -> &QueueNodes {
+        self.inner
+            .queue_nodes
+            .get_or_init(|| QueueNodes::new(self.len(), DEFAULT_QUEUE_SLOTS))
+    }
+
+    /// Makes the queue nodes now, `slots` per backend (a loom model's two), if no backend has
+    /// asked for them yet.
+    pub fn with_queue_slots(self, slots: usize) -> Self {
+        let _ = self
+            .inner
+            .queue_nodes
+            .set(QueueNodes::new(self.len(), slots));
+        self
     }
 
     /// `SetLatch(&proc->procLatch)` of backend `procno`.
@@ -230,6 +254,8 @@ impl ProcTable {
             stats,
             held_lwlocks: HeldLwLocks::default(),
             rng: SmallRng::seed_from_u64(0x5eed_0000 + procno as u64),
+            numa_node: pglocks_sync::cpu::numa_node(),
+            numa_nodes: pglocks_sync::cpu::numa_nodes(),
         })
     }
 }
@@ -251,9 +277,37 @@ pub struct Backend {
     /// The backend's random-number state (PostgreSQL's `pg_global_prng_state`), seeded from its
     /// proc number so that runs, and loom executions, are reproducible.
     pub rng: SmallRng,
+    /// The NUMA node the backend runs on, as the NUMA-aware locks group their waiters by.
+    numa_node: usize,
+    /// The machine's NUMA nodes.
+    numa_nodes: usize,
 }
 
 impl Backend {
+    /// The NUMA node the backend runs on: the machine's answer when it attached (the node of
+    /// the CPU the harness pinned it to; on a simulated machine the profile's node of its CPU),
+    /// or what [`Backend::set_numa_node`] set. A backend that is not pinned and migrates keeps
+    /// the node it attached on (Linux's CNA asks again at every slow path).
+    #[inline]
+    pub fn numa_node(&self) -> usize {
+        self.numa_node
+    }
+
+    /// The machine's NUMA nodes, as it reported them when the backend attached (the profile's,
+    /// on a simulated machine), or as [`Backend::set_numa_node`] set them; at least 1.
+    #[inline]
+    pub fn numa_nodes(&self) -> usize {
+        self.numa_nodes
+    }
+
+    /// Places the backend on node `node` of a machine of `nodes` nodes, for what
+    /// [`Backend::numa_node`] and [`Backend::numa_nodes`] report: how a test (a loom model of
+    /// two nodes of two threads) places backends on nodes of its choosing.
+    pub fn set_numa_node(&mut self, node: usize, nodes: usize) {
+        self.numa_nodes = nodes.max(node + 1);
+        self.numa_node = node;
+    }
+
     /// The backend's proc number (`MyProcNumber`), its index in the [`ProcTable`].
     #[inline]
     pub fn procno(&self) -> usize {

@@ -30,6 +30,7 @@ pub mod backend;
 pub mod latch;
 pub mod proclist;
 pub mod proclist_types;
+pub mod qnode;
 pub mod spin_delay;
 pub mod stats;
 pub mod tranche;

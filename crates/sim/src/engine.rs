@@ -258,6 +258,8 @@ pub(crate) struct Engine {
     epoch: Instant,
     /// The hot-lines tally, if asked for.
     hot: Option<HotLines>,
+    /// The profile's NUMA nodes.
+    numa_nodes: usize,
     /// Host addresses to the shared-memory map's ([`crate::shmem`]).
     translation: crate::shmem::Translation,
     /// Threads started mid-run whose bodies await a coroutine (`spawn`).

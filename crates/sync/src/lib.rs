@@ -242,6 +242,64 @@ pub mod cpu {
         let _ = (kernel, units);
     }
 
+    /// The NUMA node of the CPU the caller runs on now: the kernel's answer (`getcpu`) on a
+    /// real machine, 0 if it has none; the profile's node of the virtual thread's CPU on a
+    /// simulated one; 0 under loom, whose models set a backend's node themselves.
+    pub fn numa_node() -> usize {
+        #[cfg(loom)]
+        return 0;
+        #[cfg(not(loom))]
+        {
+            if pglocks_sim::hook::active() {
+                return pglocks_sim::hook::numa_node();
+            }
+            let (mut cpu, mut node) = (0u32, 0u32);
+            // SAFETY: getcpu writes two unsigned ints through the pointers given, both valid
+            // for the call; its third argument is unused since Linux 2.6.24 and may be null.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_getcpu,
+                    &mut cpu as *mut u32,
+                    &mut node as *mut u32,
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
+            if r == 0 {
+                node as usize
+            } else {
+                0
+            }
+        }
+    }
+
+    /// The machine's NUMA nodes: the kernel's (`/sys/devices/system/node/online`, read once)
+    /// on a real machine, 1 if it has none; the profile's on a simulated one; 1 under loom.
+    pub fn numa_nodes() -> usize {
+        #[cfg(loom)]
+        return 1;
+        #[cfg(not(loom))]
+        {
+            if pglocks_sim::hook::active() {
+                return pglocks_sim::hook::numa_nodes();
+            }
+            static NODES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+            *NODES.get_or_init(|| {
+                std::fs::read_to_string("/sys/devices/system/node/online")
+                    .map(|list| highest_in_list(&list).map_or(1, |n| n + 1))
+                    .unwrap_or(1)
+            })
+        }
+    }
+
+    /// The highest number of a kernel cpu or node list ("0-3,8-11"), if it has one.
+    #[cfg(not(loom))]
+    fn highest_in_list(list: &str) -> Option<usize> {
+        list.trim()
+            .split(',')
+            .filter_map(|part| part.rsplit('-').next()?.trim().parse().ok())
+            .max()
+    }
+
     /// The form of the [`Kernel::Hash`] kernel the models' tag hashes take: each 64-bit word
     /// xored in, multiplied by an odd constant, and its high half folded down. What `pglocks
     /// calibrate` times per word, so that the cost it measures is this code's.

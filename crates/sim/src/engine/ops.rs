@@ -204,6 +204,21 @@ pub fn clock() -> Duration {
     with(|e| e.threads[e.current].clock.to_duration())
 }
 
+/// The NUMA node of the profile's CPU the calling thread runs on (what `getcpu` reports on a
+/// real machine).
+#[cold]
+#[inline(never)]
+pub fn numa_node() -> usize {
+    with(|e| e.cpus[e.threads[e.current].cpu].node)
+}
+
+/// The profile's NUMA nodes.
+#[cold]
+#[inline(never)]
+pub fn numa_nodes() -> usize {
+    with(|e| e.numa_nodes)
+}
+
 /// Sleeps for `d` of virtual time (plus the profile's timer slack), off the CPU.
 #[cold]
 #[inline(never)]

@@ -118,6 +118,8 @@ impl KernelCosts {
 /// ends.
 #[derive(Debug, Default)]
 pub(super) struct Cpu {
+    /// The profile's NUMA node of this CPU (0 for a housekeeping one).
+    pub(super) node: usize,
     pub(super) running: Option<usize>,
     pub(super) queue: VecDeque<usize>,
     pub(super) slice_end: Picos,

@@ -81,7 +81,14 @@ pub fn run(
     let mut engine = Engine {
         caches: Caches::for_model(&profile.model),
         threads: Vec::with_capacity(threads.len()),
-        cpus: (0..ncpus).map(|_| Cpu::default()).collect(),
+        cpus: profile
+            .cpus()
+            .iter()
+            .map(|place| Cpu {
+                node: place.node,
+                ..Cpu::default()
+            })
+            .collect(),
         events: BinaryHeap::new(),
         seq: 0,
         current: 0,
@@ -98,6 +105,7 @@ pub fn run(
         seeds: 0,
         epoch: started,
         hot: HotLines::from_env(costs.line_shift),
+        numa_nodes: profile.cpus().iter().map(|c| c.node + 1).max().unwrap_or(1),
         translation: crate::shmem::Translation::current(),
         born: Vec::new(),
         perturb: None,
