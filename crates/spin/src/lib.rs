@@ -44,9 +44,11 @@
 //!   in which a failing exchange keeps writing.
 
 mod alt;
+pub mod numa;
 mod s_lock;
 
 pub use alt::{FloorLock, McsLock, NaiveTasLock, TicketLock};
+pub use numa::{CnaLock, CohortLock, HmcsLock, QSpinLock, ShflLock};
 pub use s_lock::{adapt_spins_per_delay, next_delay, PgSpinLock, SpinDelayStatus};
 
 use pglocks_proc::Backend;

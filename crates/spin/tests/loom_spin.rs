@@ -7,8 +7,10 @@
 use loom::sync::Arc;
 use pglocks_proc::spin_delay::SpinDelayConfig;
 use pglocks_proc::ProcTable;
+use pglocks_spin::numa::{Cna, Cohort, Hmcs, QueuedSpinLock};
 use pglocks_spin::{
-    FloorLock, McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, SpinLock, TicketLock,
+    FloorLock, McsLock, NaiveTasLock, PgSpinLock, QSpinLock, RawSpinLock, ShflLock, SpinLock,
+    TicketLock,
 };
 use pglocks_sync::time::Duration;
 
@@ -119,4 +121,89 @@ fn pg_try_lock_respects_holder() {
         let v = lock.try_lock().unwrap().with(|n| *n);
         assert!(v == 1 || v == 11);
     });
+}
+
+/// Mutual exclusion with backend `i` on NUMA node `nodes[i]` of a two-node machine, two queue
+/// slots per backend, each backend taking the lock `rounds` times. The four-thread models (two
+/// nodes of two) run at preemption bound 0: the threads switch where they wait, which is where
+/// these locks hand over, and a bound of 1 takes minutes to tens of minutes per lock.
+fn numa_mutual_exclusion<R: RawSpinLock + 'static>(
+    nodes: &'static [usize],
+    rounds: u32,
+    bound: usize,
+) {
+    let threads = nodes.len();
+    pglocks_sync::loom_builder(bound).check(move || {
+        let procs = ProcTable::new(threads + 1).with_queue_slots(2);
+        let lock: Arc<SpinLock<u32, R>> = Arc::new(SpinLock::new("counter", 0));
+        let handles: Vec<_> = nodes
+            .iter()
+            .map(|&node| {
+                let lock = Arc::clone(&lock);
+                let mut me = procs.attach().unwrap();
+                me.set_numa_node(node, 2);
+                loom::thread::spawn(move || {
+                    for _ in 0..rounds {
+                        let mut g = lock.lock(&mut me).unwrap();
+                        let seen = g.with(|n| *n);
+                        g.with_mut(|n| *n = seen + 1);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut me = procs.attach().unwrap();
+        assert_eq!(
+            lock.lock(&mut me).unwrap().with(|n| *n),
+            threads as u32 * rounds
+        );
+    });
+}
+
+/// CNA with the paths its constants make rare always taken: no shuffle reduction, and the
+/// secondary queue flushed at every chance (`Cna<0, 0>`) or never (`Cna<0, MAX>`).
+type CnaAlwaysFlush = QueuedSpinLock<Cna<0, 0>>;
+type CnaNeverFlush = QueuedSpinLock<Cna<0, { u64::MAX }>>;
+/// The cohort lock passing once, the global lock's back-off one pause and no more.
+type CohortOnePass = Cohort<1, 1, 1>;
+/// HMCS passing within a node once.
+type HmcsOnePass = Hmcs<2>;
+
+/// Both shapes for one lock: two nodes of two threads once each, and three threads (two on one
+/// node) twice each, which reuses the nodes.
+fn both_shapes<R: RawSpinLock + 'static>(first_node_pair: &'static [usize]) {
+    numa_mutual_exclusion::<R>(&[0, 1, 0, 1], 1, 0);
+    numa_mutual_exclusion::<R>(first_node_pair, 2, 1);
+}
+
+#[test]
+fn qspinlock_on_two_nodes() {
+    both_shapes::<QSpinLock>(&[0, 1, 0]);
+}
+
+#[test]
+fn cna_on_two_nodes_never_flushing() {
+    both_shapes::<CnaNeverFlush>(&[0, 1, 0]);
+}
+
+#[test]
+fn cna_on_two_nodes_always_flushing() {
+    both_shapes::<CnaAlwaysFlush>(&[0, 1, 0]);
+}
+
+#[test]
+fn cohort_on_two_nodes() {
+    both_shapes::<CohortOnePass>(&[0, 0, 1]);
+}
+
+#[test]
+fn hmcs_on_two_nodes() {
+    both_shapes::<HmcsOnePass>(&[0, 0, 1]);
+}
+
+#[test]
+fn shfl_on_two_nodes() {
+    both_shapes::<ShflLock>(&[0, 1, 0]);
 }

@@ -3,7 +3,10 @@
 
 use pglocks_proc::ProcTable;
 use pglocks_sim::{Placement, Profile, SimThread};
-use pglocks_spin::{McsLock, NaiveTasLock, PgSpinLock, RawSpinLock, TicketLock};
+use pglocks_spin::{
+    CnaLock, CohortLock, HmcsLock, McsLock, NaiveTasLock, PgSpinLock, QSpinLock, RawSpinLock,
+    ShflLock, TicketLock,
+};
 use pglocks_sync::atomic::{AtomicU64, Ordering};
 use std::cell::UnsafeCell;
 use std::time::Duration;
@@ -14,6 +17,8 @@ struct Counted<R> {
     count: UnsafeCell<u64>,
     /// Touched inside the critical section, so that the simulator may switch CPUs there.
     inside: AtomicU64,
+    /// The NUMA node of each holder in turn.
+    holders: UnsafeCell<Vec<u8>>,
 }
 
 // SAFETY: `count` is only touched under `lock` (which is what the test checks).
@@ -22,12 +27,18 @@ unsafe impl<R: Sync> Sync for Counted<R> {}
 /// `threads` virtual CPUs of `profile` each take the lock `rounds` times and increment a plain
 /// counter inside; returns the counter.
 fn run<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> u64 {
+    run_recording::<R>(profile, threads, rounds).0
+}
+
+/// [`run`], returning also the NUMA node of each holder in turn.
+fn run_recording<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> (u64, Vec<u8>) {
     let profile = Profile::find(profile).unwrap();
     let procs = ProcTable::new(threads);
     let c = Counted {
         lock: R::new(),
         count: UnsafeCell::new(0),
         inside: AtomicU64::new(0),
+        holders: UnsafeCell::new(Vec::new()),
     };
     let team = (0..threads)
         .map(|i| SimThread {
@@ -44,6 +55,8 @@ fn run<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> u64 {
                         c.inside.fetch_add(1, Ordering::Relaxed);
                         // SAFETY: under the lock.
                         unsafe { *c.count.get() = v + 1 };
+                        // SAFETY: under the lock.
+                        unsafe { (*c.holders.get()).push(b.numa_node() as u8) };
                         // SAFETY: taken above by this thread.
                         unsafe { c.lock.unlock() };
                     }
@@ -53,7 +66,7 @@ fn run<R: RawSpinLock>(profile: &str, threads: usize, rounds: u64) -> u64 {
         .collect();
     let out = pglocks_sim::run(&profile, team, Duration::from_secs(60)).unwrap();
     assert!(out.ops > threads as u64 * rounds, "{out:?}");
-    c.count.into_inner()
+    (c.count.into_inner(), c.holders.into_inner())
 }
 
 #[test]
@@ -69,6 +82,45 @@ fn no_two_simulated_cpus_hold_one_spinlock() {
         assert_eq!(run::<NaiveTasLock>(profile, threads, n), want, "tas");
         assert_eq!(run::<TicketLock>(profile, threads, n), want, "ticket");
         assert_eq!(run::<McsLock>(profile, threads, n), want, "mcs");
+        assert_eq!(run::<QSpinLock>(profile, threads, n), want, "qspinlock");
+        assert_eq!(run::<CnaLock>(profile, threads, n), want, "cna");
+        assert_eq!(run::<CohortLock>(profile, threads, n), want, "cohort");
+        assert_eq!(run::<HmcsLock>(profile, threads, n), want, "hmcs");
+        assert_eq!(run::<ShflLock>(profile, threads, n), want, "shfl");
+    }
+}
+
+/// The share of hand-overs that moved the lock to another NUMA node, with every core of the
+/// 2-socket Haswell taking the lock.
+fn node_changes<R: RawSpinLock>() -> f64 {
+    let (_, holders) = run_recording::<R>("haswell-ep-2s", 36, 100);
+    assert!(holders.contains(&1), "the backends know their nodes");
+    let changes = holders.windows(2).filter(|w| w[0] != w[1]).count();
+    changes as f64 / (holders.len() - 1) as f64
+}
+
+#[test]
+#[cfg_attr(
+    not(pglocks_sim),
+    ignore = "the simulator's build only (RUSTFLAGS=\"--cfg pglocks_sim\")"
+)]
+fn the_numa_aware_locks_keep_the_lock_on_one_node_where_fifo_locks_alternate() {
+    let fifo = [
+        ("mcs", node_changes::<McsLock>()),
+        ("qspinlock", node_changes::<QSpinLock>()),
+    ];
+    let numa = [
+        ("cna", node_changes::<CnaLock>()),
+        ("cohort", node_changes::<CohortLock>()),
+        ("hmcs", node_changes::<HmcsLock>()),
+        ("shfl", node_changes::<ShflLock>()),
+    ];
+    eprintln!("share of hand-overs to another node: {fifo:?} {numa:?}");
+    for (name, share) in fifo {
+        assert!(share > 0.1, "{name}: {share}");
+    }
+    for (name, share) in numa {
+        assert!(share < 0.02, "{name}: {share}");
     }
 }
 
