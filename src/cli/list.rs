@@ -13,9 +13,20 @@ pub(crate) fn print_list() {
             let star = if i.on_shim { ' ' } else { '*' };
             println!("      --impl {:<12}{star}{}", i.name, i.summary);
         }
+        if w.locks.spinlock {
+            let numa: Vec<&str> = workloads::SPINLOCK_IMPLS.iter().map(|i| i.name).collect();
+            println!(
+                "      --impl {}: in place of every s_lock (see below)",
+                numa.join(", ")
+            );
+        }
         if !w.knobs.is_empty() {
             println!("      knobs: {}", w.knobs.join(", "));
         }
+    }
+    println!("\nspinlocks in place of s_lock (--impl, on the workloads whose model takes one):");
+    for i in workloads::SPINLOCK_IMPLS {
+        println!("  {:<12} {}", i.name, i.summary);
     }
     println!(
         "\npresets (--preset, default {}):",

@@ -36,6 +36,10 @@ pub(crate) struct StressArgs {
     /// The release whose models run.
     #[arg(long, default_value = workloads::DEFAULT_PRESET)]
     preset: String,
+    /// The spinlock in place of every s_lock of the parts: `pg` (the release's), or a queued
+    /// or NUMA-aware one (`qspinlock`, `cna`, `cohort`, `hmcs`, `shfl`).
+    #[arg(long, default_value = "pg")]
+    spinlock: String,
     /// Seed of every thread's random choices (default: from the clock, printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -89,6 +93,7 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
         hang_after: parse_duration("--hang-after", &a.hang_after)?,
         parts: a.parts.as_deref().map(list).unwrap_or_default(),
         simulated,
+        spinlock: a.spinlock.clone(),
     };
     let usage = |e: st::UsageError| CliError::Usage(e.to_string());
     let parts = cfg.validate().map_err(usage)?;
@@ -111,8 +116,12 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
         ),
         None => String::new(),
     };
+    let spinlock = match cfg.spinlock.as_str() {
+        "pg" => String::new(),
+        s => format!(" with {s} for s_lock"),
+    };
     eprintln!(
-        "pglocks stress: {} threads over {}, {} on {}{on}, seed {}",
+        "pglocks stress: {} threads over {}, {} on {}{spinlock}{on}, seed {}",
         cfg.threads,
         match a.parts {
             Some(_) => names.join(", "),
@@ -194,7 +203,10 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
         why.push(format!("VIOLATION {v}"));
     }
     why.extend(report.hangs.iter().map(|h| format!("HANG {h}")));
-    let sets: String = a.sets.iter().map(|s| format!(" --set {s}")).collect();
+    let mut sets: String = a.sets.iter().map(|s| format!(" --set {s}")).collect();
+    if cfg.spinlock != "pg" {
+        sets.push_str(&format!(" --spinlock {}", cfg.spinlock));
+    }
     let parts = match &a.parts {
         Some(_) => format!(" --parts {}", cfg.parts.join(",")),
         None => String::new(),
@@ -279,6 +291,8 @@ fn episode_args(a: &StressArgs, cfg: &workloads::stress::StressConfig, seed: u64
         format!("{:06}", cfg.threads),
         "--preset".into(),
         a.preset.clone(),
+        "--spinlock".into(),
+        cfg.spinlock.clone(),
         "--seed".into(),
         format!("{seed:020}"),
     ];

@@ -34,6 +34,7 @@ pub use preset::{knob, FlushDeviceKind, Preset, Settings, DEFAULT_PRESET, KNOBS,
 use pglocks_harness::{SeriesSpec, TeamSpec};
 use pglocks_lwlock::RawLwLock;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
+use preset::LwLockVariant;
 
 /// How an implementation runs: `model`'s run under `settings` on one team.
 type ImplRun = fn(Model, &Settings, &TeamSpec) -> RunResult;
@@ -112,16 +113,27 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// The implementation `--impl name` names.
+    /// The implementation `--impl name` names: one of the workload's own, or, where its model
+    /// takes s_lock spinlocks, one of [`SPINLOCK_IMPLS`].
     pub fn implementation(&self, name: &str) -> Result<&'static Impl, WorkloadError> {
-        self.impls
-            .iter()
+        self.all_impls()
             .find(|i| i.name == name)
             .ok_or_else(|| WorkloadError::UnknownImpl {
                 workload: self.name.to_string(),
                 name: name.to_string(),
-                valid: names(self.impls.iter().map(|i| i.name)),
+                valid: names(self.all_impls().map(|i| i.name)),
             })
+    }
+
+    /// Every implementation `--impl` takes: the workload's own, then [`SPINLOCK_IMPLS`] if its
+    /// model takes s_lock spinlocks.
+    pub fn all_impls(&self) -> impl Iterator<Item = &'static Impl> + '_ {
+        let spin: &'static [Impl] = if self.locks.spinlock {
+            SPINLOCK_IMPLS
+        } else {
+            &[]
+        };
+        self.impls.iter().chain(spin)
     }
 }
 
@@ -517,7 +529,7 @@ pub(crate) fn proc_table(settings: &Settings, threads: usize) -> pglocks_proc::P
 }
 
 /// "a, b, c": names for an error message.
-fn names<'a>(list: impl Iterator<Item = &'a str>) -> String {
+pub(crate) fn names<'a>(list: impl Iterator<Item = &'a str>) -> String {
     list.collect::<Vec<_>>().join(", ")
 }
 
@@ -569,6 +581,66 @@ impl<R: RawSpinLock + 'static> lwlock::MakeWithLwLock for OnLwLock<'_, R> {
         self.model.run::<K, R>(self.settings, self.spec)
     }
 }
+
+/// Linux's queued spinlock and the NUMA-aware mutexes (`pglocks_spin::numa`), offered on every
+/// workload whose model takes s_lock spinlocks: each stands in for every one of them, the
+/// release's LWLock elsewhere.
+pub const SPINLOCK_IMPLS: &[Impl] = &[
+    Impl::new(
+        "qspinlock",
+        "Linux's queued spinlock (pending bit, MCS queue) in place of every s_lock",
+        run_on_spinlock::<pglocks_spin::QSpinLock>,
+    ),
+    Impl::new(
+        "cna",
+        "CNA (Dice & Kogan 2019, Linux v14): qspinlock keeping the lock on the holder's NUMA node",
+        run_on_spinlock::<pglocks_spin::CnaLock>,
+    ),
+    Impl::new(
+        "cohort",
+        "cohort lock C-BO-MCS (Dice, Marathe & Shavit 2012): per-node MCS, global back-off lock",
+        run_on_spinlock::<pglocks_spin::CohortLock>,
+    ),
+    Impl::new(
+        "hmcs",
+        "hierarchical MCS (Chabbi et al. 2015): an MCS lock per node under a root MCS lock",
+        run_on_spinlock::<pglocks_spin::HmcsLock>,
+    ),
+    Impl::new(
+        "shfl",
+        "ShflLock (Kashyap et al. 2019): TAS word, MCS queue regrouped by node by a shuffler",
+        run_on_spinlock::<pglocks_spin::ShflLock>,
+    ),
+];
+
+/// The model on the release's LWLock with the spinlock `R` in place of every s_lock: the LWLock
+/// of 9.6 to 17 or of 18 (the atomic state word; [`spinlock_impl_lwlock`] refuses the older
+/// ones, whose every instantiation of every model would be built five times more).
+fn run_on_spinlock<R: RawSpinLock + 'static>(
+    model: Model,
+    settings: &Settings,
+    spec: &TeamSpec,
+) -> RunResult {
+    use pglocks_lwlock::{AtomicLwLock, Pg18Layout, Pg96Layout};
+    match spinlock_impl_lwlock(settings).map_err(workload_error)? {
+        LwLockVariant::Atomic18 => model.run::<AtomicLwLock<Pg18Layout>, R>(settings, spec),
+        _ => model.run::<AtomicLwLock<Pg96Layout>, R>(settings, spec),
+    }
+}
+
+/// A release's LWLock that a spinlock of [`SPINLOCK_IMPLS`] runs beside: the atomic state word
+/// of 9.6 to 17 or of 18, or why not.
+pub(crate) fn spinlock_impl_lwlock(settings: &Settings) -> Result<LwLockVariant, NotBeside> {
+    match settings.lwlock {
+        v @ (LwLockVariant::Atomic | LwLockVariant::Atomic18) => Ok(v),
+        v => Err(NotBeside(v.name())),
+    }
+}
+
+/// A spinlock of [`SPINLOCK_IMPLS`] asked to run beside a release's LWLock older than 9.6's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the queued and NUMA-aware spinlocks (--impl qspinlock, cna, cohort, hmcs, shfl) run beside the LWLocks of 9.6 and later; this preset's is lwlock={0} (choose a preset from pg96 on)")]
+pub struct NotBeside(pub &'static str);
 
 /// The `pg` implementation: the model on the release's LWLock and spinlock.
 fn run_on_release_locks(model: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {

@@ -322,7 +322,7 @@ impl RunRequest {
                 return Err(PlanError::NotOnShim {
                     workload: w.name,
                     impl_name: name.clone(),
-                    on_shim: crate::names(w.impls.iter().filter(|i| i.on_shim).map(|i| i.name)),
+                    on_shim: crate::names(w.all_impls().filter(|i| i.on_shim).map(|i| i.name)),
                 });
             }
             let mut s = crate::series_with(w.name, preset, name, settings.clone())?;

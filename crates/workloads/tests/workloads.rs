@@ -53,6 +53,23 @@ fn every_spin_impl_runs_and_counts() {
 }
 
 #[test]
+fn every_numa_spinlock_runs_wherever_the_model_takes_a_spinlock() {
+    let preset = Preset::by_name(DEFAULT_PRESET).unwrap();
+    for w in WORKLOADS.iter().filter(|w| w.locks.spinlock) {
+        for imp in pglocks_workloads::SPINLOCK_IMPLS {
+            let s = series(w.name, preset, imp.name, &[]).unwrap();
+            let run = quick_run(&s, 2).unwrap();
+            assert!(run.total_ops() > 0, "{} {}", w.name, imp.name);
+        }
+    }
+    // A workload whose model takes none does not offer them.
+    assert!(workload("lwlock-shared")
+        .unwrap()
+        .implementation("cna")
+        .is_err());
+}
+
+#[test]
 fn every_lwlock_workload_and_impl_runs() {
     for preset in ["pg92", "pg94", "pg95", "pg96", "pg18"] {
         let preset = Preset::by_name(preset).unwrap();

@@ -157,6 +157,9 @@ pub struct StressConfig {
     pub parts: Vec<String>,
     /// Run on a simulated machine instead of this one (the simulator's build only).
     pub simulated: Option<Simulated>,
+    /// The spinlock in place of every s_lock of the parts: `pg` (the release's) or one of
+    /// [`crate::SPINLOCK_IMPLS`].
+    pub spinlock: String,
 }
 
 /// What one part did.
@@ -283,6 +286,14 @@ pub enum UsageError {
     /// A part named twice.
     #[error("stress part '{0}' is named twice")]
     RepeatedPart(String),
+    /// A spinlock that is neither `pg` nor one of [`crate::SPINLOCK_IMPLS`].
+    #[error("unknown stress spinlock '{name}' (valid: {valid})")]
+    UnknownSpinlock {
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
     /// A zero duration or `hang_after`.
     #[error("stress --{0} must be longer than 0")]
     ZeroDuration(&'static str),
@@ -310,6 +321,18 @@ impl StressConfig {
         }
         if self.hang_after.is_zero() {
             return Err(UsageError::ZeroDuration("hang-after"));
+        }
+        if self.spinlock != "pg"
+            && !crate::SPINLOCK_IMPLS
+                .iter()
+                .any(|i| i.name == self.spinlock)
+        {
+            return Err(UsageError::UnknownSpinlock {
+                name: self.spinlock.clone(),
+                valid: crate::names(
+                    std::iter::once("pg").chain(crate::SPINLOCK_IMPLS.iter().map(|i| i.name)),
+                ),
+            });
         }
         let entries = select(&self.parts)?;
         if self.threads < entries.len() {
@@ -360,6 +383,7 @@ fn build_parts(
             settings: &cfg.settings,
             threads,
             stop,
+            spinlock: &cfg.spinlock,
         };
         let part = (entry.new)(&setup).map_err(|Refused(message)| SetupError {
             part: entry.name,
@@ -410,6 +434,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) threads: usize,
     /// Set when the run stops (for parts whose threads wait for one another).
     pub(crate) stop: &'a Arc<AtomicBool>,
+    /// The spinlock in place of every s_lock: `pg` for the release's.
+    pub(crate) spinlock: &'a str,
 }
 
 impl Setup<'_> {
@@ -446,7 +472,30 @@ fn on_preset_locks<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refus
         }
     }
 
+    if setup.spinlock != "pg" {
+        return on_spinlock_impl::<P>(setup);
+    }
     with_lwlock_type(setup.settings, OnLocks::<P>(setup, PhantomData))
+}
+
+/// `P` built on one of [`crate::SPINLOCK_IMPLS`] beside the release's LWLock (9.6's or 18's).
+fn on_spinlock_impl<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refused> {
+    use crate::preset::LwLockVariant;
+    use pglocks_lwlock::{AtomicLwLock, Pg18Layout, Pg96Layout};
+    use pglocks_spin::{CnaLock, CohortLock, HmcsLock, QSpinLock, ShflLock};
+    fn with<P: NewPart, K: RawLwLock>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refused> {
+        match setup.spinlock {
+            "qspinlock" => P::new_part::<K, QSpinLock>(setup),
+            "cna" => P::new_part::<K, CnaLock>(setup),
+            "cohort" => P::new_part::<K, CohortLock>(setup),
+            "hmcs" => P::new_part::<K, HmcsLock>(setup),
+            _ => P::new_part::<K, ShflLock>(setup),
+        }
+    }
+    match crate::spinlock_impl_lwlock(setup.settings)? {
+        LwLockVariant::Atomic18 => with::<P, AtomicLwLock<Pg18Layout>>(setup),
+        _ => with::<P, AtomicLwLock<Pg96Layout>>(setup),
+    }
 }
 
 /// A step's failure: an invariant broken, or a primitive's error where none may happen.
@@ -793,6 +842,7 @@ pub(crate) mod tests {
             hang_after: Duration::from_secs(60),
             parts: Vec::new(),
             simulated: None,
+            spinlock: "pg".into(),
         }
     }
 
@@ -827,6 +877,7 @@ pub(crate) mod tests {
             settings: &settings,
             threads: 2,
             stop: &stop,
+            spinlock: "pg",
         };
         for entry in PARTS {
             if let Err(Refused(e)) = (entry.new)(&setup) {

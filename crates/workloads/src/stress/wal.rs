@@ -144,6 +144,7 @@ mod tests {
             settings: &settings,
             threads: 1,
             stop: &stop,
+            spinlock: "pg",
         };
         let Ok(part) = New::new_part::<AtomicLwLock<Pg18Layout>, PgSpinLock>(&setup) else {
             panic!("the WAL part does not build");
