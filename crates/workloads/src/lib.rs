@@ -192,6 +192,23 @@ impl Model {
         }
     }
 
+    /// One timed run with `R` in place of every s_lock, beside the release's LWLock `K`: only
+    /// the models that take s_lock are built for it (the others would be built once more for
+    /// every spinlock of [`SPINLOCK_IMPLS`] to run exactly as they do on the release's).
+    fn run_with_spinlock<K: RawLwLock, R: RawSpinLock + 'static>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
+        match self {
+            Model::Spin => spin::run::<pglocks_spin::SpinLock<u64, R>>(self, settings, spec),
+            Model::Sinval => sinval::Check.run::<K, R>(settings, spec),
+            Model::Wal(kind) => kind.run::<K, R>(settings, spec),
+            Model::Pgbench(kind) => kind.run_with_spinlock::<K, R>(settings, spec),
+            _ => Err(workload_error(NotBeside::NoSpinlock)),
+        }
+    }
+
     /// The mode mix of an LWLock micro workload (exclusive for any other).
     pub(crate) fn mix(self) -> lwlock::Mix {
         match self {
@@ -623,8 +640,10 @@ fn run_on_spinlock<R: RawSpinLock + 'static>(
 ) -> RunResult {
     use pglocks_lwlock::{AtomicLwLock, Pg18Layout, Pg96Layout};
     match spinlock_impl_lwlock(settings).map_err(workload_error)? {
-        LwLockVariant::Atomic18 => model.run::<AtomicLwLock<Pg18Layout>, R>(settings, spec),
-        _ => model.run::<AtomicLwLock<Pg96Layout>, R>(settings, spec),
+        LwLockVariant::Atomic18 => {
+            model.run_with_spinlock::<AtomicLwLock<Pg18Layout>, R>(settings, spec)
+        }
+        _ => model.run_with_spinlock::<AtomicLwLock<Pg96Layout>, R>(settings, spec),
     }
 }
 
@@ -633,14 +652,25 @@ fn run_on_spinlock<R: RawSpinLock + 'static>(
 pub(crate) fn spinlock_impl_lwlock(settings: &Settings) -> Result<LwLockVariant, NotBeside> {
     match settings.lwlock {
         v @ (LwLockVariant::Atomic | LwLockVariant::Atomic18) => Ok(v),
-        v => Err(NotBeside(v.name())),
+        v => Err(NotBeside::OlderLwLock(v.name())),
     }
 }
 
-/// A spinlock of [`SPINLOCK_IMPLS`] asked to run beside a release's LWLock older than 9.6's.
+/// Why a spinlock of [`SPINLOCK_IMPLS`] cannot run with a preset's settings: each is built
+/// only beside what every release from 9.6 on has, so that the workloads crate builds every
+/// model that takes s_lock once per spinlock, not once per spinlock and release.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the queued and NUMA-aware spinlocks (--impl qspinlock, cna, cohort, hmcs, shfl) run beside the LWLocks of 9.6 and later; this preset's is lwlock={0} (choose a preset from pg96 on)")]
-pub struct NotBeside(pub &'static str);
+pub enum NotBeside {
+    /// The release's LWLock is older than 9.6's atomic state word.
+    #[error("the queued and NUMA-aware spinlocks (--impl qspinlock, cna, cohort, hmcs, shfl) run beside the LWLocks of 9.6 and later; this preset's is lwlock={0} (choose a preset from pg96 on)")]
+    OlderLwLock(&'static str),
+    /// pgbench's select-only with the LWLock array spaced otherwise than 9.6 on space it.
+    #[error("the queued and NUMA-aware spinlocks run pgbench with the LWLocks padded to 128 bytes, as 9.6 and later pad them; this run sets lwlock_padding={0} (leave lwlock_padding at the preset's)")]
+    Padding(usize),
+    /// A model that takes no s_lock spinlock (the spinlocks are offered only where one is).
+    #[error("this workload's model takes no s_lock spinlock, so no spinlock can stand in for one")]
+    NoSpinlock,
+}
 
 /// The `pg` implementation: the model on the release's LWLock and spinlock.
 fn run_on_release_locks(model: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {

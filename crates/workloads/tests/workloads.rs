@@ -67,6 +67,16 @@ fn every_numa_spinlock_runs_wherever_the_model_takes_a_spinlock() {
         .unwrap()
         .implementation("cna")
         .is_err());
+    // They are built beside 9.6's LWLock and later, padded as 9.6 on pads it: a run elsewhere
+    // says so.
+    let refused = |preset: &str, sets: &[String]| {
+        let preset = Preset::by_name(preset).unwrap();
+        let s = series("select-only", preset, "cna", sets).unwrap();
+        quick_run(&s, 1).unwrap_err().to_string()
+    };
+    assert!(refused("pg94", &[]).contains("9.6 and later"));
+    let padded = refused("pg18", &["lwlock_padding=64".into()]);
+    assert!(padded.contains("lwlock_padding=64"), "{padded}");
 }
 
 #[test]

@@ -354,6 +354,25 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     }
 }
 
+impl Kind {
+    /// A run with the spinlock `R` of [`crate::SPINLOCK_IMPLS`]: the LWLock array padded to 128
+    /// bytes, as every release from 9.6 on pads it (the other spacings are built only for the
+    /// release's own spinlocks; see [`crate::NotBeside`]).
+    pub(crate) fn run_with_spinlock<K: RawLwLock, R: RawSpinLock>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
+        match settings.lwlock_padding {
+            128 if settings.wal_var_atomic && self != Kind::SelectOnly => {
+                run::<K, R, Pad128, AtomicVar>(settings, self, spec)
+            }
+            128 => run::<K, R, Pad128, LockedVar>(settings, self, spec),
+            other => Err(crate::workload_error(crate::NotBeside::Padding(other))),
+        }
+    }
+}
+
 impl crate::PgWorkload for Kind {
     /// The s_lock spinlocks (`msgnumLock`, `insertpos_lck`, `info_lck`) are `R`.
     fn run<K: RawLwLock, R: RawSpinLock>(self, settings: &Settings, spec: &TeamSpec) -> RunResult {
