@@ -178,17 +178,18 @@ impl Model {
         spec: &TeamSpec,
     ) -> RunResult {
         match self {
-            Model::Spin => spin::run::<pglocks_spin::SpinLock<u64, R>>(self, settings, spec),
             Model::Lwlock(mix) => lwlock::run_on::<K>(mix, settings, spec),
             Model::BufferLookup => bufmgr::BufferLookup.run::<K, R>(settings, spec),
             Model::Lmgr(kind) => kind.run::<K, R>(settings, spec),
             Model::Clog(kind) => kind.run::<K, R>(settings, spec),
-            Model::Sinval => sinval::Check.run::<K, R>(settings, spec),
             Model::ProcArray(kind) => kind.run::<K, R>(settings, spec),
-            Model::Wal(kind) => kind.run::<K, R>(settings, spec),
             Model::ShmMq => shmmq::run(self, settings, spec),
             Model::Apply => apply::Apply.run::<K, R>(settings, spec),
+            // Every LWLock spacing of the releases (run_with_spinlock builds 9.6's on).
             Model::Pgbench(kind) => kind.run::<K, R>(settings, spec),
+            Model::Spin | Model::Sinval | Model::Wal(_) => {
+                self.run_with_spinlock::<K, R>(settings, spec)
+            }
         }
     }
 
