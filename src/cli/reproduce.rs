@@ -95,6 +95,12 @@ struct Claim {
     /// profile does; the claim is then measured and never judged).
     #[serde(default = "yes")]
     modelled: bool,
+    /// The simulator profile that models the machine it was published on (or, when none does,
+    /// the nearest), for a figure that is about the machine's shape (a NUMA lock's gain over
+    /// its sockets): a simulated reproduction runs the claim there, whichever profile
+    /// `--machine` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
     source: String,
     needs_cpus: usize,
     /// Choices of the run or the checks made after looking at a run, each with its mechanism.
@@ -123,6 +129,10 @@ struct RunSpec {
     quick_sets: Option<Vec<String>>,
     threads: String,
     quick_threads: String,
+    /// The pinning (`compact` unless given), where the published run spread its threads over
+    /// the sockets otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pin: Option<String>,
 }
 
 fn pg() -> String {
@@ -186,6 +196,9 @@ struct Outcome {
     /// The claim's report directory (its first draw's), relative to the output directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     dir: Option<String>,
+    /// The simulated machine it ran on, when that is its own `profile`, not the one asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ran_on: Option<String>,
 }
 
 /// The whole run, as `report.json` holds it.
@@ -208,8 +221,33 @@ fn claims() -> Result<Vec<Claim>, CliError> {
         if let Some(why) = c.checks.iter().find_map(Check::invalid) {
             return Err(CliError::Usage(format!("claim {}: {why}", c.id)));
         }
+        if let Some(p) = &c.profile {
+            pglocks_sim::Profile::find(p)
+                .map_err(|e| CliError::Usage(format!("claim {}: {e}", c.id)))?;
+        }
+        if let Some(pin) = &c.run.pin {
+            pin.parse::<harness::PinPolicy>()
+                .map_err(|e| CliError::Usage(format!("claim {}: {e}", c.id)))?;
+        }
     }
     Ok(parsed.claim)
+}
+
+/// The machine `claim` runs on, and its CPUs, in a reproduction on `machine` of `cpus` CPUs:
+/// that machine, unless it is simulated and the claim names its published machine's profile.
+fn claim_machine(
+    claim: &Claim,
+    machine: &Machine,
+    cpus: usize,
+) -> Result<(Machine, usize), CliError> {
+    match (machine, &claim.profile) {
+        (Machine::Simulated(p), Some(own)) if &p.name != own => {
+            let m = Machine::parse(&format!("sim:{own}"))?;
+            let cpus = m.profile().map_or(cpus, |p| p.cpu_count());
+            Ok((m, cpus))
+        }
+        _ => Ok((machine.clone(), cpus)),
+    }
 }
 
 /// The claims `names` pick (all if none), in the file's order.
@@ -253,6 +291,11 @@ fn request(
     };
     req.threads = threads;
     req.machine = machine.clone();
+    if let Some(pin) = &r.pin {
+        req.pin = pin
+            .parse()
+            .map_err(|e: harness::topology::TopologyError| CliError::Usage(e.to_string()))?;
+    }
     // A simulated machine's runs take its defaults (virtual time, one run: they repeat).
     let ms = Duration::from_millis;
     let times = match (machine, a.quick) {
@@ -286,6 +329,9 @@ fn command_line(r: &RunRequest) -> String {
     }
     if let Machine::Simulated(_) = r.machine {
         let _ = write!(c, " --machine {}", r.machine.name());
+    }
+    if r.pin != harness::PinPolicy::Compact {
+        let _ = write!(c, " --pin {}", r.pin);
     }
     for (flag, v) in [("duration", r.duration), ("warmup", r.warmup)] {
         if let Some(v) = v {
@@ -420,6 +466,7 @@ fn reproduce_one(
         measured,
         reason,
         dir,
+        ran_on: None,
     };
     let rules: Vec<String> = claim.checks.iter().map(Check::rule).collect();
     let report = first.plan()?.run()?;
@@ -539,7 +586,11 @@ pub(crate) fn reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
             claim.release,
             claim.title
         );
-        let o = reproduce_one(claim, a, &machine, cpus, &out)?;
+        let (on, cpus) = claim_machine(claim, &machine, cpus)?;
+        let mut o = reproduce_one(claim, a, &on, cpus, &out)?;
+        if on.name() != machine.name() {
+            o.ran_on = Some(on.name());
+        }
         eprintln!("        {}: {}", o.verdict.label(), o.measured);
         outcomes.push(o);
     }
@@ -596,10 +647,14 @@ fn markdown(s: &Summary) -> String {
             }
             measured.push_str(r);
         }
+        let id = match &o.ran_on {
+            Some(m) => format!("{} (on {m})", o.claim.id),
+            None => o.claim.id.clone(),
+        };
         let _ = writeln!(
             t,
             "| {} | {} | {} | {} |",
-            o.claim.id,
+            id,
             o.claim.release,
             o.verdict.label(),
             measured.replace('|', "\\|")
@@ -706,7 +761,9 @@ mod tests {
             }
             parse_threads(&c.run.threads).unwrap();
             parse_threads(&c.run.quick_threads).unwrap();
-            assert!(!w.impls.is_empty());
+            for name in c.run.impls.split(',') {
+                assert!(w.implementation(name).is_ok(), "{}: no impl {name}", c.id);
+            }
         }
     }
 
@@ -763,6 +820,27 @@ mod tests {
         let (v, _, why) = verdict(&claim, &[vec![m]], 1024);
         assert_eq!(v, Verdict::NoProfile);
         assert!(why.unwrap().contains("never judged"));
+    }
+
+    #[test]
+    fn a_claim_with_its_machine_runs_there_on_any_simulated_machine_and_here_on_this_one() {
+        let claim = claims()
+            .unwrap()
+            .into_iter()
+            .find(|c| c.profile.as_deref() == Some("haswell-ex-4s"))
+            .unwrap();
+        let other = Machine::Simulated(std::sync::Arc::new(
+            pglocks_sim::Profile::find("haswell-ep-2s").unwrap(),
+        ));
+        if pglocks_sim::BUILT_IN {
+            let (m, cpus) = claim_machine(&claim, &other, 72).unwrap();
+            assert_eq!((m.name().as_str(), cpus), ("sim:haswell-ex-4s", 144));
+        } else {
+            // A build without the simulator cannot make the claim's machine: a usage error.
+            assert!(claim_machine(&claim, &other, 72).is_err());
+        }
+        let (m, cpus) = claim_machine(&claim, &Machine::Real, 2).unwrap();
+        assert_eq!((m.name().as_str(), cpus), ("real", 2));
     }
 
     #[test]

@@ -30,6 +30,7 @@
 
 pub mod cell;
 pub mod channel;
+pub mod cpulist;
 pub mod data;
 pub mod fault;
 pub mod mutant;
@@ -285,19 +286,12 @@ pub mod cpu {
             static NODES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
             *NODES.get_or_init(|| {
                 std::fs::read_to_string("/sys/devices/system/node/online")
-                    .map(|list| highest_in_list(&list).map_or(1, |n| n + 1))
-                    .unwrap_or(1)
+                    .ok()
+                    .and_then(|list| crate::cpulist::parse_cpulist(&list).ok())
+                    .and_then(|nodes| nodes.into_iter().max())
+                    .map_or(1, |n| n + 1)
             })
         }
-    }
-
-    /// The highest number of a kernel cpu or node list ("0-3,8-11"), if it has one.
-    #[cfg(not(loom))]
-    fn highest_in_list(list: &str) -> Option<usize> {
-        list.trim()
-            .split(',')
-            .filter_map(|part| part.rsplit('-').next()?.trim().parse().ok())
-            .max()
     }
 
     /// The form of the [`Kernel::Hash`] kernel the models' tag hashes take: each 64-bit word

@@ -226,7 +226,17 @@ pub(super) fn run(a: &ReproduceArgs, out: &Path) -> Result<(), CliError> {
             "--sensitivity varies a simulated machine's values: give --machine sim:PROFILE".into(),
         ));
     };
-    let all = pick(claims()?, &a.claims)?;
+    // A claim published on another profile's machine is varied on that profile, in its own run.
+    let (all, elsewhere): (Vec<_>, Vec<_>) = pick(claims()?, &a.claims)?
+        .into_iter()
+        .partition(|c| !matches!(&c.profile, Some(p) if *p != profile.name));
+    for c in &elsewhere {
+        let p = c.profile.as_deref().unwrap_or_default();
+        eprintln!(
+            "{}: published on a machine {p} models; vary it with --machine sim:{p}",
+            c.id
+        );
+    }
     let started = std::time::Instant::now();
     let variants = variants(&profile);
     eprintln!(

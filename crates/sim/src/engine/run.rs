@@ -78,11 +78,11 @@ pub fn run(
     let started = Instant::now();
     let costs = Costs::new(profile);
     let ncpus = profile.cpu_count();
+    let places = profile.cpus();
     let mut engine = Engine {
         caches: Caches::for_model(&profile.model),
         threads: Vec::with_capacity(threads.len()),
-        cpus: profile
-            .cpus()
+        cpus: places
             .iter()
             .map(|place| Cpu {
                 node: place.node,
@@ -105,7 +105,7 @@ pub fn run(
         seeds: 0,
         epoch: started,
         hot: HotLines::from_env(costs.line_shift),
-        numa_nodes: profile.cpus().iter().map(|c| c.node + 1).max().unwrap_or(1),
+        numa_nodes: places.iter().map(|c| c.node + 1).max().unwrap_or(1),
         translation: crate::shmem::Translation::current(),
         born: Vec::new(),
         perturb: None,
