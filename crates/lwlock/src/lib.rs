@@ -43,6 +43,11 @@
 //!   number (as PostgreSQL's does), so counting is an array index.
 //! - [`ParkingLotLwLock`]: parking_lot's reader-writer lock behind the same trait, for
 //!   comparison; `examples/custom_lwlock.rs` shows how to plug in a lock of one's own.
+//! # NUMA-aware reader-writer locks
+//! [`numa`]: C-RW-WP ([`CohortRwLock`]) and ShflLock's blocking reader-writer lock
+//! ([`ShflRwLock`]), for a measure of what the published NUMA-aware designs would do in place
+//! of the LWLocks.
+//!
 //! # A new idea: hand-off
 //! [`HandoffLwLock`] is what lwlock.c deliberately does not do: a release hands the lock to the
 //! waiters at the head of the queue (in FIFO order) instead of letting them re-compete, and
@@ -66,6 +71,7 @@ use pglocks_spin::RawSpinLock;
 
 mod atomic;
 pub mod handoff;
+pub mod numa;
 mod parking_lot_adapter;
 mod spinlock_protected;
 pub mod tranche;
@@ -79,6 +85,7 @@ pub use atomic::{
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;
 pub use handoff::HandoffLwLock;
+pub use numa::{CohortRwLock, ShflRwLock};
 pub use parking_lot_adapter::ParkingLotLwLock;
 /// lwlock.h's `LWLockMode`, kept with the backend's held locks in `pglocks-proc`.
 pub use pglocks_proc::LwLockMode;

@@ -3,13 +3,15 @@
 //! mutual exclusion of exclusive holders, shared holders never
 //! overlapping an exclusive one, and no lost wake-up (every thread finishes: loom reports a
 //! deadlock if a sleeper is never woken); for the hand-off lock also that a release hands the
-//! lock to the queued waiter.
+//! lock to the queued waiter; for the NUMA-aware reader-writer locks the same on backends of two
+//! NUMA nodes.
 //!
 //! `RUSTFLAGS="--cfg loom" cargo test -p pglocks-lwlock --test loom_lwlock --release`
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
+use pglocks_lwlock::numa::{CohortRw, ShflRw};
 use pglocks_lwlock::{
     AtomicLwLock, AtomicVar, HandoffLwLock, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock,
     Pg96Layout, RawLwLock, SpinlockProtectedLwLock, StateLayout, VarProtocol, VarWait,
@@ -71,6 +73,26 @@ fn increment<K: RawLwLock>(s: &Shared<K>, me: &mut Backend) {
     s.lock.release(me).unwrap();
 }
 
+/// Joins `handles`; then the lock is free to a writer and `data` is `want`.
+fn joined_and_counted<K: RawLwLock>(
+    handles: Vec<loom::thread::JoinHandle<()>>,
+    s: &Shared<K>,
+    procs: &ProcTable,
+    want: u32,
+) {
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut me = procs.attach().unwrap();
+    assert!(s
+        .lock
+        .conditional_acquire(&mut me, LwLockMode::Exclusive)
+        .unwrap());
+    // SAFETY: held exclusively.
+    assert_eq!(s.data.with(|p| unsafe { *p }), want);
+    s.lock.release(&mut me).unwrap();
+}
+
 fn exclusive_holders<K: RawLwLock>(threads: usize) {
     model(threads, move || {
         let procs = procs(threads + 1);
@@ -81,16 +103,7 @@ fn exclusive_holders<K: RawLwLock>(threads: usize) {
                 loom::thread::spawn(move || increment(&s, &mut me))
             })
             .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        let mut me = procs.attach().unwrap();
-        assert!(s
-            .lock
-            .conditional_acquire(&mut me, LwLockMode::Exclusive)
-            .unwrap());
-        assert_eq!(s.data.with(|p| unsafe { *p }), threads as u32);
-        s.lock.release(&mut me).unwrap();
+        joined_and_counted(handles, &s, &procs, threads as u32);
     });
 }
 
@@ -413,4 +426,73 @@ fn a_read_first_attempt_can_act_on_a_stale_word() {
         }
     });
     assert!(STALE.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+// The NUMA-aware reader-writer locks, with the paths their constants make rare always taken: a
+// reader out of patience after one round (C-RW-WP's writer barrier), a wait-lock waiter parking
+// after one round (ShflLock's).
+
+type CohortRwImpatient = CohortRw<1>;
+type ShflRwParking = ShflRw<1>;
+
+/// Backend `i` on NUMA node `nodes[i]` of two, two queue slots each; `writers[i]` says whether
+/// it writes (`data` + 1) or reads (two reads that must agree). Every thread finishes, and the
+/// count is the writers'.
+fn numa_readers_and_writers<K: RawLwLock>(nodes: &'static [usize], writers: &'static [bool]) {
+    model_bounded(1, move || {
+        let procs = procs(nodes.len() + 1).with_queue_slots(2);
+        let s = Shared::<K>::new();
+        let handles: Vec<_> = nodes
+            .iter()
+            .zip(writers)
+            .map(|(&node, &writes)| {
+                let (s, mut me) = (Arc::clone(&s), procs.attach().unwrap());
+                me.set_numa_node(node, 2);
+                loom::thread::spawn(move || {
+                    if writes {
+                        increment(&s, &mut me);
+                    } else {
+                        s.lock.acquire(&mut me, LwLockMode::Shared).unwrap();
+                        // SAFETY: held shared; writers are excluded, so the two reads agree.
+                        let a = s.data.with(|p| unsafe { *p });
+                        let b = s.data.with(|p| unsafe { *p });
+                        assert_eq!(a, b);
+                        s.lock.release(&mut me).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let want = writers.iter().filter(|&&w| w).count() as u32;
+        joined_and_counted(handles, &s, &procs, want);
+    });
+}
+
+#[test]
+fn cohort_rw_writers_exclude_each_other() {
+    numa_readers_and_writers::<CohortRwImpatient>(&[0, 1], &[true, true]);
+}
+
+#[test]
+fn cohort_rw_readers_of_two_nodes_and_a_writer() {
+    numa_readers_and_writers::<CohortRwImpatient>(&[0, 1, 0], &[false, false, true]);
+}
+
+#[test]
+fn cohort_rw_acquire_or_wait() {
+    or_wait::<CohortRwImpatient>();
+}
+
+#[test]
+fn shfl_rw_writers_exclude_each_other() {
+    numa_readers_and_writers::<ShflRwParking>(&[0, 1, 0], &[true, true, true]);
+}
+
+#[test]
+fn shfl_rw_readers_of_two_nodes_and_a_writer() {
+    numa_readers_and_writers::<ShflRwParking>(&[0, 1, 0], &[false, false, true]);
+}
+
+#[test]
+fn shfl_rw_acquire_or_wait() {
+    or_wait::<ShflRwParking>();
 }

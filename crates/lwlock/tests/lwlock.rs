@@ -1,13 +1,14 @@
 //! The 9.6+ LWLock (and the hand-off lock, which shares its state word) under real threads, its
 //! errors, and a proptest state machine of several backends (conditional acquire / release /
 //! release-all over several locks) against a sequential reference model, for each PostgreSQL
-//! implementation, the hand-off lock and the parking_lot adapter.
+//! implementation, the hand-off lock, the parking_lot adapter and the NUMA-aware reader-writer
+//! locks.
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{
-    AtomicLwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock, NoPadding,
-    ParkingLotLwLock, PartitionedTranche, Pg96Layout, RawLwLock, SpinlockProtectedLwLock,
-    StateLayout, MAX_SIMUL_LWLOCKS,
+    AtomicLwLock, CohortRwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock,
+    NoPadding, ParkingLotLwLock, PartitionedTranche, Pg96Layout, RawLwLock, ShflRwLock,
+    SpinlockProtectedLwLock, StateLayout, MAX_SIMUL_LWLOCKS,
 };
 use pglocks_proc::ProcTable;
 use proptest::prelude::*;
@@ -79,16 +80,45 @@ impl Pg96StateWord for HandoffLwLock {
 /// readers check them under the shared lock; more threads than cores, so many sleep.
 #[test]
 fn readers_and_writers_under_threads() {
-    readers_and_writers::<AtomicLwLock<Pg96Layout>>();
+    free_and_unqueued(&*readers_and_writers::<AtomicLwLock<Pg96Layout>>());
 }
 
 /// The same with the hand-off lock, whose sleepers wake up holding the lock.
 #[test]
 fn handoff_readers_and_writers_under_threads() {
-    readers_and_writers::<HandoffLwLock>();
+    free_and_unqueued(&*readers_and_writers::<HandoffLwLock>());
 }
 
-fn readers_and_writers<K: Pg96StateWord>() {
+/// The same with the NUMA-aware reader-writer locks (on one node: the threads are not placed).
+#[test]
+fn numa_rw_locks_readers_and_writers_under_threads() {
+    assert!(free_to_a_writer(&*readers_and_writers::<CohortRwLock>()));
+    assert!(free_to_a_writer(&*readers_and_writers::<ShflRwLock>()));
+}
+
+fn free_and_unqueued<K: Pg96StateWord>(lock: &K) {
+    let held_or_queued = Pg96Layout::LOCK_MASK | Pg96Layout::HAS_WAITERS;
+    assert_eq!(
+        lock.state_word() & held_or_queued,
+        0,
+        "free at the end, nobody queued"
+    );
+}
+
+/// A backend can take `lock` exclusively at once (and gives it back).
+fn free_to_a_writer<K: RawLwLock>(lock: &K) -> bool {
+    let procs = ProcTable::new(1);
+    let mut me = procs.attach().unwrap();
+    let free = lock
+        .conditional_acquire(&mut me, LwLockMode::Exclusive)
+        .unwrap();
+    if free {
+        lock.release(&mut me).unwrap();
+    }
+    free
+}
+
+fn readers_and_writers<K: RawLwLock>() -> Arc<K> {
     const THREADS: usize = 4;
     const ITERS: u64 = 20_000;
     let procs = ProcTable::new(THREADS);
@@ -130,12 +160,7 @@ fn readers_and_writers<K: Pg96StateWord>() {
         .map(|t| (0..ITERS).filter(|i| (i + t) % 3 == 0).count() as u64)
         .sum();
     assert_eq!(x.load(Ordering::Relaxed), writes);
-    let held_or_queued = Pg96Layout::LOCK_MASK | Pg96Layout::HAS_WAITERS;
-    assert_eq!(
-        lock.state_word() & held_or_queued,
-        0,
-        "free at the end, nobody queued"
-    );
+    lock
 }
 
 #[derive(Debug, Clone)]
@@ -278,5 +303,15 @@ proptest! {
     #[test]
     fn handoff_lwlock_follows_the_model(ops in ops()) {
         follows_the_model::<HandoffLwLock>(ops)?;
+    }
+
+    #[test]
+    fn cohort_rw_lock_follows_the_model(ops in ops()) {
+        follows_the_model::<CohortRwLock>(ops)?;
+    }
+
+    #[test]
+    fn shfl_rw_lock_follows_the_model(ops in ops()) {
+        follows_the_model::<ShflRwLock>(ops)?;
     }
 }

@@ -50,6 +50,9 @@ pub struct QueueNode {
     pub flag: AtomicU32,
     /// A time of the lock's own (CNA's `start_time`: when its secondary queue began).
     pub stamp: AtomicU64,
+    /// What the owner waits to do, for a lock that queues readers and writers in one line
+    /// (ShflLock's reader-writer lock: 1 for a reader, whom the shuffler leaves in place).
+    pub role: AtomicU32,
     in_use: AtomicBool,
 }
 
@@ -123,6 +126,7 @@ impl QueueNodes {
                 node.count.store(0, Ordering::Relaxed);
                 node.flag.store(0, Ordering::Relaxed);
                 node.stamp.store(0, Ordering::Relaxed);
+                node.role.store(0, Ordering::Relaxed);
                 node.numa_node.store(numa_node as u32, Ordering::Relaxed);
                 let id = (first + i + 1) as u32;
                 return Some((NodeId(NonZeroU32::new(id).expect("ids start at 1")), node));
@@ -135,6 +139,12 @@ impl QueueNodes {
     #[inline]
     pub fn node(&self, id: NodeId) -> &QueueNode {
         &self.nodes[id.get() as usize - 1]
+    }
+
+    /// The proc number of the backend whose slot `node` is.
+    #[inline]
+    pub fn owner(&self, node: &QueueNode) -> usize {
+        (self.id_of(node).get() as usize - 1) / self.slots
     }
 
     /// The id of a node of this store (its address's index).
@@ -160,9 +170,11 @@ mod tests {
         assert!(store.claim(1, 5).is_none());
         assert_eq!(na.numa_node.load(Ordering::Relaxed), 5);
         assert_eq!(store.id_of(store.node(b)), b);
+        assert_eq!((store.owner(na), store.owner(store.node(b))), (1, 1));
         na.give_back();
         assert_eq!(store.claim(1, 0).unwrap().0, a);
-        assert_eq!(store.claim(0, 0).unwrap().0.get(), 1);
+        let (first, n0) = store.claim(0, 0).unwrap();
+        assert_eq!((first.get(), store.owner(n0)), (1, 0));
         assert_eq!(NodeId::from_raw(0), None);
     }
 }

@@ -7,7 +7,7 @@
 use loom::sync::Arc;
 use pglocks_proc::spin_delay::SpinDelayConfig;
 use pglocks_proc::ProcTable;
-use pglocks_spin::numa::{Cna, Cohort, Hmcs, QueuedSpinLock};
+use pglocks_spin::numa::{Cna, Cohort, Hmcs, QueuedSpinLock, ShflMutexWith};
 use pglocks_spin::{
     FloorLock, McsLock, NaiveTasLock, PgSpinLock, QSpinLock, RawSpinLock, ShflLock, SpinLock,
     TicketLock,
@@ -206,4 +206,10 @@ fn hmcs_on_two_nodes() {
 #[test]
 fn shfl_on_two_nodes() {
     both_shapes::<ShflLock>(&[0, 1, 0]);
+}
+
+/// ShflLock's blocking mutex, a waiter parking after one round of spinning.
+#[test]
+fn shfl_mutex_on_two_nodes_parking() {
+    both_shapes::<ShflMutexWith<1>>(&[0, 1, 0]);
 }

@@ -1,9 +1,9 @@
-//! The NUMA-aware locks and qspinlock on this machine's threads: mutual exclusion with the
+//! The NUMA-aware locks (ShflLock's blocking mutex among them) and qspinlock on this machine's threads: mutual exclusion with the
 //! backends spread over two NUMA nodes, `try_lock` against a one-bit model, and the fallback
 //! when a backend has no queue node left.
 
 use pglocks_proc::{Backend, ProcTable};
-use pglocks_spin::numa::{Cna, Cohort, Hmcs};
+use pglocks_spin::numa::{Cna, Cohort, Hmcs, ShflMutex, ShflMutexWith};
 use pglocks_spin::{CnaLock, CohortLock, HmcsLock, QSpinLock, RawSpinLock, ShflLock, SpinLock};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -45,6 +45,9 @@ fn every_numa_lock_excludes_across_two_nodes() {
     hammer::<CohortLock>(3, 3_000);
     hammer::<HmcsLock>(3, 3_000);
     hammer::<ShflLock>(3, 3_000);
+    hammer::<ShflMutex>(3, 3_000);
+    // Three backends on two cores, parking after ten rounds: some sleep and must be woken.
+    hammer::<ShflMutexWith<10>>(3, 3_000);
     // The paths the published constants make rare: CNA flushing at every chance, one pass.
     hammer::<pglocks_spin::numa::QueuedSpinLock<Cna<0, 0>>>(3, 3_000);
     hammer::<Cohort<1, 1, 1>>(3, 3_000);
@@ -73,6 +76,7 @@ fn a_backend_holding_more_locks_than_its_slots_still_takes_them() {
     nested::<QSpinLock>(&mut me, 5);
     nested::<CnaLock>(&mut me, 5);
     nested::<ShflLock>(&mut me, 5);
+    nested::<ShflMutex>(&mut me, 5);
 }
 
 #[derive(Debug, Clone)]
@@ -126,5 +130,6 @@ proptest! {
         one_bit_model::<CohortLock>(&mut me, &ops);
         one_bit_model::<HmcsLock>(&mut me, &ops);
         one_bit_model::<ShflLock>(&mut me, &ops);
+        one_bit_model::<ShflMutex>(&mut me, &ops);
     }
 }

@@ -93,6 +93,14 @@ impl<const PASSES: u32, const BACKOFF: u32, const MAX_BACKOFF: u32>
         }
     }
 
+    /// Whether some backend holds the lock (the global lock, which a cohort keeps while it
+    /// passes the local lock among itself): what C-RW-WP's readers look at. An `Acquire` load;
+    /// a reader that has just counted itself in puts a `SeqCst` fence before it.
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.global.locked.load(Ordering::Acquire)
+    }
+
     fn acquire(&self, backend: &Backend) {
         let (home, local) = self.locals.mine(backend);
         let Some(me) = claim(backend) else {

@@ -20,12 +20,15 @@
 //!   waiters, one of which (the shuffler) regroups the waiters behind it by node while it waits.
 //! - [`QSpinLock`]: Linux's queued spinlock as it ships, the baseline CNA and ShflLock changed.
 //!
+//! One lock here parks: [`ShflMutex`], ShflLock's blocking mutex, the wait lock of the
+//! reader-writer lock `pglocks-lwlock` builds from it.
+//!
 //! The queue nodes are the backends' ([`pglocks_proc::qnode`]): a slot per lock waited for or
 //! held, found through the [`Backend`] a lock call carries; a release takes no node, because the
 //! locks whose holder keeps its node record it in the lock. A backend's NUMA node is its
 //! [`Backend::numa_node`], from the machine's topology or the simulated profile.
 //!
-//! Every lock here spins and never sleeps: a waiter that is descheduled holds up the queue
+//! Every other lock here spins and never sleeps: a waiter that is descheduled holds up the queue
 //! behind it, as it does in the papers and the kernel.
 
 mod cohort;
@@ -36,7 +39,7 @@ mod shfl;
 pub use cohort::{Cohort, CohortLock, GLOBAL_BACKOFF, LOCAL_PASSES};
 pub use hmcs::{Hmcs, HmcsLock, PASS_THRESHOLD};
 pub use qspin::{Cna, CnaLock, QSpinLock, QueuePolicy, QueuedSpinLock, Stock, PENDING_LOOPS};
-pub use shfl::{ShflLock, SHUFFLE_SKIP_ONE_IN};
+pub use shfl::{ShflLock, ShflMutex, ShflMutexWith, SHUFFLE_SKIP_ONE_IN, SPINS_BEFORE_PARK};
 
 use pglocks_proc::qnode::QueueNode;
 use pglocks_proc::Backend;
@@ -44,12 +47,14 @@ use pglocks_sync::atomic::{AtomicPtr, Ordering};
 use pglocks_sync::{hint, CachePadded};
 use std::ptr;
 
-/// One `T` per NUMA node of the machine, made when a backend first asks (a lock is made before
-/// the machine it runs on is known: a simulated one exists only while it runs). The first to
-/// ask installs them with a compare-exchange of the shim's, so that loom sees the
-/// installation ordered before every use; a loser of the race drops its copy.
+/// One `T` per NUMA node of the machine, each on lines of its own, made when a backend first
+/// asks (a lock is made before the machine it runs on is known: a simulated one exists only
+/// while it runs). The first to ask installs them with a compare-exchange of the shim's, so that
+/// loom sees the installation ordered before every use; a loser of the race drops its copy.
+/// The cohort lock keeps its local locks here, and the reader-writer locks of `pglocks-lwlock`
+/// their per-node reader counts.
 #[derive(Debug)]
-struct PerNode<T>(AtomicPtr<Box<[CachePadded<T>]>>);
+pub struct PerNode<T>(AtomicPtr<Box<[CachePadded<T>]>>);
 
 impl<T> Default for PerNode<T> {
     fn default() -> Self {
@@ -60,7 +65,7 @@ impl<T> Default for PerNode<T> {
 impl<T: Default> PerNode<T> {
     /// The calling backend's node's `T`, and its index.
     #[inline]
-    fn mine(&self, backend: &Backend) -> (usize, &T) {
+    pub fn mine(&self, backend: &Backend) -> (usize, &T) {
         let mut all = self.0.load(Ordering::Acquire);
         if all.is_null() {
             all = self.install(backend.numa_nodes());
@@ -90,16 +95,22 @@ impl<T: Default> PerNode<T> {
         }
     }
 
-    /// Node `i`'s `T`, once made.
+    /// Every node's `T`, once made (by [`PerNode::mine`]).
     #[inline]
-    fn get(&self, i: usize) -> &T {
+    pub fn all(&self) -> &[CachePadded<T>] {
         let all = self.0.load(Ordering::Acquire);
         assert!(
             !all.is_null(),
             "the per-node state is made by the first acquisition"
         );
-        // SAFETY: as in `mine`.
-        unsafe { &(&*all)[i] }
+        // SAFETY: installed once and freed only when the lock is dropped.
+        unsafe { &*all }
+    }
+
+    /// Node `i`'s `T`, once made.
+    #[inline]
+    pub fn get(&self, i: usize) -> &T {
+        &self.all()[i]
     }
 }
 
@@ -164,6 +175,21 @@ fn mcs_acquire(tail: &AtomicPtr<QueueNode>, me: &QueueNode, waiting: usize) -> O
 /// yet).
 #[inline]
 fn mcs_release(tail: &AtomicPtr<QueueNode>, me: &QueueNode, value: usize) -> bool {
+    match mcs_successor(tail, me) {
+        None => true,
+        Some(next) => {
+            // The successor waits on its node until this store, its last touch by us.
+            next.wait.store(value, Ordering::Release);
+            false
+        }
+    }
+}
+
+/// The first half of an MCS release on `tail` by `me`: `None` if it emptied the queue (no one
+/// follows), else the successor, once it has linked itself (if it has only swapped the tail
+/// yet). The successor waits on its node until the caller hands over.
+#[inline]
+fn mcs_successor<'a>(tail: &AtomicPtr<QueueNode>, me: &'a QueueNode) -> Option<&'a QueueNode> {
     let mut next = me.next.load(Ordering::Acquire);
     if next.is_null() {
         if tail
@@ -175,7 +201,7 @@ fn mcs_release(tail: &AtomicPtr<QueueNode>, me: &QueueNode, value: usize) -> boo
             )
             .is_ok()
         {
-            return true;
+            return None;
         }
         loop {
             next = me.next.load(Ordering::Acquire);
@@ -185,7 +211,7 @@ fn mcs_release(tail: &AtomicPtr<QueueNode>, me: &QueueNode, value: usize) -> boo
             hint::spin_wait();
         }
     }
-    // SAFETY: the successor waits on its node until this store, its last touch by us.
-    unsafe { (*next).wait.store(value, Ordering::Release) };
-    false
+    // SAFETY: the successor linked itself to `me` and waits on its node, which it keeps until
+    // it is handed over (after the caller's last touch).
+    Some(unsafe { &*next })
 }
