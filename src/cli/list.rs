@@ -20,12 +20,23 @@ pub(crate) fn print_list() {
                 numa.join(", ")
             );
         }
+        if w.rw_lwlock_stands_in() {
+            let rw: Vec<&str> = workloads::LWLOCK_RW_IMPLS.iter().map(|i| i.name).collect();
+            println!(
+                "      --impl {}: in place of every LWLock (see below)",
+                rw.join(", ")
+            );
+        }
         if !w.knobs.is_empty() {
             println!("      knobs: {}", w.knobs.join(", "));
         }
     }
     println!("\nspinlocks in place of s_lock (--impl, on the workloads whose model takes one):");
     for i in workloads::SPINLOCK_IMPLS {
+        println!("  {:<12} {}", i.name, i.summary);
+    }
+    println!("\nreader-writer locks in place of the LWLocks (--impl, on the workloads marked so):");
+    for i in workloads::LWLOCK_RW_IMPLS {
         println!("  {:<12} {}", i.name, i.summary);
     }
     println!(

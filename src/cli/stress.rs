@@ -40,6 +40,10 @@ pub(crate) struct StressArgs {
     /// or NUMA-aware one (`qspinlock`, `cna`, `cohort`, `hmcs`, `shfl`).
     #[arg(long, default_value = "pg")]
     spinlock: String,
+    /// The reader-writer lock in place of every LWLock of the parts: `pg` (the release's), or
+    /// a NUMA-aware one (`cohort-rw`, `shfl-rw`).
+    #[arg(long, default_value = "pg")]
+    lwlock: String,
     /// Seed of every thread's random choices (default: from the clock, printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -94,6 +98,7 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
         parts: a.parts.as_deref().map(list).unwrap_or_default(),
         simulated,
         spinlock: a.spinlock.clone(),
+        lwlock: a.lwlock.clone(),
     };
     let usage = |e: st::UsageError| CliError::Usage(e.to_string());
     let parts = cfg.validate().map_err(usage)?;
@@ -116,9 +121,10 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
         ),
         None => String::new(),
     };
-    let spinlock = match cfg.spinlock.as_str() {
-        "pg" => String::new(),
-        s => format!(" with {s} for s_lock"),
+    let spinlock = match (cfg.spinlock.as_str(), cfg.lwlock.as_str()) {
+        ("pg", "pg") => String::new(),
+        ("pg", l) => format!(" with {l} for the LWLocks"),
+        (s, _) => format!(" with {s} for s_lock"),
     };
     eprintln!(
         "pglocks stress: {} threads over {}, {} on {}{spinlock}{on}, seed {}",
@@ -207,6 +213,9 @@ pub(crate) fn stress(a: &StressArgs) -> Result<(), CliError> {
     if cfg.spinlock != "pg" {
         sets.push_str(&format!(" --spinlock {}", cfg.spinlock));
     }
+    if cfg.lwlock != "pg" {
+        sets.push_str(&format!(" --lwlock {}", cfg.lwlock));
+    }
     let parts = match &a.parts {
         Some(_) => format!(" --parts {}", cfg.parts.join(",")),
         None => String::new(),
@@ -293,6 +302,8 @@ fn episode_args(a: &StressArgs, cfg: &workloads::stress::StressConfig, seed: u64
         a.preset.clone(),
         "--spinlock".into(),
         cfg.spinlock.clone(),
+        "--lwlock".into(),
+        cfg.lwlock.clone(),
         "--seed".into(),
         format!("{seed:020}"),
     ];

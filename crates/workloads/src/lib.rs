@@ -126,18 +126,29 @@ impl Workload {
     }
 
     /// Every implementation `--impl` takes: the workload's own, then [`SPINLOCK_IMPLS`] if its
-    /// model takes s_lock spinlocks.
+    /// model takes s_lock spinlocks, then [`LWLOCK_RW_IMPLS`] if an LWLock is its hot lock.
     pub fn all_impls(&self) -> impl Iterator<Item = &'static Impl> + '_ {
         let spin: &'static [Impl] = if self.locks.spinlock {
             SPINLOCK_IMPLS
         } else {
             &[]
         };
-        self.impls.iter().chain(spin)
+        let rw: &'static [Impl] = if self.rw_lwlock_stands_in() {
+            LWLOCK_RW_IMPLS
+        } else {
+            &[]
+        };
+        self.impls.iter().chain(spin).chain(rw)
     }
 }
 
 impl Workload {
+    /// The reader-writer locks of [`LWLOCK_RW_IMPLS`] can stand in for its LWLocks (an LWLock
+    /// is its hot lock).
+    pub fn rw_lwlock_stands_in(&self) -> bool {
+        self.model.rw_lwlock_stands_in()
+    }
+
     /// It writes WAL and flushes it (so `--flush-latency` and the flush device matter): the WAL
     /// models, and pgbench's transactions that write.
     pub fn flushes_wal(&self) -> bool {
@@ -208,6 +219,41 @@ impl Model {
             Model::Pgbench(kind) => kind.run_with_spinlock::<K, R>(settings, spec),
             _ => Err(workload_error(NotBeside::NoSpinlock)),
         }
+    }
+
+    /// One timed run with the reader-writer lock `K` in place of every LWLock, beside the
+    /// release's s_lock `R`: only the models whose hot lock is an LWLock taken shared and
+    /// exclusive ([`Model::rw_lwlock_stands_in`]) are built for it.
+    fn run_with_rw_lwlock<K: RawLwLock, R: RawSpinLock + 'static>(
+        self,
+        settings: &Settings,
+        spec: &TeamSpec,
+    ) -> RunResult {
+        match self {
+            Model::Lwlock(mix) => lwlock::run_on::<K>(mix, settings, spec),
+            Model::BufferLookup => bufmgr::BufferLookup.run::<K, R>(settings, spec),
+            Model::Lmgr(kind) => kind.run::<K, R>(settings, spec),
+            Model::Clog(kind) => kind.run::<K, R>(settings, spec),
+            Model::ProcArray(kind) => kind.run::<K, R>(settings, spec),
+            Model::Pgbench(kind) => kind.run_with_spinlock::<K, R>(settings, spec),
+            _ => Err(workload_error(NotBeside::NoRwLwLock)),
+        }
+    }
+
+    /// Whether [`LWLOCK_RW_IMPLS`] stand in for this model's LWLocks: the LWLock micro
+    /// workloads, the buffer mapping, lock manager, CLOG and ProcArray models and pgbench's
+    /// transactions. Not the WAL's insertion locks (their variable protocol would only be
+    /// polled), sinval's, shm_mq's or apply's, whose hot lock is a spinlock or a queue.
+    fn rw_lwlock_stands_in(self) -> bool {
+        matches!(
+            self,
+            Model::Lwlock(_)
+                | Model::BufferLookup
+                | Model::Lmgr(_)
+                | Model::Clog(_)
+                | Model::ProcArray(_)
+                | Model::Pgbench(_)
+        )
     }
 
     /// The mode mix of an LWLock micro workload (exclusive for any other).
@@ -631,6 +677,32 @@ pub const SPINLOCK_IMPLS: &[Impl] = &[
     ),
 ];
 
+/// The NUMA-aware reader-writer locks (`pglocks_lwlock::numa`), offered on every workload whose
+/// hot lock is an LWLock ([`Model::rw_lwlock_stands_in`]): each stands in for every LWLock of
+/// the model, beside the release's s_lock.
+pub const LWLOCK_RW_IMPLS: &[Impl] = &[
+    Impl::new(
+        "cohort-rw",
+        "C-RW-WP (Calciu et al. 2013) in place of every LWLock: per-node reader counts, writers on a cohort lock",
+        run_on_rw_lwlock::<pglocks_lwlock::CohortRwLock>,
+    ),
+    Impl::new(
+        "shfl-rw",
+        "ShflLock's blocking reader-writer lock (Kashyap et al. 2019) in place of every LWLock",
+        run_on_rw_lwlock::<pglocks_lwlock::ShflRwLock>,
+    ),
+];
+
+/// The model with the reader-writer lock `K` in place of every LWLock, beside the release's
+/// s_lock when it reads first (`TAS_SPIN`, 9.4 on): one s_lock, so that every model is built
+/// once per reader-writer lock, not twice.
+fn run_on_rw_lwlock<K: RawLwLock>(model: Model, settings: &Settings, spec: &TeamSpec) -> RunResult {
+    if !settings.tas_spin {
+        return Err(workload_error(NotBeside::NoTasSpin));
+    }
+    model.run_with_rw_lwlock::<K, PgSpinLock<true>>(settings, spec)
+}
+
 /// The model on the release's LWLock with the spinlock `R` in place of every s_lock: the LWLock
 /// of 9.6 to 17 or of 18 (the atomic state word; [`spinlock_impl_lwlock`] refuses the older
 /// ones, whose every instantiation of every model would be built five times more).
@@ -666,11 +738,18 @@ pub enum NotBeside {
     #[error("the queued and NUMA-aware spinlocks (--impl qspinlock, cna, cohort, hmcs, shfl) run beside the LWLocks of 9.6 and later; this preset's is lwlock={0} (choose a preset from pg96 on)")]
     OlderLwLock(&'static str),
     /// pgbench's select-only with the LWLock array spaced otherwise than 9.6 on space it.
-    #[error("the queued and NUMA-aware spinlocks run pgbench with the LWLocks padded to 128 bytes, as 9.6 and later pad them; this run sets lwlock_padding={0} (leave lwlock_padding at the preset's)")]
+    #[error("the queued and NUMA-aware locks run pgbench with the LWLocks padded to 128 bytes, as 9.6 and later pad them; this run sets lwlock_padding={0} (leave lwlock_padding at the preset's)")]
     Padding(usize),
     /// A model that takes no s_lock spinlock (the spinlocks are offered only where one is).
     #[error("this workload's model takes no s_lock spinlock, so no spinlock can stand in for one")]
     NoSpinlock,
+    /// A model whose hot lock is not an LWLock (the reader-writer locks are offered only where
+    /// one is).
+    #[error("the reader-writer locks (--impl cohort-rw, shfl-rw) stand in for the LWLocks of the lwlock-*, buffer-lookup, lmgr-*, clog-*, snapshot, end-xact and pgbench workloads, not this one's")]
+    NoRwLwLock,
+    /// A preset whose s_lock does not read first (before 9.4, or `tas_spin=off`).
+    #[error("the reader-writer locks (--impl cohort-rw, shfl-rw) run beside the s_lock of 9.4 and later, which reads before its test-and-set; this run has tas_spin=off (choose a preset from pg94 on)")]
+    NoTasSpin,
 }
 
 /// The `pg` implementation: the model on the release's LWLock and spinlock.

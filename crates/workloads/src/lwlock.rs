@@ -16,7 +16,6 @@ use pglocks_lwlock::{
     NoPadding, Pad128, Pad32, Pad64, Padding, ParkingLotLwLock, Pg18Layout, Pg96Layout, RawLwLock,
     ReadFirst, SpinlockProtectedLwLock,
 };
-use pglocks_lwlock::{CohortRwLock, ShflRwLock};
 use pglocks_proc::Backend;
 use pglocks_spin::PgSpinLock;
 use pglocks_sync::atomic::{AtomicU32, Ordering};
@@ -44,16 +43,6 @@ pub const IMPLS: &[Impl] = &[
         "handoff",
         "HandoffLwLock: a release hands the lock to the queue head in FIFO order (the design lwlock.c rejects)",
         run::<Lw<HandoffLwLock>>,
-    ),
-    Impl::new(
-        "cohort-rw",
-        "C-RW-WP (Calciu et al. 2013): readers count themselves per NUMA node, writers take a cohort lock",
-        run::<Lw<CohortRwLock>>,
-    ),
-    Impl::new(
-        "shfl-rw",
-        "ShflLock's blocking reader-writer lock (Kashyap et al. 2019): one word, a shuffled wait lock",
-        run::<Lw<ShflRwLock>>,
     ),
     Impl::external("std", "std::sync::RwLock", run::<std::sync::RwLock<()>>),
     Impl::new(

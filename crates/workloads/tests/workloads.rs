@@ -80,6 +80,47 @@ fn every_numa_spinlock_runs_wherever_the_model_takes_a_spinlock() {
 }
 
 #[test]
+fn every_rw_lock_runs_wherever_an_lwlock_is_the_hot_lock() {
+    let preset = Preset::by_name(DEFAULT_PRESET).unwrap();
+    let offered: Vec<&str> = WORKLOADS
+        .iter()
+        .filter(|w| w.rw_lwlock_stands_in())
+        .map(|w| w.name)
+        .collect();
+    for name in [
+        "lwlock-mixed",
+        "buffer-lookup",
+        "lmgr-relation",
+        "snapshot",
+        "select-only",
+        "tpcb-like",
+    ] {
+        assert!(offered.contains(&name), "{name} not in {offered:?}");
+    }
+    for name in &offered {
+        for imp in pglocks_workloads::LWLOCK_RW_IMPLS {
+            let s = series(name, preset, imp.name, &[]).unwrap();
+            let run = quick_run(&s, 2).unwrap();
+            assert!(run.total_ops() > 0, "{name} {}", imp.name);
+        }
+    }
+    // WAL insertion's locks are not offered; an s_lock that does not read first is refused.
+    assert!(workload("wal-insert")
+        .unwrap()
+        .implementation("shfl-rw")
+        .is_err());
+    let s = series(
+        "select-only",
+        Preset::by_name("pg92").unwrap(),
+        "cohort-rw",
+        &[],
+    )
+    .unwrap();
+    let e = quick_run(&s, 1).unwrap_err().to_string();
+    assert!(e.contains("tas_spin=off"), "{e}");
+}
+
+#[test]
 fn every_lwlock_workload_and_impl_runs() {
     for preset in ["pg92", "pg94", "pg95", "pg96", "pg18"] {
         let preset = Preset::by_name(preset).unwrap();

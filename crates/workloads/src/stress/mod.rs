@@ -160,6 +160,9 @@ pub struct StressConfig {
     /// The spinlock in place of every s_lock of the parts: `pg` (the release's) or one of
     /// [`crate::SPINLOCK_IMPLS`].
     pub spinlock: String,
+    /// The reader-writer lock in place of every LWLock of the parts: `pg` (the release's) or
+    /// one of [`crate::LWLOCK_RW_IMPLS`] (then `spinlock` must be `pg`).
+    pub lwlock: String,
 }
 
 /// What one part did.
@@ -297,6 +300,17 @@ pub enum UsageError {
     /// A zero duration or `hang_after`.
     #[error("stress --{0} must be longer than 0")]
     ZeroDuration(&'static str),
+    /// A reader-writer lock that is neither `pg` nor one of [`crate::LWLOCK_RW_IMPLS`].
+    #[error("unknown stress LWLock '{name}' (valid: {valid})")]
+    UnknownLwLock {
+        /// What was asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// Both the spinlock and the LWLock replaced.
+    #[error("stress replaces the s_lock spinlocks (--spinlock) or the LWLocks (--lwlock), not both at once")]
+    BothReplaced,
     /// An episode asked of a run on this machine.
     #[error("a stress episode runs on a simulated machine only")]
     NotSimulated,
@@ -333,6 +347,19 @@ impl StressConfig {
                     std::iter::once("pg").chain(crate::SPINLOCK_IMPLS.iter().map(|i| i.name)),
                 ),
             });
+        }
+        if self.lwlock != "pg" {
+            if !crate::LWLOCK_RW_IMPLS.iter().any(|i| i.name == self.lwlock) {
+                return Err(UsageError::UnknownLwLock {
+                    name: self.lwlock.clone(),
+                    valid: crate::names(
+                        std::iter::once("pg").chain(crate::LWLOCK_RW_IMPLS.iter().map(|i| i.name)),
+                    ),
+                });
+            }
+            if self.spinlock != "pg" {
+                return Err(UsageError::BothReplaced);
+            }
         }
         let entries = select(&self.parts)?;
         if self.threads < entries.len() {
@@ -384,6 +411,7 @@ fn build_parts(
             threads,
             stop,
             spinlock: &cfg.spinlock,
+            lwlock: &cfg.lwlock,
         };
         let part = (entry.new)(&setup).map_err(|Refused(message)| SetupError {
             part: entry.name,
@@ -436,6 +464,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) stop: &'a Arc<AtomicBool>,
     /// The spinlock in place of every s_lock: `pg` for the release's.
     pub(crate) spinlock: &'a str,
+    /// The reader-writer lock in place of every LWLock: `pg` for the release's.
+    pub(crate) lwlock: &'a str,
 }
 
 impl Setup<'_> {
@@ -475,7 +505,23 @@ fn on_preset_locks<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refus
     if setup.spinlock != "pg" {
         return on_spinlock_impl::<P>(setup);
     }
+    if setup.lwlock != "pg" {
+        return on_rw_lwlock::<P>(setup);
+    }
     with_lwlock_type(setup.settings, OnLocks::<P>(setup, PhantomData))
+}
+
+/// `P` built on one of [`crate::LWLOCK_RW_IMPLS`] in place of every LWLock, beside the
+/// release's s_lock when it reads first (as a run builds them).
+fn on_rw_lwlock<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refused> {
+    use pglocks_lwlock::{CohortRwLock, ShflRwLock};
+    if !setup.settings.tas_spin {
+        return Err(Refused(crate::NotBeside::NoTasSpin.to_string()));
+    }
+    match setup.lwlock {
+        "cohort-rw" => P::new_part::<CohortRwLock, PgSpinLock<true>>(setup),
+        _ => P::new_part::<ShflRwLock, PgSpinLock<true>>(setup),
+    }
 }
 
 /// `P` built on one of [`crate::SPINLOCK_IMPLS`] beside the release's LWLock (9.6's or 18's).
@@ -843,6 +889,7 @@ pub(crate) mod tests {
             parts: Vec::new(),
             simulated: None,
             spinlock: "pg".into(),
+            lwlock: "pg".into(),
         }
     }
 
@@ -878,6 +925,7 @@ pub(crate) mod tests {
             threads: 2,
             stop: &stop,
             spinlock: "pg",
+            lwlock: "pg",
         };
         for entry in PARTS {
             if let Err(Refused(e)) = (entry.new)(&setup) {
@@ -898,6 +946,20 @@ pub(crate) mod tests {
                 assert_eq!(p.threads, 2, "{p:?}");
                 assert!(p.ops > 0 && p.checks > 0, "{preset}: {p:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_short_stress_run_passes_on_each_reader_writer_lock() {
+        for lwlock in crate::LWLOCK_RW_IMPLS.iter().map(|i| i.name) {
+            let mut cfg = config("pg18", 2 * PARTS.len(), 400);
+            cfg.lwlock = lwlock.into();
+            let report = stress(&cfg).unwrap();
+            assert!(report.passed(), "{lwlock}: {report:?}");
+            assert!(
+                report.parts.iter().all(|p| p.ops > 0),
+                "{lwlock}: {report:?}"
+            );
         }
     }
 
@@ -929,6 +991,16 @@ pub(crate) mod tests {
         cfg.parts = vec!["spin".into(), "spin".into()];
         assert!(usage(&cfg).contains("'spin' is named twice"));
         cfg.parts = vec!["spin".into()];
+        cfg.lwlock = "rwsem".into();
+        let e = usage(&cfg);
+        assert!(
+            e.contains("unknown stress LWLock 'rwsem' (valid: pg, cohort-rw"),
+            "{e}"
+        );
+        cfg.lwlock = "shfl-rw".into();
+        cfg.spinlock = "cna".into();
+        assert!(usage(&cfg).contains("not both at once"));
+        cfg.spinlock = "pg".into();
         cfg.duration = Duration::ZERO;
         assert!(usage(&cfg).contains("--duration must be longer than 0"));
     }

@@ -145,6 +145,7 @@ mod tests {
             threads: 1,
             stop: &stop,
             spinlock: "pg",
+            lwlock: "pg",
         };
         let Ok(part) = New::new_part::<AtomicLwLock<Pg18Layout>, PgSpinLock>(&setup) else {
             panic!("the WAL part does not build");
