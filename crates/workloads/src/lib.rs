@@ -242,8 +242,9 @@ impl Model {
 
     /// Whether [`LWLOCK_RW_IMPLS`] stand in for this model's LWLocks: the LWLock micro
     /// workloads, the buffer mapping, lock manager, CLOG and ProcArray models and pgbench's
-    /// transactions. Not the WAL's insertion locks (their variable protocol would only be
-    /// polled), sinval's, shm_mq's or apply's, whose hot lock is a spinlock or a queue.
+    /// transactions (the WAL insertion locks of tpcb-like included). Not the WAL models, which
+    /// measure the insertion locks' variable protocol that these locks only poll, nor sinval's,
+    /// shm_mq's or apply's, whose hot lock is a spinlock or a queue.
     fn rw_lwlock_stands_in(self) -> bool {
         matches!(
             self,
