@@ -189,11 +189,11 @@ impl Model {
         spec: &TeamSpec,
     ) -> RunResult {
         match self {
-            Model::Lwlock(mix) => lwlock::run_on::<K>(mix, settings, spec),
-            Model::BufferLookup => bufmgr::BufferLookup.run::<K, R>(settings, spec),
-            Model::Lmgr(kind) => kind.run::<K, R>(settings, spec),
-            Model::Clog(kind) => kind.run::<K, R>(settings, spec),
-            Model::ProcArray(kind) => kind.run::<K, R>(settings, spec),
+            Model::Lwlock(_)
+            | Model::BufferLookup
+            | Model::Lmgr(_)
+            | Model::Clog(_)
+            | Model::ProcArray(_) => self.run_with_rw_lwlock::<K, R>(settings, spec),
             Model::ShmMq => shmmq::run(self, settings, spec),
             Model::Apply => apply::Apply.run::<K, R>(settings, spec),
             // Every LWLock spacing of the releases (run_with_spinlock builds 9.6's on).
