@@ -40,8 +40,9 @@ pub(crate) struct StressArgs {
     /// or NUMA-aware one (`qspinlock`, `cna`, `cohort`, `hmcs`, `shfl`).
     #[arg(long, default_value = "pg")]
     spinlock: String,
-    /// The reader-writer lock in place of every LWLock of the parts: `pg` (the release's), or
-    /// a NUMA-aware one (`cohort-rw`, `shfl-rw`).
+    /// The reader-writer lock in place of every LWLock of the parts: `pg` (the release's), 18's
+    /// with shared holds by fetch-and-add (`fetch-add`, a prototype), or a NUMA-aware one
+    /// (`cohort-rw`, `shfl-rw`).
     #[arg(long, default_value = "pg")]
     lwlock: String,
     /// Seed of every thread's random choices (default: from the clock, printed).

@@ -78,9 +78,13 @@ pub mod tranche;
 pub mod var;
 
 pub use atomic::{
-    AtomicLwLock, AttemptRule, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout, ReadFirst,
-    SeparateMutex, StateLayout, SwapAlways, WaitListLock,
+    AtomicLwLock, AttemptRule, FetchAddShared, LockedBit, Pg18Layout, Pg95Layout, Pg96Layout,
+    ReadFirst, SeparateMutex, StateLayout, SwapAlways, WaitListLock,
 };
+
+/// PostgreSQL 18's LWLock with the 2025 proposal's shared acquisition by fetch-and-add (a
+/// prototype; see [`FetchAddShared`]).
+pub type FetchAddLwLock = AtomicLwLock<Pg18Layout, LockedBit, FetchAddShared>;
 
 /// The LWLock of 9.5: the atomic state word, the wait list under a spinlock of its own.
 pub type MutexWaitListLwLock = AtomicLwLock<Pg95Layout, SeparateMutex>;

@@ -13,8 +13,9 @@ use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use pglocks_lwlock::numa::{CohortRw, ShflRw};
 use pglocks_lwlock::{
-    AtomicLwLock, AtomicVar, HandoffLwLock, LockedVar, LwLockMode, LwLockVar, MutexWaitListLwLock,
-    Pg96Layout, RawLwLock, SpinlockProtectedLwLock, StateLayout, VarProtocol, VarWait,
+    AtomicLwLock, AtomicVar, FetchAddLwLock, HandoffLwLock, LockedVar, LwLockMode, LwLockVar,
+    MutexWaitListLwLock, Pg96Layout, RawLwLock, SpinlockProtectedLwLock, StateLayout, VarProtocol,
+    VarWait,
 };
 use pglocks_proc::spin_delay::SpinDelayConfig;
 use pglocks_proc::{Backend, ProcTable};
@@ -42,6 +43,7 @@ type Atomic = AtomicLwLock;
 type Spin94 = SpinlockProtectedLwLock;
 type Mutex95 = MutexWaitListLwLock;
 type Handoff = HandoffLwLock;
+type FetchAdd = FetchAddLwLock;
 
 fn procs(n: usize) -> ProcTable {
     ProcTable::with_spin_config(
@@ -127,6 +129,7 @@ fn shared_never_overlaps_exclusive() {
     shared_vs_exclusive::<Atomic>();
     shared_vs_exclusive::<Spin94>();
     shared_vs_exclusive::<Mutex95>();
+    shared_vs_exclusive::<FetchAdd>();
 }
 
 fn shared_vs_exclusive<K: RawLwLock>() {
@@ -152,6 +155,7 @@ fn two_readers_and_a_writer_all_finish() {
     readers_and_writer::<Atomic>();
     readers_and_writer::<Spin94>();
     readers_and_writer::<Mutex95>();
+    readers_and_writer::<FetchAdd>();
 }
 
 fn readers_and_writer<K: RawLwLock>() {
@@ -173,6 +177,33 @@ fn readers_and_writer<K: RawLwLock>() {
         for r in readers {
             r.join().unwrap();
         }
+    });
+}
+
+/// The fetch-and-add shared acquisition (`FetchAddShared`): a reader that queued behind the
+/// writer adds its count, sees the writer, and backs out only after the writer's release, which
+/// saw that count and woke nobody. The back-out left the lock free, so it must wake the queue
+/// (here the reader itself); if it did not, the reader would sleep on a free lock and loom would
+/// report the deadlock.
+#[test]
+fn fetch_add_back_out_wakes_what_a_release_missed() {
+    model(2, || {
+        let procs = procs(2);
+        let s = Shared::<FetchAdd>::new();
+        let mut writer = procs.attach().unwrap();
+        s.lock.acquire(&mut writer, LwLockMode::Exclusive).unwrap();
+        let (s2, mut reader) = (Arc::clone(&s), procs.attach().unwrap());
+        let r = loom::thread::spawn(move || {
+            s2.lock.acquire(&mut reader, LwLockMode::Shared).unwrap();
+            // SAFETY: held shared, after the writer's release.
+            let seen = s2.data.with(|p| unsafe { *p });
+            s2.lock.release(&mut reader).unwrap();
+            seen
+        });
+        // SAFETY: held exclusively.
+        s.data.with_mut(|p| unsafe { *p = 1 });
+        s.lock.release(&mut writer).unwrap();
+        assert_eq!(r.join().unwrap(), 1);
     });
 }
 

@@ -1,14 +1,14 @@
 //! The 9.6+ LWLock (and the hand-off lock, which shares its state word) under real threads, its
 //! errors, and a proptest state machine of several backends (conditional acquire / release /
 //! release-all over several locks) against a sequential reference model, for each PostgreSQL
-//! implementation, the hand-off lock, the parking_lot adapter and the NUMA-aware reader-writer
-//! locks.
+//! implementation, the fetch-and-add prototype, the hand-off lock, the parking_lot adapter and
+//! the NUMA-aware reader-writer locks.
 #![cfg(not(loom))]
 
 use pglocks_lwlock::{
-    AtomicLwLock, CohortRwLock, HandoffLwLock, LwLockError, LwLockMode, MutexWaitListLwLock,
-    NoPadding, ParkingLotLwLock, PartitionedTranche, Pg96Layout, RawLwLock, ShflRwLock,
-    SpinlockProtectedLwLock, StateLayout, MAX_SIMUL_LWLOCKS,
+    AtomicLwLock, CohortRwLock, FetchAddLwLock, HandoffLwLock, LwLockError, LwLockMode,
+    MutexWaitListLwLock, NoPadding, ParkingLotLwLock, PartitionedTranche, Pg18Layout, Pg96Layout,
+    RawLwLock, ShflRwLock, SpinlockProtectedLwLock, StateLayout, MAX_SIMUL_LWLOCKS,
 };
 use pglocks_proc::ProcTable;
 use proptest::prelude::*;
@@ -87,6 +87,19 @@ fn readers_and_writers_under_threads() {
 #[test]
 fn handoff_readers_and_writers_under_threads() {
     free_and_unqueued(&*readers_and_writers::<HandoffLwLock>());
+}
+
+/// The same with the fetch-and-add shared acquisition (a prototype): readers' refused counts,
+/// taken back, leave nothing behind, and nobody sleeps on a free lock.
+#[test]
+fn fetch_add_readers_and_writers_under_threads() {
+    let lock = readers_and_writers::<FetchAddLwLock>();
+    let held_or_queued = Pg18Layout::LOCK_MASK | Pg18Layout::HAS_WAITERS;
+    assert_eq!(
+        lock.state() & held_or_queued,
+        0,
+        "free at the end, nobody queued"
+    );
 }
 
 /// The same with the NUMA-aware reader-writer locks (on one node: the threads are not placed).
@@ -303,6 +316,11 @@ proptest! {
     #[test]
     fn handoff_lwlock_follows_the_model(ops in ops()) {
         follows_the_model::<HandoffLwLock>(ops)?;
+    }
+
+    #[test]
+    fn fetch_add_lwlock_follows_the_model(ops in ops()) {
+        follows_the_model::<FetchAddLwLock>(ops)?;
     }
 
     #[test]

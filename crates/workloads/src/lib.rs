@@ -678,10 +678,16 @@ pub const SPINLOCK_IMPLS: &[Impl] = &[
     ),
 ];
 
-/// The NUMA-aware reader-writer locks (`pglocks_lwlock::numa`), offered on every workload whose
-/// hot lock is an LWLock ([`Model::rw_lwlock_stands_in`]): each stands in for every LWLock of
-/// the model, beside the release's s_lock.
+/// The reader-writer locks offered on every workload whose hot lock is an LWLock
+/// ([`Model::rw_lwlock_stands_in`]): the NUMA-aware ones (`pglocks_lwlock::numa`) and PostgreSQL
+/// 18's own with the 2025 proposal's shared fetch-and-add (a prototype). Each stands in for
+/// every LWLock of the model, beside the release's s_lock.
 pub const LWLOCK_RW_IMPLS: &[Impl] = &[
+    Impl::new(
+        "fetch-add",
+        "18's LWLock taking shared holds by fetch-and-add, backed out if refused (the 2025 proposal) in place of every LWLock",
+        run_on_rw_lwlock::<pglocks_lwlock::FetchAddLwLock>,
+    ),
     Impl::new(
         "cohort-rw",
         "C-RW-WP (Calciu et al. 2013) in place of every LWLock: per-node reader counts, writers on a cohort lock",
@@ -746,10 +752,10 @@ pub enum NotBeside {
     NoSpinlock,
     /// A model whose hot lock is not an LWLock (the reader-writer locks are offered only where
     /// one is).
-    #[error("the reader-writer locks (--impl cohort-rw, shfl-rw) stand in for the LWLocks of the lwlock-*, buffer-lookup, lmgr-*, clog-*, snapshot, end-xact and pgbench workloads, not this one's")]
+    #[error("the reader-writer locks (--impl fetch-add, cohort-rw, shfl-rw) stand in for the LWLocks of the lwlock-*, buffer-lookup, lmgr-*, clog-*, snapshot, end-xact and pgbench workloads, not this one's")]
     NoRwLwLock,
     /// A preset whose s_lock does not read first (before 9.4, or `tas_spin=off`).
-    #[error("the reader-writer locks (--impl cohort-rw, shfl-rw) run beside the s_lock of 9.4 and later, which reads before its test-and-set; this run has tas_spin=off (choose a preset from pg94 on)")]
+    #[error("the reader-writer locks (--impl fetch-add, cohort-rw, shfl-rw) run beside the s_lock of 9.4 and later, which reads before its test-and-set; this run has tas_spin=off (choose a preset from pg94 on)")]
     NoTasSpin,
 }
 

@@ -514,11 +514,12 @@ fn on_preset_locks<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refus
 /// `P` built on one of [`crate::LWLOCK_RW_IMPLS`] in place of every LWLock, beside the
 /// release's s_lock when it reads first (as a run builds them).
 fn on_rw_lwlock<P: NewPart>(setup: &Setup<'_>) -> Result<Arc<dyn Part>, Refused> {
-    use pglocks_lwlock::{CohortRwLock, ShflRwLock};
+    use pglocks_lwlock::{CohortRwLock, FetchAddLwLock, ShflRwLock};
     if !setup.settings.tas_spin {
         return Err(Refused(crate::NotBeside::NoTasSpin.to_string()));
     }
     match setup.lwlock {
+        "fetch-add" => P::new_part::<FetchAddLwLock, PgSpinLock<true>>(setup),
         "cohort-rw" => P::new_part::<CohortRwLock, PgSpinLock<true>>(setup),
         _ => P::new_part::<ShflRwLock, PgSpinLock<true>>(setup),
     }
@@ -994,7 +995,7 @@ pub(crate) mod tests {
         cfg.lwlock = "rwsem".into();
         let e = usage(&cfg);
         assert!(
-            e.contains("unknown stress LWLock 'rwsem' (valid: pg, cohort-rw"),
+            e.contains("unknown stress LWLock 'rwsem' (valid: pg, fetch-add, cohort-rw"),
             "{e}"
         );
         cfg.lwlock = "shfl-rw".into();
