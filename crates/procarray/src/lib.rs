@@ -160,6 +160,13 @@ pub struct ProcArrayConfig {
     /// backend lines of its own, the cache-line-aligned `PGXACT` discussed on pgsql-hackers in
     /// 2016–17 and never committed (a prototype, not a release).
     pub pgxact_padding: usize,
+    /// 14+: bytes from one backend's entry to the next in `ProcGlobal->xids`, `subxidStates`
+    /// and `statusFlags`, rounded up to whole entries. 0 (the default) is PostgreSQL's dense
+    /// arrays, which 14 made dense so that `GetSnapshotData` reads 16 xids a line; 64 or 128
+    /// give each backend's entries lines of their own, so that an xid assigned or cleared stops
+    /// taking its neighbours' entries away from other readers, at the cost of a line per
+    /// backend in every scan (a prototype, not a release).
+    pub dense_padding: usize,
 }
 
 impl ProcArrayConfig {
@@ -170,6 +177,7 @@ impl ProcArrayConfig {
             layout,
             group_clear,
             pgxact_padding: 0,
+            dense_padding: 0,
         }
     }
 
@@ -185,6 +193,12 @@ impl ProcArrayConfig {
             return Err(ProcArrayError::Config(format!(
                 "PGXACT padding must be 0 to 4096 bytes, not {}",
                 self.pgxact_padding
+            )));
+        }
+        if self.dense_padding > 4096 {
+            return Err(ProcArrayError::Config(format!(
+                "dense array padding must be 0 to 4096 bytes, not {}",
+                self.dense_padding
             )));
         }
         Ok(())
@@ -405,10 +419,9 @@ pub struct ProcArray<K: RawLwLock> {
     proc_array: ProcArrayStruct,
     /// `ProcGlobal->allProcs`.
     all_procs: ShmemArray<Pgproc>,
-    /// `ProcGlobal->allPgXact` (9.2–13): backend `procno`'s entry is at `procno * pgxact_stride`.
+    /// `ProcGlobal->allPgXact` (9.2–13), by proc number (its entries spaced by
+    /// [`ProcArrayConfig::pgxact_padding`]).
     all_pgxact: ShmemArray<Pgxact>,
-    /// Entries from one backend's `PGXACT` to the next (1 in PostgreSQL).
-    pgxact_stride: usize,
     /// `ProcGlobal->xids` (14).
     xids: ShmemArray<AtomicU32>,
     /// `ProcGlobal->subxidStates` (14).
@@ -424,16 +437,11 @@ pub struct ProcArray<K: RawLwLock> {
     status: TransactionStatus,
 }
 
-/// Entries from one backend's `PGXACT` to the next for `padding` bytes between them.
-fn pgxact_stride(padding: usize) -> usize {
-    padding.div_ceil(std::mem::size_of::<Pgxact>()).max(1)
-}
-
 impl<K: RawLwLock> ProcArray<K> {
     /// Backend `procno`'s `PGXACT` (9.2–13).
     #[inline]
     fn pgxact(&self, procno: usize) -> &Pgxact {
-        &self.all_pgxact[procno * self.pgxact_stride]
+        &self.all_pgxact[procno]
     }
 
     /// Models `CreateSharedProcArray` / `InitProcGlobal`: an empty array, `nextXid` at
@@ -466,13 +474,10 @@ impl<K: RawLwLock> ProcArray<K> {
             CachePadded::new(AtomicU32::new(INVALID_PGPROCNO)),
         );
         let all_procs = ShmemArray::new("ProcGlobal->allProcs", n, Pgproc::new);
-        let all_pgxact = ShmemArray::new(
+        let all_pgxact = ShmemArray::spaced(
             "ProcGlobal->allPgXact",
-            if pgxact {
-                n * pgxact_stride(cfg.pgxact_padding)
-            } else {
-                0
-            },
+            if pgxact { n } else { 0 },
+            cfg.pgxact_padding,
             || Pgxact {
                 xid: AtomicU32::new(0),
                 xmin: AtomicU32::new(0),
@@ -483,13 +488,16 @@ impl<K: RawLwLock> ProcArray<K> {
             },
         );
         let dense_len = if dense { n } else { 0 };
-        let xids = ShmemArray::new("ProcGlobal->xids", dense_len, || AtomicU32::new(0));
-        let subxid_states = ShmemArray::new(
+        let pad = cfg.dense_padding;
+        let xids = ShmemArray::spaced("ProcGlobal->xids", dense_len, pad, || AtomicU32::new(0));
+        let subxid_states = ShmemArray::spaced(
             "ProcGlobal->subxidStates",
             dense_len,
+            pad,
             XidCacheStatus::default,
         );
-        let status_flags = ShmemArray::new("ProcGlobal->statusFlags", dense_len, || DataU8::new(0));
+        let status_flags =
+            ShmemArray::spaced("ProcGlobal->statusFlags", dense_len, pad, || DataU8::new(0));
         let proc_array = ProcArrayStruct::new(cfg.layout, n, INVALID_PGPROCNO);
         Ok(Self {
             layout: cfg.layout,
@@ -499,7 +507,6 @@ impl<K: RawLwLock> ProcArray<K> {
             cache,
             proc_array,
             all_procs,
-            pgxact_stride: pgxact_stride(cfg.pgxact_padding),
             all_pgxact,
             xids,
             subxid_states,

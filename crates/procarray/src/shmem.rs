@@ -29,30 +29,48 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 /// `ShmemAlloc(TotalProcs * sizeof(...))`): one region of the simulated map, the first element
 /// on a 128-byte boundary, each next one `size_of::<T>()` bytes further. An empty array takes
 /// no region (a layout that does not have it).
+///
+/// A prototype's layout may space the elements ([`ShmemArray::spaced`]); PostgreSQL's never does.
 pub(crate) struct ShmemArray<T> {
     /// Declared first, so the placement ends before the memory is freed.
     _placed: Placed,
     items: Box<[T]>,
+    /// Slots from one element to the next (1: back to back).
+    stride: usize,
 }
 
 impl<T> ShmemArray<T> {
-    /// `len` elements made by `f`, placed in the map as `name`.
-    pub(crate) fn new(name: &'static str, len: usize, mut f: impl FnMut() -> T) -> Self {
-        let items: Box<[T]> = (0..len).map(|_| f()).collect();
+    /// `len` elements made by `f`, back to back, placed in the map as `name`.
+    pub(crate) fn new(name: &'static str, len: usize, f: impl FnMut() -> T) -> Self {
+        Self::spaced(name, len, 0, f)
+    }
+
+    /// `len` elements each at least `padding` bytes after the one before (rounded up to whole
+    /// elements, the slots between them unused; 0 puts them back to back), placed in the map as
+    /// `name`: the layout of a prototype that gives each backend's entry lines of its own.
+    pub(crate) fn spaced(
+        name: &'static str,
+        len: usize,
+        padding: usize,
+        mut f: impl FnMut() -> T,
+    ) -> Self {
+        let stride = padding.div_ceil(std::mem::size_of::<T>().max(1)).max(1);
+        let items: Box<[T]> = (0..len * stride).map(|_| f()).collect();
         Self {
             _placed: Placed::slice(name, &items),
             items,
+            stride,
         }
     }
 
     /// Elements.
     pub(crate) fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() / self.stride
     }
 
     /// The first `n` elements.
     pub(crate) fn iter_to(&self, n: usize) -> impl Iterator<Item = &T> + '_ {
-        self.items[..n].iter()
+        self.items[..n * self.stride].iter().step_by(self.stride)
     }
 }
 
@@ -61,7 +79,7 @@ impl<T> Index<usize> for ShmemArray<T> {
 
     #[inline]
     fn index(&self, i: usize) -> &T {
-        &self.items[i]
+        &self.items[i * self.stride]
     }
 }
 
@@ -174,6 +192,21 @@ mod tests {
         }
         assert_eq!(a.len(), 70);
         assert_eq!(a.iter_to(70).count(), 70);
+    }
+
+    #[test]
+    fn spaced_arrays_start_each_element_a_padding_further() {
+        let a: ShmemArray<u32> = ShmemArray::spaced("test array", 10, 64, || 0);
+        let base = &a[0] as *const _ as usize;
+        for i in 0..10 {
+            assert_eq!(&a[i] as *const _ as usize, base + 64 * i, "element {i}");
+        }
+        assert_eq!(a.len(), 10);
+        let seen: Vec<usize> = a.iter_to(4).map(|e| e as *const _ as usize).collect();
+        assert_eq!(seen, vec![base, base + 64, base + 128, base + 192]);
+        // 12-byte elements 64 bytes apart round up to six elements, 72 bytes.
+        let b: ShmemArray<[u8; 12]> = ShmemArray::spaced("test array", 3, 64, || [0; 12]);
+        assert_eq!(&b[2] as *const _ as usize - &b[0] as *const _ as usize, 144);
     }
 
     #[test]

@@ -588,6 +588,7 @@ mod tests {
             ("scale=0", "1 to 100000"),
             ("group_clear=maybe", "on or off"),
             ("pgxact_padding=32", "none, 64 or 128"),
+            ("dense_padding=32", "none, 64 or 128"),
             ("wal_fault=fsync:0", "counted from 1"),
             ("slru_fault=fsync:2:short", "cannot be short"),
             ("msg_size=-1", "0 to 67108864"),

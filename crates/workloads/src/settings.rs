@@ -500,6 +500,10 @@ settings! {
     /// A prototype for 9.2–13: bytes between backends' `PGXACT`s (0 = PostgreSQL's dense array).
     pgxact_padding: usize = |_| 0,
         knob "pgxact_padding": PGXACT_PADDING => "none|64|128: a prototype: space the PGXACT entries of pgxact layouts by a cache line, so backends stop sharing lines (none = PostgreSQL)";
+    /// A prototype for 14+: bytes between backends' entries of the dense arrays (0 =
+    /// PostgreSQL's).
+    dense_padding: usize = |_| 0,
+        knob "dense_padding": PGXACT_PADDING => "none|64|128: a prototype: space the entries of the dense layout's xids, subxidStates and statusFlags by a cache line, a line per backend (none = PostgreSQL)";
     /// Workloads `snapshot`, `end-xact`: registered backends (the running threads and idle
     /// connections); at least the threads.
     backends: usize = |_| 100,
@@ -672,6 +676,7 @@ impl Settings {
     pub fn procarray_config(&self, max_backends: usize) -> ProcArrayConfig {
         ProcArrayConfig {
             pgxact_padding: self.pgxact_padding,
+            dense_padding: self.dense_padding,
             ..ProcArrayConfig::new(max_backends, self.snapshot_layout, self.group_clear)
         }
     }
