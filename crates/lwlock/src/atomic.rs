@@ -221,7 +221,8 @@ impl AttemptRule for ReadFirst {
 /// added, saw the writer, and backed out after the writer's release would sleep on a free lock
 /// (the loom model `fetch_add_back_out_wakes_what_a_release_missed`). A backend has at most one
 /// count in a word at a time, held or transient, so `MAX_BACKENDS` still bounds the shared count
-/// (the proposal widens `LW_SHARED_MASK` by a bit for margin).
+/// and 18's layout holds it (the proposal widens `LW_SHARED_MASK` by a bit and bounds the count
+/// at twice `MAX_BACKENDS`).
 #[derive(Debug)]
 pub struct FetchAddShared;
 
@@ -456,7 +457,7 @@ impl<L: StateLayout, W: WaitListLock, A: AttemptRule> AtomicLwLock<L, W, A> {
     fn acquire_slow(&self, b: &mut Backend, mode: LwLockMode) -> Result<bool, LwLockError> {
         let mut result = true;
         let mut extra_waits = 0;
-        // `attempt_lock` failed once already.
+        // `attempt_to_wait` failed once already.
         loop {
             self.queue_self(b, mode)?;
             if self.attempt_to_wait(b, mode)? == LockAttempt::Acquired {

@@ -189,17 +189,15 @@ impl ProcArrayConfig {
                 self.max_backends
             )));
         }
-        if self.pgxact_padding > 4096 {
-            return Err(ProcArrayError::Config(format!(
-                "PGXACT padding must be 0 to 4096 bytes, not {}",
-                self.pgxact_padding
-            )));
-        }
-        if self.dense_padding > 4096 {
-            return Err(ProcArrayError::Config(format!(
-                "dense array padding must be 0 to 4096 bytes, not {}",
-                self.dense_padding
-            )));
+        for (what, padding) in [
+            ("PGXACT padding", self.pgxact_padding),
+            ("dense array padding", self.dense_padding),
+        ] {
+            if padding > 4096 {
+                return Err(ProcArrayError::Config(format!(
+                    "{what} must be 0 to 4096 bytes, not {padding}"
+                )));
+            }
         }
         Ok(())
     }
@@ -778,6 +776,26 @@ mod tests {
     fn misuse_is_refused_in_postgresqls_words() {
         let e = Pa::new(&ProcArrayConfig::new(0, SnapshotLayout::Dense, true)).err();
         assert!(e.unwrap().to_string().contains("max_backends must be 1 to"));
+        let base = ProcArrayConfig::new(4, SnapshotLayout::Dense, true);
+        for (cfg, want) in [
+            (
+                ProcArrayConfig {
+                    pgxact_padding: 4097,
+                    ..base.clone()
+                },
+                "PGXACT padding must be 0 to 4096 bytes, not 4097",
+            ),
+            (
+                ProcArrayConfig {
+                    dense_padding: 4097,
+                    ..base.clone()
+                },
+                "dense array padding must be 0 to 4096 bytes, not 4097",
+            ),
+        ] {
+            let e = Pa::new(&cfg).err().unwrap().to_string();
+            assert!(e.contains(want), "{e}");
+        }
         let pa = Pa::new(&ProcArrayConfig::new(1, SnapshotLayout::Pgxact, false)).unwrap();
         let procs = ProcTable::new(2);
         let mut b = procs.attach().unwrap();

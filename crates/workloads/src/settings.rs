@@ -75,7 +75,9 @@ const SNAPSHOT_LAYOUT: Names<SnapshotLayout> = Names(&[
     ("dense", SnapshotLayout::Dense),
 ]);
 const VXID_LOCK: Names<bool> = Names(&[("lazy", true), ("eager", false)]);
-const PGXACT_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
+/// Bytes between backends' entries of the arrays a snapshot scans (`pgxact_padding`,
+/// `dense_padding`).
+const ENTRY_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
 const LWLOCK_PADDING: Names<usize> =
     Names(&[("none", 0), ("0", 0), ("32", 32), ("64", 64), ("128", 128)]);
 
@@ -499,11 +501,11 @@ settings! {
         knob "group_clear": OnOff => "on|off: ProcArrayLock conditional acquire at commit, else group XID clear (9.6+)";
     /// A prototype for 9.2–13: bytes between backends' `PGXACT`s (0 = PostgreSQL's dense array).
     pgxact_padding: usize = |_| 0,
-        knob "pgxact_padding": PGXACT_PADDING => "none|64|128: a prototype: space the PGXACT entries of pgxact layouts by a cache line, so backends stop sharing lines (none = PostgreSQL)";
+        knob "pgxact_padding": ENTRY_PADDING => "none|64|128: a prototype: space the PGXACT entries of pgxact layouts by a cache line, so backends stop sharing lines (none = PostgreSQL)";
     /// A prototype for 14+: bytes between backends' entries of the dense arrays (0 =
     /// PostgreSQL's).
     dense_padding: usize = |_| 0,
-        knob "dense_padding": PGXACT_PADDING => "none|64|128: a prototype: space the entries of the dense layout's xids, subxidStates and statusFlags by a cache line, a line per backend (none = PostgreSQL)";
+        knob "dense_padding": ENTRY_PADDING => "none|64|128: a prototype: space the entries of the dense layout's xids, subxidStates and statusFlags by a cache line, a line per backend (none = PostgreSQL)";
     /// Workloads `snapshot`, `end-xact`: registered backends (the running threads and idle
     /// connections); at least the threads.
     backends: usize = |_| 100,
