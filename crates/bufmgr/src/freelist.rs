@@ -24,6 +24,24 @@
 //! `completePasses`. The freelist moved under that spinlock too, held only to unlink one
 //! buffer. The search itself takes no lock at all.
 //!
+//! # A prototype: the search split per NUMA node
+//! [`SweepPartitions::PerNode`] (`--set clock_sweep=node`, off in every release's preset) models
+//! the freelist and clock-sweep partitioning of the 2025 "Adding basic NUMA awareness" patch
+//! series on pgsql-hackers (its "partition buffer freelist" patch with the `node` strategy, and
+//! the clock-sweep partitioning that followed it). The buffers are split into contiguous ranges,
+//! the same number for each node and [`MIN_SWEEP_PARTITIONS`] in all at least (the series
+//! interleaves shared buffers so that each range's memory is on its node); each range has a
+//! `StrategyControl` of its own — spinlock, hand, freelist and counts — the array of them
+//! unpadded, as the series lays it out. A backend searches the range of its node (one of them,
+//! by its proc number, when a node has several): its freelist, then its hand, which runs over
+//! that range only. Where the series is silent the model chooses:
+//! - a range whose every buffer is pinned sends the search on to the next range (freelist, then
+//!   hand) and so on round; only when every range has failed is there "no unpinned buffers
+//!   available";
+//! - a backend's node is the one it attached on ([`Backend::numa_node`]), taken modulo the
+//!   nodes the pool was split for;
+//! - a buffer given back (`StrategyFreeBuffer`) goes on the freelist of the range that holds it.
+//!
 //! # Differences from PostgreSQL
 //! - No buffer access strategies (rings), no bgwriter latch, no `StrategySyncStart`; the
 //!   `numBufferAllocs` count is kept.
@@ -37,6 +55,7 @@ use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
+use pglocks_sync::shmem::Placed;
 
 /// Who guards the hand and the freelist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +64,46 @@ pub enum VictimSearch {
     FreelistLock,
     /// 9.5+: an atomic hand (`ClockSweepTick`); the freelist under `buffer_strategy_lock`.
     AtomicClockHand,
+}
+
+/// How the victim search is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepPartitions {
+    /// PostgreSQL's, in every release: one hand and one freelist for the whole pool.
+    One,
+    /// A prototype (see the module doc): a hand and a freelist for each range of buffers, the
+    /// same number of ranges for each of `nodes` NUMA nodes and [`MIN_SWEEP_PARTITIONS`] in all
+    /// at least.
+    PerNode {
+        /// The machine's NUMA nodes.
+        nodes: usize,
+    },
+}
+
+/// The fewest ranges [`SweepPartitions::PerNode`] splits the buffers into, as the NUMA patch
+/// series does on a machine of fewer nodes (several ranges to a node), to spread the hands'
+/// traffic even there.
+pub const MIN_SWEEP_PARTITIONS: usize = 4;
+
+impl SweepPartitions {
+    /// The most nodes [`SweepPartitions::PerNode`] takes.
+    pub const MAX_NODES: usize = 1024;
+
+    /// Ranges for each node.
+    pub fn per_node(self) -> usize {
+        match self {
+            SweepPartitions::One => 1,
+            SweepPartitions::PerNode { nodes } => MIN_SWEEP_PARTITIONS.div_ceil(nodes.max(1)),
+        }
+    }
+
+    /// Ranges in all.
+    pub fn count(self) -> usize {
+        match self {
+            SweepPartitions::One => 1,
+            SweepPartitions::PerNode { nodes } => nodes * self.per_node(),
+        }
+    }
 }
 
 /// Models `BufferStrategyControl` (9.5+'s fields, in its order: the spinlock, the hand, the
@@ -70,16 +129,104 @@ pub(crate) struct StrategyControl {
 }
 
 impl StrategyControl {
-    /// `StrategyInitialize`: every buffer on the freelist in order, the hand at 0.
-    pub fn new(nbuffers: usize) -> Self {
+    /// `StrategyInitialize` for buffers `first..=last`: every one on the freelist in order,
+    /// the hand at the first.
+    fn new(first: u32, last: u32) -> Self {
         Self {
             strategy_lock: PgSpinLock::new(),
             next_victim_buffer: AtomicU32::new(0),
-            first_free_buffer: AtomicU32::new(0),
-            last_free_buffer: AtomicU32::new(nbuffers as u32 - 1),
+            first_free_buffer: AtomicU32::new(first),
+            last_free_buffer: AtomicU32::new(last),
             complete_passes: AtomicU32::new(0),
             num_buffer_allocs: AtomicU32::new(0),
         }
+    }
+}
+
+/// The victim search's shared state: one [`StrategyControl`] ("Buffer Strategy Status"), or
+/// with [`SweepPartitions::PerNode`] an unpadded array of them, one per range of buffers.
+pub(crate) struct Sweeps {
+    /// The array's place in a simulated machine's shared-memory map (first, to drop first).
+    _placed: Placed,
+    parts: Box<[StrategyControl]>,
+    /// Range `p` is buffers `bounds[p]..bounds[p + 1]`. Fixed at start-up and read by every
+    /// backend, as `NBuffers` is: kept beside the shared structures, not in them.
+    bounds: Box<[u32]>,
+    /// Ranges for each node.
+    per_node: usize,
+}
+
+impl Sweeps {
+    /// The ranges `nbuffers` buffers are split into as `split` says, as [`Sweeps::new`]
+    /// takes them: range `p` is buffers `bounds[p]..bounds[p + 1]`, of equal size (the last
+    /// ones a buffer shorter when they do not divide). The caller has checked that every range
+    /// gets a buffer.
+    pub fn bounds(nbuffers: usize, split: SweepPartitions) -> Box<[u32]> {
+        let count = split.count();
+        (0..=count).map(|p| (p * nbuffers / count) as u32).collect()
+    }
+
+    /// The `freeNext` buffer `buf_id` starts with: the next buffer of its range, or the end
+    /// of its range's list.
+    pub fn initial_free_next(bounds: &[u32], buf_id: u32) -> u32 {
+        let next = buf_id + 1;
+        if bounds.binary_search(&next).is_ok() {
+            FREENEXT_END_OF_LIST
+        } else {
+            next
+        }
+    }
+
+    /// `StrategyInitialize` for the ranges `bounds` of [`Sweeps::bounds`]: each range's
+    /// buffers on its freelist in order (as [`Sweeps::initial_free_next`] links them), its
+    /// hand at its first buffer.
+    pub fn new(bounds: Box<[u32]>, split: SweepPartitions) -> Self {
+        let parts: Box<[StrategyControl]> = bounds
+            .windows(2)
+            .map(|r| StrategyControl::new(r[0], r[1] - 1))
+            .collect();
+        Self {
+            _placed: Placed::slice("Buffer Strategy Status", &parts),
+            parts,
+            bounds,
+            per_node: split.per_node(),
+        }
+    }
+
+    /// The range a backend searches first: its node's (one of them by its proc number, when
+    /// the node has several). The only range, unless split.
+    #[inline]
+    fn home(&self, b: &Backend) -> usize {
+        let count = self.parts.len();
+        if count == 1 {
+            return 0;
+        }
+        let node = b.numa_node() % (count / self.per_node);
+        node * self.per_node + b.procno() % self.per_node
+    }
+
+    /// The range holding `buf_id`.
+    fn of_buffer(&self, buf_id: u32) -> usize {
+        self.bounds.partition_point(|&first| first <= buf_id) - 1
+    }
+
+    /// Range `p`'s first buffer and its number of buffers.
+    #[inline]
+    fn range(&self, p: usize) -> (u32, u32) {
+        (self.bounds[p], self.bounds[p + 1] - self.bounds[p])
+    }
+
+    /// `completePasses`, summed over the ranges.
+    pub fn complete_passes(&self) -> u32 {
+        self.parts
+            .iter()
+            .map(|s| s.complete_passes.load(Relaxed))
+            .sum()
+    }
+
+    /// Ranges.
+    pub fn count(&self) -> usize {
+        self.parts.len()
     }
 }
 
@@ -92,71 +239,76 @@ pub(crate) struct Victim {
 }
 
 impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
-    /// Takes `buffer_strategy_lock` (9.5+).
+    /// Takes range `p`'s `buffer_strategy_lock` (9.5+).
     #[inline]
-    fn strategy_lock(&self, b: &mut Backend) -> Result<(), BufMgrError> {
-        self.strategy
+    fn strategy_lock(&self, b: &mut Backend, p: usize) -> Result<(), BufMgrError> {
+        self.sweeps.parts[p]
             .strategy_lock
             .lock(b)
             .map_err(|e| BufMgrError::stuck("buffer_strategy_lock", e))
     }
 
-    /// Releases `buffer_strategy_lock`.
+    /// Releases range `p`'s `buffer_strategy_lock`.
     #[inline]
-    fn strategy_unlock(&self) {
-        // SAFETY: only called after `strategy_lock` succeeded, by the same caller.
-        unsafe { self.strategy.strategy_lock.unlock() };
+    fn strategy_unlock(&self, p: usize) {
+        // SAFETY: only called after `strategy_lock(_, p)` succeeded, by the same caller.
+        unsafe { self.sweeps.parts[p].strategy_lock.unlock() };
     }
 
-    /// Unlinks the head of the freelist; the caller holds the freelist's lock.
-    fn pop_free(&self) -> Option<u32> {
-        let first = self.strategy.first_free_buffer.load(Relaxed);
+    /// Unlinks the head of range `p`'s freelist; the caller holds the freelist's lock.
+    fn pop_free(&self, p: usize) -> Option<u32> {
+        let strategy = &self.sweeps.parts[p];
+        let first = strategy.first_free_buffer.load(Relaxed);
         if first == FREENEXT_END_OF_LIST {
             return None;
         }
         let buf = &self.descs[first as usize];
-        self.strategy
+        strategy
             .first_free_buffer
             .store(buf.free_next.load(Relaxed), Relaxed);
         buf.free_next.store(FREENEXT_NOT_IN_LIST, Relaxed);
         Some(first)
     }
 
-    /// Models `ClockSweepTick` (9.5+): the next candidate, from one fetch-add on the hand; the
-    /// backend whose tick lands on a multiple of `NBuffers` wraps the counter back under
-    /// `buffer_strategy_lock` and counts the pass.
+    /// Models `ClockSweepTick` (9.5+): the next candidate of range `p` (the whole pool unless
+    /// split), from one fetch-add on its hand; the backend whose tick lands on a multiple of
+    /// the range's size wraps the counter back under its `buffer_strategy_lock` and counts the
+    /// pass.
     #[inline]
-    pub(crate) fn clock_sweep_tick(&self, b: &mut Backend) -> Result<u32, BufMgrError> {
-        let n = self.descs.len() as u32;
-        let victim = self.strategy.next_victim_buffer.fetch_add(1, Relaxed);
+    pub(crate) fn clock_sweep_tick(&self, b: &mut Backend, p: usize) -> Result<u32, BufMgrError> {
+        let (first, n) = self.sweeps.range(p);
+        let victim = self.sweeps.parts[p]
+            .next_victim_buffer
+            .fetch_add(1, Relaxed);
         if victim < n {
-            return Ok(victim);
+            return Ok(first + victim);
         }
         let wrapped_victim = victim % n;
         if wrapped_victim == 0 {
-            self.wrap_hand(b, victim)?;
+            self.wrap_hand(b, p, victim)?;
         }
-        Ok(wrapped_victim)
+        Ok(first + wrapped_victim)
     }
 
-    /// The wraparound of `ClockSweepTick`: brings the counter back below `NBuffers` unless
-    /// another backend's tick already did.
+    /// The wraparound of `ClockSweepTick`: brings range `p`'s counter back below the range's
+    /// size unless another backend's tick already did.
     #[cold]
-    fn wrap_hand(&self, b: &mut Backend, victim: u32) -> Result<(), BufMgrError> {
-        let n = self.descs.len() as u32;
+    fn wrap_hand(&self, b: &mut Backend, p: usize, victim: u32) -> Result<(), BufMgrError> {
+        let n = self.sweeps.range(p).1;
+        let strategy = &self.sweeps.parts[p];
         let mut expected = victim.wrapping_add(1);
         loop {
-            self.strategy_lock(b)?;
-            let done = self.strategy.next_victim_buffer.compare_exchange(
+            self.strategy_lock(b, p)?;
+            let done = strategy.next_victim_buffer.compare_exchange(
                 expected,
                 expected % n,
                 Relaxed,
                 Relaxed,
             );
             if done.is_ok() {
-                self.strategy.complete_passes.fetch_add(1, Relaxed);
+                strategy.complete_passes.fetch_add(1, Relaxed);
             }
-            self.strategy_unlock();
+            self.strategy_unlock(p);
             match done {
                 Ok(_) => return Ok(()),
                 Err(now) => {
@@ -167,36 +319,41 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         }
     }
 
-    /// ≤ 9.4's tick: the plain hand under `BufFreelistLock`.
+    /// ≤ 9.4's tick: the plain hand under `BufFreelistLock` (never split).
     #[inline]
     fn locked_tick(&self) -> u32 {
-        let hand = &self.strategy.next_victim_buffer;
+        let strategy = &self.sweeps.parts[0];
+        let hand = &strategy.next_victim_buffer;
         let victim = hand.load(Relaxed);
         if victim + 1 >= self.descs.len() as u32 {
             hand.store(0, Relaxed);
-            self.strategy.complete_passes.fetch_add(1, Relaxed);
+            strategy.complete_passes.fetch_add(1, Relaxed);
         } else {
             hand.store(victim + 1, Relaxed);
         }
         victim
     }
 
-    /// The freelist part of `StrategyGetBuffer`: a buffer from the freelist that is unpinned
-    /// with usage count zero, header locked. The caller holds `BufFreelistLock` (≤ 9.4); 9.5+
-    /// takes `buffer_strategy_lock` per buffer unlinked.
-    fn get_from_freelist(&self, b: &mut Backend) -> Result<Option<(u32, u32)>, BufMgrError> {
+    /// The freelist part of `StrategyGetBuffer`: a buffer from range `p`'s freelist that is
+    /// unpinned with usage count zero, header locked. The caller holds `BufFreelistLock`
+    /// (≤ 9.4); 9.5+ takes `buffer_strategy_lock` per buffer unlinked.
+    fn get_from_freelist(
+        &self,
+        b: &mut Backend,
+        p: usize,
+    ) -> Result<Option<(u32, u32)>, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         // 9.5+ looks without the lock first: an empty list costs nothing.
-        if !locked && self.strategy.first_free_buffer.load(Relaxed) == FREENEXT_END_OF_LIST {
+        if !locked && self.sweeps.parts[p].first_free_buffer.load(Relaxed) == FREENEXT_END_OF_LIST {
             return Ok(None);
         }
         loop {
             if !locked {
-                self.strategy_lock(b)?;
+                self.strategy_lock(b, p)?;
             }
-            let popped = self.pop_free();
+            let popped = self.pop_free(p);
             if !locked {
-                self.strategy_unlock();
+                self.strategy_unlock(p);
             }
             let Some(buf_id) = popped else {
                 return Ok(None);
@@ -212,21 +369,21 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     }
 
     /// Models `StrategyGetBuffer`: a victim for a new page, header locked and unpinned, from
-    /// the freelist or the clock sweep. Samples `bufmgr.sweep_ticks`, the hand's steps.
+    /// the freelist or the clock sweep — of the backend's own range first when the search is
+    /// split, then of the others in turn. Samples `bufmgr.sweep_ticks`, the hand's steps.
     pub(crate) fn strategy_get_buffer(&self, b: &mut Backend) -> Result<Victim, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         if locked {
             self.freelist_lock.acquire(b, LwLockMode::Exclusive)?;
         }
-        self.strategy.num_buffer_allocs.fetch_add(1, Relaxed);
-        let found = match self.get_from_freelist(b) {
-            Ok(Some(free)) => {
-                b.stats.events.sample("bufmgr.sweep_ticks", 0);
-                Ok(free)
-            }
-            Ok(None) => self.clock_sweep(b, locked),
-            Err(e) => Err(e),
-        };
+        let home = self.sweeps.home(b);
+        self.sweeps.parts[home]
+            .num_buffer_allocs
+            .fetch_add(1, Relaxed);
+        let mut found = self.victim_in(b, home, locked);
+        if matches!(found, Err(BufMgrError::NoUnpinnedBuffers)) && self.sweeps.count() > 1 {
+            found = self.victim_elsewhere(b, home);
+        }
         match found {
             Ok((buf_id, state)) => Ok(Victim {
                 buf_id,
@@ -242,16 +399,51 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         }
     }
 
-    /// The clock-sweep part of `StrategyGetBuffer`.
-    fn clock_sweep(&self, b: &mut Backend, locked: bool) -> Result<(u32, u32), BufMgrError> {
-        let n = self.descs.len() as u32;
+    /// A victim from range `p`: its freelist, then its hand.
+    #[inline]
+    fn victim_in(
+        &self,
+        b: &mut Backend,
+        p: usize,
+        locked: bool,
+    ) -> Result<(u32, u32), BufMgrError> {
+        match self.get_from_freelist(b, p)? {
+            Some(free) => {
+                b.stats.events.sample("bufmgr.sweep_ticks", 0);
+                Ok(free)
+            }
+            None => self.clock_sweep(b, p, locked),
+        }
+    }
+
+    /// A split search whose own range has every buffer pinned: the other ranges in turn.
+    #[cold]
+    fn victim_elsewhere(&self, b: &mut Backend, home: usize) -> Result<(u32, u32), BufMgrError> {
+        let count = self.sweeps.count();
+        for k in 1..count {
+            match self.victim_in(b, (home + k) % count, false) {
+                Err(BufMgrError::NoUnpinnedBuffers) => continue,
+                found => return found,
+            }
+        }
+        Err(BufMgrError::NoUnpinnedBuffers)
+    }
+
+    /// The clock-sweep part of `StrategyGetBuffer`, over range `p`.
+    fn clock_sweep(
+        &self,
+        b: &mut Backend,
+        p: usize,
+        locked: bool,
+    ) -> Result<(u32, u32), BufMgrError> {
+        let n = self.sweeps.range(p).1;
         let mut trycounter = n;
         let mut ticks = 0u64;
         loop {
             let buf_id = if locked {
                 self.locked_tick()
             } else {
-                self.clock_sweep_tick(b)?
+                self.clock_sweep_tick(b, p)?
             };
             ticks += 1;
             let desc: &BufferDesc = &self.descs[buf_id as usize];
@@ -276,32 +468,34 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         }
     }
 
-    /// Models `StrategyFreeBuffer`: puts `buf_id` at the head of the freelist unless it is on
-    /// it already.
+    /// Models `StrategyFreeBuffer`: puts `buf_id` at the head of the freelist (of the range
+    /// that holds it, when split) unless it is on it already.
     pub(crate) fn strategy_free_buffer(
         &self,
         b: &mut Backend,
         buf_id: u32,
     ) -> Result<(), BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
+        let p = self.sweeps.of_buffer(buf_id);
         if locked {
             self.freelist_lock.acquire(b, LwLockMode::Exclusive)?;
         } else {
-            self.strategy_lock(b)?;
+            self.strategy_lock(b, p)?;
         }
+        let strategy = &self.sweeps.parts[p];
         let desc = &self.descs[buf_id as usize];
         if desc.free_next.load(Relaxed) == FREENEXT_NOT_IN_LIST {
-            let first = self.strategy.first_free_buffer.load(Relaxed);
+            let first = strategy.first_free_buffer.load(Relaxed);
             desc.free_next.store(first, Relaxed);
             if first == FREENEXT_END_OF_LIST {
-                self.strategy.last_free_buffer.store(buf_id, Relaxed);
+                strategy.last_free_buffer.store(buf_id, Relaxed);
             }
-            self.strategy.first_free_buffer.store(buf_id, Relaxed);
+            strategy.first_free_buffer.store(buf_id, Relaxed);
         }
         if locked {
             self.freelist_lock.release(b)?;
         } else {
-            self.strategy_unlock();
+            self.strategy_unlock(p);
         }
         Ok(())
     }

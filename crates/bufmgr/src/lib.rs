@@ -68,12 +68,12 @@ pub mod freelist;
 pub mod tag;
 
 pub use desc::{HeaderLock, PinMethod, PrivateRefCount, BM_MAX_USAGE_COUNT};
-pub use freelist::VictimSearch;
+pub use freelist::{SweepPartitions, VictimSearch, MIN_SWEEP_PARTITIONS};
 pub use tag::{BufferTag, ForkNumber};
 
 use buf_table::BufTable;
 use desc::{BufferDesc, PaddedDesc};
-use freelist::StrategyControl;
+use freelist::Sweeps;
 use pglocks_condvar::ConditionVariable;
 use pglocks_lwlock::{LwLockError, Pad128, Padding, RawLwLock};
 use pglocks_proc::Backend;
@@ -96,6 +96,8 @@ pub struct BufMgrConfig {
     pub partitions: usize,
     /// How the victim search is guarded.
     pub victim_search: VictimSearch,
+    /// Whether the victim search is split per NUMA node (a prototype; PostgreSQL's is one).
+    pub sweep: SweepPartitions,
     /// How a pin changes the state word.
     pub pin: PinMethod,
     /// The simulated time of reading one page in.
@@ -129,6 +131,7 @@ impl BufMgrConfig {
             nbuffers,
             partitions: NUM_BUFFER_PARTITIONS,
             victim_search: VictimSearch::AtomicClockHand,
+            sweep: SweepPartitions::One,
             pin: PinMethod::Cas,
             read_latency: Duration::ZERO,
             tas_spin: true,
@@ -151,6 +154,29 @@ impl BufMgrConfig {
                 "buffer mapping partitions must be 1 to 65536, not {}",
                 self.partitions
             )));
+        }
+        if let SweepPartitions::PerNode { nodes } = self.sweep {
+            if nodes == 0 || nodes > SweepPartitions::MAX_NODES {
+                return Err(BufMgrError::Config(format!(
+                    "a clock sweep per node needs 1 to {} nodes, not {nodes}",
+                    SweepPartitions::MAX_NODES
+                )));
+            }
+            if self.victim_search == VictimSearch::FreelistLock {
+                return Err(BufMgrError::Config(
+                    "a clock sweep per node needs the atomic clock hand (9.5+), not \
+                     BufFreelistLock"
+                        .into(),
+                ));
+            }
+            if self.nbuffers < self.sweep.count() {
+                return Err(BufMgrError::Config(format!(
+                    "a clock sweep per node splits the buffers into {} ranges: shared buffers \
+                     must be at least that many, not {}",
+                    self.sweep.count(),
+                    self.nbuffers
+                )));
+            }
         }
         Ok(())
     }
@@ -264,8 +290,8 @@ pub struct BufMgr<K: RawLwLock, P: Padding = Pad128> {
     table: BufTable<K, P>,
     /// `BufFreelistLock` (≤ 9.4), one of `MainLWLockArray`'s individual locks.
     freelist_lock: PlacedBox<CachePadded<K>>,
-    /// `StrategyControl`.
-    strategy: PlacedBox<StrategyControl>,
+    /// `StrategyControl`, or one per range of buffers when the search is split.
+    sweeps: Sweeps,
     victim_search: VictimSearch,
     pin: PinMethod,
     hdr: HeaderLock,
@@ -296,13 +322,11 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     pub fn with_hash_freelists(cfg: &BufMgrConfig, freelists: usize) -> Result<Self, BufMgrError> {
         cfg.validate()?;
         let n = cfg.nbuffers;
+        // Each buffer's first freelist link is to the next one of its range of the search.
+        let bounds = Sweeps::bounds(n, cfg.sweep);
         let descs: Box<[PaddedDesc<K>]> = (0..n)
             .map(|i| PaddedDesc {
-                desc: BufferDesc::new(if i + 1 == n {
-                    desc::FREENEXT_END_OF_LIST
-                } else {
-                    i as u32 + 1
-                }),
+                desc: BufferDesc::new(Sweeps::initial_free_next(&bounds, i as u32)),
                 content_lock: K::new("BufferContent"),
             })
             .collect();
@@ -323,7 +347,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         };
         // StrategyInitialize: InitBufTable(NBuffers + NUM_BUFFER_PARTITIONS).
         let table = BufTable::new(cfg.partitions, n + cfg.partitions, freelists, cfg.tas_spin);
-        let strategy = PlacedBox::new("Buffer Strategy Status", StrategyControl::new(n));
+        let sweeps = Sweeps::new(bounds, cfg.sweep);
         let freelist_lock =
             PlacedBox::new("BufFreelistLock", CachePadded::new(K::new("BufFreelist")));
         Ok(Self {
@@ -333,7 +357,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             io,
             table,
             freelist_lock,
-            strategy,
+            sweeps,
             victim_search: cfg.victim_search,
             pin: cfg.pin,
             hdr: HeaderLock::of_release(cfg.pin, cfg.tas_spin),
@@ -359,11 +383,15 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         &self.blocks
     }
 
-    /// `completePasses`: full turns of the clock hand so far.
+    /// `completePasses`: full turns of the clock hand so far (of every range's hand, summed,
+    /// when the search is split).
     pub fn complete_passes(&self) -> u32 {
-        self.strategy
-            .complete_passes
-            .load(pglocks_sync::atomic::Ordering::Relaxed)
+        self.sweeps.complete_passes()
+    }
+
+    /// The ranges the victim search is split into (1: PostgreSQL's single hand).
+    pub fn sweep_partitions(&self) -> usize {
+        self.sweeps.count()
     }
 
     /// A buffer's tag, counts and validity, read under its header lock.

@@ -7,7 +7,11 @@
 //!   lock lets only one buffer take the tag, and both backends end up with that buffer (with
 //!   either victim search), the one that did not read it having waited for the read on the
 //!   buffer's I/O LWLock (≤ 13) or condition variable (14+): loom reports a deadlock if the
-//!   reader's wake-up can be missed.
+//!   reader's wake-up can be missed;
+//! - the search split per NUMA node (a prototype), a range of one buffer per node: a backend
+//!   whose range has its only buffer pinned goes on to the next range, where a backend of that
+//!   node is taking a victim at the same time; neither takes a buffer the other has pinned,
+//!   and the table maps each page left to the one buffer holding it.
 //!
 //! The mapping table's free lists, shared by partitions, have their loom models in the dynahash
 //! crate (`loom_dynahash`).
@@ -17,7 +21,8 @@
 
 use loom::sync::Arc;
 use pglocks_bufmgr::{
-    BufMgr, BufMgrConfig, BufMgrError, BufferTag, IoWait, PinMethod, PrivateRefCount, VictimSearch,
+    BufMgr, BufMgrConfig, BufMgrError, BufferTag, IoWait, PinMethod, PrivateRefCount,
+    SweepPartitions, VictimSearch,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
@@ -149,5 +154,66 @@ fn two_misses(pool: fn() -> Arc<Pool>) {
             .count();
         assert_eq!(holders, 1, "the page in two buffers");
         assert_eq!(pool.table_entries(&mut b).unwrap(), vec![(x, mine.id())]);
+    });
+}
+
+#[test]
+fn a_full_range_sends_the_search_to_the_next_one_safely() {
+    let (a, c, d) = (
+        BufferTag::main(5, 16384, 1),
+        BufferTag::main(5, 16384, 2),
+        BufferTag::main(5, 16384, 3),
+    );
+    pglocks_sync::loom_builder(2).check(move || {
+        // Four nodes, a range of one buffer each.
+        let cfg = BufMgrConfig {
+            sweep: SweepPartitions::PerNode { nodes: 4 },
+            ..config(4, 1, false)
+        };
+        let pool = Arc::new(Pool::new(&cfg).unwrap());
+        let procs = ProcTable::new(3);
+        // Node 0's backend holds page A pinned in its range's only buffer.
+        let mut b = procs.attach().unwrap();
+        b.set_numa_node(0, 4);
+        let mut refs = PrivateRefCount::new();
+        let held = pool.read_buffer(&mut b, &mut refs, a).unwrap();
+        assert_eq!(held.id(), 0);
+        // Node 1's backend reads page C into its range.
+        let (p1, procs1) = (Arc::clone(&pool), procs.clone());
+        let other = loom::thread::spawn(move || {
+            let mut b = procs1.attach().unwrap();
+            b.set_numa_node(1, 4);
+            let mut refs = PrivateRefCount::new();
+            let buf = p1.read_buffer(&mut b, &mut refs, c).unwrap();
+            assert_eq!(p1.buffer_tag(&mut b, buf).unwrap(), c);
+            p1.release_buffer(&mut b, &mut refs, buf).unwrap();
+            buf
+        });
+        // Meanwhile node 0's backend misses on page D: its range is full, so the next.
+        let mine = pool.read_buffer(&mut b, &mut refs, d).unwrap();
+        assert_ne!(mine, held, "a pinned buffer taken");
+        assert_eq!(pool.buffer_tag(&mut b, mine).unwrap(), d);
+        assert_eq!(
+            pool.buffer_tag(&mut b, held).unwrap(),
+            a,
+            "evicted while pinned"
+        );
+        pool.release_buffer(&mut b, &mut refs, mine).unwrap();
+        pool.release_buffer(&mut b, &mut refs, held).unwrap();
+        // Pages C and D each stay in the buffer read into, unless one backend's search came by
+        // the other's buffer after it was unpinned and evicted the page.
+        let theirs = other.join().unwrap();
+        let entries = pool.table_entries(&mut b).unwrap();
+        let (with_c, with_d) = ((c, theirs.id()), (d, mine.id()));
+        if mine == theirs {
+            assert!(
+                entries == vec![(a, held.id()), with_c] || entries == vec![(a, held.id()), with_d],
+                "{entries:?}"
+            );
+        } else {
+            let mut want = vec![(a, held.id()), with_c, with_d];
+            want.sort_unstable_by_key(|e| e.1);
+            assert_eq!(entries, want);
+        }
     });
 }

@@ -3,12 +3,15 @@
 //! counts). After every step the buffers, the mapping table and the result agree with the
 //! reference, so: no two buffers hold the same tag, the table maps exactly the valid buffers, a
 //! pinned buffer is never evicted, usage counts stop at 5, and with every buffer pinned a miss
-//! fails with "no unpinned buffers available". Both victim searches and both pin methods.
+//! fails with "no unpinned buffers available". Both victim searches and both pin methods, and
+//! the search split per NUMA node (a prototype): each range of buffers its own freelist and
+//! hand, a backend's own range searched first and the others in turn when it has every buffer
+//! pinned.
 #![cfg(not(loom))]
 
 use pglocks_bufmgr::{
     BufMgr, BufMgrConfig, BufMgrError, Buffer, BufferInfo, BufferTag, PinMethod, PrivateRefCount,
-    VictimSearch, BM_MAX_USAGE_COUNT,
+    SweepPartitions, VictimSearch, BM_MAX_USAGE_COUNT,
 };
 use pglocks_lwlock::{AtomicLwLock, NoPadding, Pg96Layout};
 use pglocks_proc::ProcTable;
@@ -43,24 +46,38 @@ fn tag(page: u32) -> BufferTag {
     BufferTag::main(5, 16384 + page % 2, page)
 }
 
-/// The reference: one buffer pool, run one step at a time.
+/// The reference: one buffer pool, run one step at a time. Its buffers are split into ranges
+/// of equal size (one range: PostgreSQL's), each with a freelist and a hand; a backend on node
+/// `k` of a pool split for `nodes` nodes, `per_node` ranges to a node, searches range
+/// `k * per_node + procno % per_node` first, then the next ranges round.
 struct Model {
     tags: Vec<Option<BufferTag>>,
     refcount: Vec<u32>,
     usage: Vec<u32>,
-    free: VecDeque<u32>,
-    hand: usize,
+    /// Range `r` is buffers `bounds[r]..bounds[r + 1]`.
+    bounds: Vec<usize>,
+    free: Vec<VecDeque<u32>>,
+    /// Each range's hand, an index into the range.
+    hand: Vec<usize>,
+    /// Each backend's first range.
+    home: Vec<usize>,
     private: Vec<HashMap<u32, u32>>,
 }
 
 impl Model {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, ranges: usize, home: Vec<usize>) -> Self {
+        let bounds: Vec<usize> = (0..=ranges).map(|r| r * n / ranges).collect();
         Self {
             tags: vec![None; n],
             refcount: vec![0; n],
             usage: vec![0; n],
-            free: (0..n as u32).collect(),
-            hand: 0,
+            free: bounds
+                .windows(2)
+                .map(|w| (w[0] as u32..w[1] as u32).collect())
+                .collect(),
+            hand: vec![0; ranges],
+            bounds,
+            home,
             private: vec![HashMap::new(); BACKENDS],
         }
     }
@@ -75,27 +92,40 @@ impl Model {
         *mine += 1;
     }
 
-    fn victim(&mut self) -> Result<u32, String> {
-        while let Some(i) = self.free.pop_front() {
-            if self.refcount[i as usize] == 0 && self.usage[i as usize] == 0 {
+    /// Backend `bk`'s victim: from its own range, else from the next one that has an unpinned
+    /// buffer.
+    fn victim(&mut self, bk: usize) -> Result<u32, String> {
+        let ranges = self.hand.len();
+        for k in 0..ranges {
+            if let Some(i) = self.victim_in((self.home[bk] + k) % ranges) {
                 return Ok(i);
             }
         }
-        let n = self.tags.len();
+        Err(BufMgrError::NoUnpinnedBuffers.to_string())
+    }
+
+    /// Range `r`'s freelist, then its clock sweep; `None` if every buffer of it is pinned.
+    fn victim_in(&mut self, r: usize) -> Option<u32> {
+        while let Some(i) = self.free[r].pop_front() {
+            if self.refcount[i as usize] == 0 && self.usage[i as usize] == 0 {
+                return Some(i);
+            }
+        }
+        let (first, n) = (self.bounds[r], self.bounds[r + 1] - self.bounds[r]);
         let mut tries = n;
         loop {
-            let i = self.hand;
-            self.hand = (self.hand + 1) % n;
+            let i = first + self.hand[r];
+            self.hand[r] = (self.hand[r] + 1) % n;
             if self.refcount[i] == 0 {
                 if self.usage[i] == 0 {
-                    return Ok(i as u32);
+                    return Some(i as u32);
                 }
                 self.usage[i] -= 1;
                 tries = n;
             } else {
                 tries -= 1;
                 if tries == 0 {
-                    return Err(BufMgrError::NoUnpinnedBuffers.to_string());
+                    return None;
                 }
             }
         }
@@ -106,7 +136,7 @@ impl Model {
             self.pin(bk, i as u32);
             return Ok(i as u32);
         }
-        let i = self.victim()?;
+        let i = self.victim(bk)?;
         self.tags[i as usize] = Some(t);
         self.usage[i as usize] = 1;
         self.refcount[i as usize] += 1;
@@ -141,7 +171,8 @@ impl Model {
         }
         self.tags[i] = None;
         self.usage[i] = 0;
-        self.free.push_front(i as u32);
+        let r = self.bounds.partition_point(|&first| first <= i) - 1;
+        self.free[r].push_front(i as u32);
         Some(Ok(true))
     }
 }
@@ -151,7 +182,21 @@ fn check(cfg: BufMgrConfig, ops: &[Op]) -> Result<(), TestCaseError> {
     let procs = ProcTable::new(BACKENDS);
     let mut bs: Vec<_> = (0..BACKENDS).map(|_| procs.attach().unwrap()).collect();
     let mut refs = vec![PrivateRefCount::new(); BACKENDS];
-    let mut model = Model::new(cfg.nbuffers);
+    // Backend `bk` on node `bk % nodes`.
+    let (nodes, per_node) = match cfg.sweep {
+        SweepPartitions::One => (1, 1),
+        SweepPartitions::PerNode { nodes } => (nodes, cfg.sweep.per_node()),
+    };
+    let home = bs
+        .iter_mut()
+        .enumerate()
+        .map(|(bk, b)| {
+            b.set_numa_node(bk % nodes, nodes);
+            (bk % nodes) * per_node + b.procno() % per_node
+        })
+        .collect();
+    let mut model = Model::new(cfg.nbuffers, nodes * per_node, home);
+    prop_assert_eq!(pool.sweep_partitions(), nodes * per_node);
     // The tag each backend's pinned buffers had when pinned.
     let mut pinned_as: HashMap<(usize, u32), BufferTag> = HashMap::new();
     for op in ops {
@@ -222,23 +267,42 @@ fn check(cfg: BufMgrConfig, ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// 9.6's pin by compare-exchange, or ≤ 9.5's under the header lock.
+fn pin_method(cas: bool) -> PinMethod {
+    if cas {
+        PinMethod::Cas
+    } else {
+        PinMethod::HeaderLock
+    }
+}
+
 fn config() -> impl Strategy<Value = BufMgrConfig> {
-    (1..=4usize, 1..=3usize, any::<bool>(), any::<bool>()).prop_map(|(n, parts, lock, cas)| {
-        BufMgrConfig {
-            partitions: parts,
-            victim_search: if lock {
-                VictimSearch::FreelistLock
-            } else {
-                VictimSearch::AtomicClockHand
-            },
-            pin: if cas {
-                PinMethod::Cas
-            } else {
-                PinMethod::HeaderLock
-            },
-            ..BufMgrConfig::new(n)
-        }
-    })
+    let shared =
+        (1..=4usize, 1..=3usize, any::<bool>(), any::<bool>()).prop_map(|(n, parts, lock, cas)| {
+            BufMgrConfig {
+                partitions: parts,
+                victim_search: if lock {
+                    VictimSearch::FreelistLock
+                } else {
+                    VictimSearch::AtomicClockHand
+                },
+                pin: pin_method(cas),
+                ..BufMgrConfig::new(n)
+            }
+        });
+    // Split per node: 1, 2 or 3 nodes (4, 4 and 6 ranges), ranges of one to three buffers.
+    let per_node = (1..=3usize, 0..=8usize, 1..=3usize, any::<bool>()).prop_map(
+        |(nodes, extra, parts, cas)| {
+            let sweep = SweepPartitions::PerNode { nodes };
+            BufMgrConfig {
+                partitions: parts,
+                sweep,
+                pin: pin_method(cas),
+                ..BufMgrConfig::new(sweep.count() + extra)
+            }
+        },
+    );
+    prop_oneof![shared, per_node]
 }
 
 proptest! {
@@ -268,4 +332,70 @@ fn a_bad_buffer_id_is_refused() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("shared buffers must be 1"), "{e}");
+}
+
+#[test]
+fn a_split_search_keeps_each_range_to_its_node_and_its_freed_buffers() {
+    // Two nodes, four ranges of two buffers: node 0's are buffers 0..4, node 1's 4..8.
+    let cfg = BufMgrConfig {
+        sweep: SweepPartitions::PerNode { nodes: 2 },
+        ..BufMgrConfig::new(8)
+    };
+    let pool: BufMgr<AtomicLwLock<Pg96Layout>> = BufMgr::new(&cfg).unwrap();
+    assert_eq!(pool.sweep_partitions(), 4);
+    let procs = ProcTable::new(1);
+    let mut b = procs.attach().unwrap();
+    let mut refs = PrivateRefCount::new();
+    b.set_numa_node(1, 2);
+    let range = 2 + b.procno() % 2;
+    let mut read = |b: &mut _, page| {
+        let buf = pool.read_buffer(b, &mut refs, tag(page)).unwrap();
+        pool.release_buffer(b, &mut refs, buf).unwrap();
+        buf.id()
+    };
+    // Node 1's backend reads into its range, in the freelist's order.
+    assert_eq!(read(&mut b, 1), 2 * range as u32);
+    assert_eq!(read(&mut b, 2), 2 * range as u32 + 1);
+    // Its range full, the backend's hand evicts there, not in a range with free buffers.
+    let evicted = read(&mut b, 3);
+    assert_eq!(evicted / 2, range as u32, "buffer {evicted} evicted");
+    // A dropped buffer goes back to the freelist of its range: the next one that range takes,
+    // and not one a backend of the other node takes.
+    assert!(pool
+        .drop_buffer(&mut b, &PrivateRefCount::new(), tag(2))
+        .unwrap());
+    b.set_numa_node(0, 2);
+    let other = b.procno() % 2;
+    assert_eq!(read(&mut b, 4), 2 * other as u32);
+    b.set_numa_node(1, 2);
+    assert_eq!(read(&mut b, 5), 2 * range as u32 + 1);
+}
+
+#[test]
+fn a_split_search_refuses_what_it_cannot_split() {
+    let new = |cfg: BufMgrConfig| {
+        BufMgr::<AtomicLwLock<Pg96Layout>>::new(&cfg)
+            .err()
+            .map(|e| e.to_string())
+    };
+    let split = |nodes| BufMgrConfig {
+        sweep: SweepPartitions::PerNode { nodes },
+        ..BufMgrConfig::new(16)
+    };
+    assert_eq!(new(split(2)), None);
+    let e = new(BufMgrConfig {
+        victim_search: VictimSearch::FreelistLock,
+        ..split(2)
+    });
+    assert!(e.unwrap().contains("needs the atomic clock hand"));
+    let e = new(split(0)).unwrap();
+    assert!(e.contains("1 to 1024 nodes, not 0"), "{e}");
+    // Eight nodes with a range each need eight buffers at least.
+    let e = new(BufMgrConfig {
+        nbuffers: 7,
+        ..split(8)
+    });
+    assert!(e.unwrap().contains("into 8 ranges"));
+    assert_eq!(split(3).sweep.count(), 6);
+    assert_eq!(split(8).sweep.count(), 8);
 }

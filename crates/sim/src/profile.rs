@@ -828,6 +828,11 @@ impl Profile {
         (t.sockets * t.dies_per_socket * t.cores_per_die) as usize
     }
 
+    /// NUMA nodes: `nodes_per_socket` on each socket.
+    pub fn numa_nodes(&self) -> usize {
+        (self.topology.sockets * self.topology.nodes_per_socket) as usize
+    }
+
     /// Where every CPU is, indexed by CPU id.
     pub fn cpus(&self) -> Vec<CpuPlace> {
         let t = &self.topology;

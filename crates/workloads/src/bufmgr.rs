@@ -45,19 +45,30 @@ fn run<K: RawLwLock, P: Padding>(
     settings: &Settings,
     spec: &TeamSpec,
 ) -> Result<TeamRun, HarnessError> {
-    let procs = proc_table(settings, spec.threads);
-    let pool: Arc<BufMgr<K, P>> =
-        Arc::new(BufMgr::new(&settings.bufmgr_config()).map_err(workload_error)?);
+    let nodes = crate::numa_nodes(spec.sim.as_deref());
+    let cfg = settings.bufmgr_config(nodes);
+    // A victim search split per node has this many ranges on each (1 unless split).
+    let per_node = cfg.sweep.per_node();
+    let procs = proc_table(settings, spec.threads.max(per_node));
+    let pool: Arc<BufMgr<K, P>> = Arc::new(BufMgr::new(&cfg).map_err(workload_error)?);
     if settings.hit_ratio > 0.0 {
         // Read the hot set in before the run, as a benchmark measures a warm pool: otherwise a
-        // short run (a simulated one) at many threads spends itself on the first reads.
-        let mut b = procs.attach().map_err(workload_error)?;
+        // short run (a simulated one) at many threads spends itself on the first reads. The
+        // reads go round the nodes, and round the backends of consecutive proc numbers, as
+        // backends all over the machine would make them: a search split per node takes each
+        // page into the next range's free buffers, so that every range holds its share.
+        let mut loaders = (0..per_node)
+            .map(|_| procs.attach())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(workload_error)?;
         let mut refs = PrivateRefCount::new();
-        for p in 0..(settings.nbuffers / 2).max(1) as u32 {
+        for p in 0..(settings.nbuffers / 2).max(1) {
+            let b = &mut loaders[p / nodes % per_node];
+            b.set_numa_node(p % nodes, nodes);
             let buffer = pool
-                .read_buffer(&mut b, &mut refs, BufferTag::main(DB, HOT_REL, p))
+                .read_buffer(b, &mut refs, BufferTag::main(DB, HOT_REL, p as u32))
                 .map_err(workload_error)?;
-            pool.release_buffer(&mut b, &mut refs, buffer)
+            pool.release_buffer(b, &mut refs, buffer)
                 .map_err(workload_error)?;
         }
     }

@@ -593,6 +593,11 @@ pub(crate) fn proc_table(settings: &Settings, threads: usize) -> pglocks_proc::P
     procs
 }
 
+/// The NUMA nodes of the machine a run goes on: the simulated one's, else this one's.
+pub(crate) fn numa_nodes(sim: Option<&pglocks_sim::Profile>) -> usize {
+    sim.map_or_else(pglocks_sync::cpu::numa_nodes, |p| p.numa_nodes())
+}
+
 /// "a, b, c": names for an error message.
 pub(crate) fn names<'a>(list: impl Iterator<Item = &'a str>) -> String {
     list.collect::<Vec<_>>().join(", ")

@@ -308,7 +308,7 @@ impl Preset {
 mod tests {
     use super::*;
     use pglocks_apply::Streaming;
-    use pglocks_bufmgr::{PinMethod, VictimSearch};
+    use pglocks_bufmgr::{PinMethod, SweepPartitions, VictimSearch};
     use pglocks_sinval::SinvalCheck;
 
     #[test]
@@ -539,10 +539,20 @@ mod tests {
         x.apply("nbuffers=64").unwrap();
         x.apply("hit_ratio=0.25").unwrap();
         x.apply("read_latency=10us").unwrap();
-        let cfg = x.bufmgr_config();
+        let cfg = x.bufmgr_config(2);
         assert_eq!(
-            (cfg.nbuffers, cfg.victim_search, cfg.pin),
-            (64, VictimSearch::FreelistLock, PinMethod::HeaderLock)
+            (cfg.nbuffers, cfg.victim_search, cfg.pin, cfg.sweep),
+            (
+                64,
+                VictimSearch::FreelistLock,
+                PinMethod::HeaderLock,
+                SweepPartitions::One
+            )
+        );
+        x.apply("clock_sweep=node").unwrap();
+        assert_eq!(
+            x.bufmgr_config(2).sweep,
+            SweepPartitions::PerNode { nodes: 2 }
         );
         assert_eq!(
             (x.hit_ratio, cfg.read_latency),
@@ -552,6 +562,7 @@ mod tests {
             ("victim_search=spin", "lock or atomic"),
             ("buffer_pin=tas", "lock or cas"),
             ("nbuffers=8", "16 to 1048576"),
+            ("clock_sweep=socket", "shared or node"),
             ("hit_ratio=1.5", "fraction"),
             ("read_latency=fast", "duration"),
         ] {

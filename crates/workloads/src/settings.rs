@@ -13,7 +13,7 @@ use crate::preset::{v, ClogSizing, ExecutorWork, FlushDeviceKind, LwLockVariant,
 use crate::WorkloadError;
 use pglocks_apply::publisher::DEFAULT_WORK_MEM_CHANGES;
 use pglocks_apply::Streaming;
-use pglocks_bufmgr::{BufMgrConfig, IoWait, PinMethod, VictimSearch};
+use pglocks_bufmgr::{BufMgrConfig, IoWait, PinMethod, SweepPartitions, VictimSearch};
 use pglocks_lmgr::FastPathLayout;
 use pglocks_procarray::{ProcArrayConfig, SnapshotLayout};
 use pglocks_sinval::SinvalCheck;
@@ -75,6 +75,8 @@ const SNAPSHOT_LAYOUT: Names<SnapshotLayout> = Names(&[
     ("dense", SnapshotLayout::Dense),
 ]);
 const VXID_LOCK: Names<bool> = Names(&[("lazy", true), ("eager", false)]);
+/// `--set clock_sweep=`: PostgreSQL's one victim search, or one per NUMA node's buffers.
+const CLOCK_SWEEP: Names<bool> = Names(&[("shared", false), ("node", true)]);
 /// Bytes between backends' entries of the arrays a snapshot scans (`pgxact_padding`,
 /// `dense_padding`).
 const ENTRY_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
@@ -282,6 +284,10 @@ settings! {
             IoWait::Lwlock
         },
         knob "buffer_io_wait": BUFFER_IO_WAIT => "lwlock|condvar: a wait for another backend's read of a buffer on its I/O LWLock (<= 13) or condition variable (14+)";
+    /// A prototype for 9.5+ (freelist.c): the freelist and clock hand split into ranges of
+    /// buffers, each NUMA node's backends sweeping their own (the 2025 NUMA patch series).
+    sweep_per_node: bool = |_| false,
+        knob "clock_sweep": CLOCK_SWEEP => "shared|node: a prototype: one clock hand and freelist for the pool (shared = PostgreSQL), or one per range of buffers, the ranges split among the NUMA nodes, each node's backends sweeping their own (9.5+)";
     /// Workload `buffer-lookup`: the share of reads that go to the hot pages (which stay in
     /// the buffers); the rest miss.
     hit_ratio: f64 = |_| 1.0,
@@ -642,12 +648,18 @@ impl Settings {
         }
     }
 
-    /// The buffer pool of these settings.
-    pub fn bufmgr_config(&self) -> BufMgrConfig {
+    /// The buffer pool of these settings on a machine of `numa_nodes` NUMA nodes (which only a
+    /// victim search split per node reads).
+    pub fn bufmgr_config(&self, numa_nodes: usize) -> BufMgrConfig {
         BufMgrConfig {
             nbuffers: self.nbuffers,
             partitions: self.buffer_partitions,
             victim_search: self.victim_search,
+            sweep: if self.sweep_per_node {
+                SweepPartitions::PerNode { nodes: numa_nodes }
+            } else {
+                SweepPartitions::One
+            },
             pin: self.buffer_pin,
             read_latency: self.read_latency,
             tas_spin: self.tas_spin,
@@ -705,7 +717,7 @@ mod tests {
         let probes = [
             "on", "off", "0", "1", "2", "3", "17", "64", "100", "0.5", "atomic", "lock", "locked",
             "ms", "spin", "file", "proc", "acquire", "plain", "pg15", "7ms", "fsync:3", "lwlock",
-            "eager",
+            "eager", "node",
         ];
         for k in KNOBS {
             let moves = probes.iter().any(|value| {

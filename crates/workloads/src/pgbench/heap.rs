@@ -1149,7 +1149,7 @@ mod tests {
             PgSpinLock,
             Pad128,
             LockedVar,
-        >(&settings, Kind::TpcbLike, 2)
+        >(&settings, Kind::TpcbLike, 2, 1)
         .unwrap();
         let mut other = sessions.pop().unwrap();
         let mut s = sessions.pop().unwrap();

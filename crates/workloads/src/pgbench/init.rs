@@ -43,14 +43,16 @@ use pglocks_wal::Wal;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-/// The cluster of a run for `threads` running backends, every connection registered in the
-/// ProcArray and the sinval queue, and one session per running thread (the threads attach to
-/// the first slots of the returned table and take the first sinval entries).
+/// The cluster of a run for `threads` running backends on a machine of `numa_nodes` NUMA
+/// nodes, every connection registered in the ProcArray and the sinval queue, and one session
+/// per running thread (the threads attach to the first slots of the returned table and take
+/// the first sinval entries).
 #[allow(clippy::type_complexity)]
 pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     settings: &Settings,
     kind: Kind,
     threads: usize,
+    numa_nodes: usize,
 ) -> Result<(Arc<Cluster<K, R, P, V>>, Vec<Session>, ProcTable), HarnessError> {
     let backends = crate::procarray::registered_backends(settings, threads)?;
     // The WAL writer's slot after the backends', when the workload commits asynchronously.
@@ -94,7 +96,7 @@ pub(crate) fn build<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
         procs: ProcArray::new(&settings.procarray_config(backends)).map_err(workload_error)?,
         // The mapping table's free lists are dynahash's, as the lock table's are.
         buffers: BufMgr::with_hash_freelists(
-            &settings.bufmgr_config(),
+            &settings.bufmgr_config(numa_nodes),
             settings.lock_hash_freelists,
         )
         .map_err(workload_error)?,

@@ -12,8 +12,10 @@ use pglocks_spin::PgSpinLock;
 fn simulate(kind: Kind, threads: usize, txns: usize) -> Outcome {
     let settings = Preset::by_name("pg18").unwrap().settings();
     let (cluster, sessions, procs) =
-        build::<AtomicLwLock<Pg18Layout>, PgSpinLock, Pad128, LockedVar>(&settings, kind, threads)
-            .unwrap();
+        build::<AtomicLwLock<Pg18Layout>, PgSpinLock, Pad128, LockedVar>(
+            &settings, kind, threads, 1,
+        )
+        .unwrap();
     let team = sessions
         .into_iter()
         .enumerate()

@@ -337,7 +337,8 @@ fn run<K: RawLwLock, R: RawSpinLock, P: Padding, V: VarProtocol>(
     kind: Kind,
     spec: &TeamSpec,
 ) -> RunResult {
-    let (cluster, sessions, procs) = build::<K, R, P, V>(settings, kind, spec.threads)?;
+    let nodes = crate::numa_nodes(spec.sim.as_deref());
+    let (cluster, sessions, procs) = build::<K, R, P, V>(settings, kind, spec.threads, nodes)?;
     let sessions = RefCell::new(sessions.into_iter().map(Some).collect::<Vec<_>>());
     let team = |companions: Vec<Companion<'_>>| {
         run_team_with(spec, &procs, companions, |i| {

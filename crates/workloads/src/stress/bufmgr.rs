@@ -27,7 +27,7 @@ impl NewPart for New {
     fn new_part<K: RawLwLock, R: RawSpinLock + 'static>(
         setup: &Setup<'_>,
     ) -> Result<Arc<dyn Part>, Refused> {
-        let mut cfg = setup.settings.bufmgr_config();
+        let mut cfg = setup.settings.bufmgr_config(setup.numa_nodes);
         cfg.nbuffers = NBUFFERS;
         Ok(Arc::new(Buffers::<K> {
             procs: setup.procs(),

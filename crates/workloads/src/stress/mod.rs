@@ -412,6 +412,7 @@ fn build_parts(
             stop,
             spinlock: &cfg.spinlock,
             lwlock: &cfg.lwlock,
+            numa_nodes: crate::numa_nodes(cfg.simulated.as_ref().map(|s| &*s.profile)),
         };
         let part = (entry.new)(&setup).map_err(|Refused(message)| SetupError {
             part: entry.name,
@@ -466,6 +467,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) spinlock: &'a str,
     /// The reader-writer lock in place of every LWLock: `pg` for the release's.
     pub(crate) lwlock: &'a str,
+    /// The NUMA nodes of the machine the parts run on.
+    pub(crate) numa_nodes: usize,
 }
 
 impl Setup<'_> {
@@ -927,6 +930,7 @@ pub(crate) mod tests {
             stop: &stop,
             spinlock: "pg",
             lwlock: "pg",
+            numa_nodes: 1,
         };
         for entry in PARTS {
             if let Err(Refused(e)) = (entry.new)(&setup) {

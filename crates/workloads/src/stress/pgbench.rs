@@ -54,8 +54,12 @@ struct Macro<K: RawLwLock, R: RawSpinLock> {
 
 impl<K: RawLwLock, R: RawSpinLock + 'static> Macro<K, R> {
     fn new(setup: &Setup<'_>, kind: Kind) -> Result<Self, Refused> {
-        let (cluster, sessions, procs) =
-            build::<K, R, Pad128, LockedVar>(setup.settings, kind, setup.threads)?;
+        let (cluster, sessions, procs) = build::<K, R, Pad128, LockedVar>(
+            setup.settings,
+            kind,
+            setup.threads,
+            setup.numa_nodes,
+        )?;
         Ok(Self {
             cluster,
             sessions: Mutex::new(sessions.into_iter().map(Some).collect()),

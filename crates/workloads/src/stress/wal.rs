@@ -146,6 +146,7 @@ mod tests {
             stop: &stop,
             spinlock: "pg",
             lwlock: "pg",
+            numa_nodes: 1,
         };
         let Ok(part) = New::new_part::<AtomicLwLock<Pg18Layout>, PgSpinLock>(&setup) else {
             panic!("the WAL part does not build");
