@@ -31,10 +31,12 @@
 //! the clock-sweep partitioning that followed it). The buffers are split into contiguous ranges,
 //! the same number for each node and [`MIN_SWEEP_PARTITIONS`] in all at least (the series
 //! interleaves shared buffers so that each range's memory is on its node); each range has a
-//! `StrategyControl` of its own — spinlock, hand, freelist and counts — the array of them
-//! unpadded, as the series lays it out. A backend searches the range of its node (one of them,
-//! by its proc number, when a node has several): its freelist, then its hand, which runs over
-//! that range only. Where the series is silent the model chooses:
+//! `StrategyControl` of its own — spinlock, hand, freelist, counts, and the range's first
+//! buffer and size — 32 bytes, the array of them unpadded as the series lays it out, so two
+//! ranges share a line. `clock_sweep=node-padded` gives each 128 bytes of its own
+//! (`PG_CACHE_LINE_SIZE`), a layout the series does not use. A backend searches the range of its
+//! node (one of them by its proc number, when a node has several): its freelist, then its hand,
+//! which runs over that range only. Where the series is silent the model chooses:
 //! - a range whose every buffer is pinned sends the search on to the next range (freelist, then
 //!   hand) and so on round; only when every range has failed is there "no unpinned buffers
 //!   available";
@@ -77,6 +79,8 @@ pub enum SweepPartitions {
     PerNode {
         /// The machine's NUMA nodes.
         nodes: usize,
+        /// Each range's `StrategyControl` on 128 bytes of its own, instead of back to back.
+        padded: bool,
     },
 }
 
@@ -84,6 +88,9 @@ pub enum SweepPartitions {
 /// series does on a machine of fewer nodes (several ranges to a node), to spread the hands'
 /// traffic even there.
 pub const MIN_SWEEP_PARTITIONS: usize = 4;
+
+/// Bytes each range's `StrategyControl` takes when padded: `PG_CACHE_LINE_SIZE`.
+const PADDED_CONTROL: usize = 128;
 
 impl SweepPartitions {
     /// The most nodes [`SweepPartitions::PerNode`] takes.
@@ -93,7 +100,7 @@ impl SweepPartitions {
     pub fn per_node(self) -> usize {
         match self {
             SweepPartitions::One => 1,
-            SweepPartitions::PerNode { nodes } => MIN_SWEEP_PARTITIONS.div_ceil(nodes.max(1)),
+            SweepPartitions::PerNode { nodes, .. } => MIN_SWEEP_PARTITIONS.div_ceil(nodes.max(1)),
         }
     }
 
@@ -101,7 +108,7 @@ impl SweepPartitions {
     pub fn count(self) -> usize {
         match self {
             SweepPartitions::One => 1,
-            SweepPartitions::PerNode { nodes } => nodes * self.per_node(),
+            SweepPartitions::PerNode { nodes, .. } => nodes * self.per_node(),
         }
     }
 }
@@ -110,7 +117,10 @@ impl SweepPartitions {
 /// freelist's ends and the two counts, all on one line, as `StrategyInitialize` allocates it,
 /// "Buffer Strategy Status"). Up to 9.4 the struct had no spinlock and the hand was a plain
 /// `int` under `BufFreelistLock`; the model keeps 9.5's layout for every release (the fields
-/// shift by four bytes on the same line), and `BufFreelistLock` is the pool's own.
+/// shift by four bytes on the same line), and `BufFreelistLock` is the pool's own. The last
+/// two fields are the NUMA series' per-range ones, which give its array of them 32-byte
+/// elements; PostgreSQL's single struct never touches them (nor has them: its own last field,
+/// `bgwprocno`, is not modelled).
 #[repr(C)]
 pub(crate) struct StrategyControl {
     /// `buffer_strategy_lock` (9.5+): the freelist and the wraparound of the hand.
@@ -126,6 +136,12 @@ pub(crate) struct StrategyControl {
     pub complete_passes: AtomicU32,
     /// `numBufferAllocs`.
     pub num_buffer_allocs: AtomicU32,
+    /// The range's first buffer (the NUMA series'; written at start-up only, and read from
+    /// the backend's own copy, [`Sweeps`]' bounds, which costs the same: the hand's
+    /// fetch-add has just brought the line).
+    first_buffer: u32,
+    /// The range's buffers (the NUMA series').
+    num_buffers: u32,
 }
 
 impl StrategyControl {
@@ -133,6 +149,8 @@ impl StrategyControl {
     /// the hand at the first.
     fn new(first: u32, last: u32) -> Self {
         Self {
+            first_buffer: first,
+            num_buffers: last + 1 - first,
             strategy_lock: PgSpinLock::new(),
             next_victim_buffer: AtomicU32::new(0),
             first_free_buffer: AtomicU32::new(first),
@@ -144,11 +162,13 @@ impl StrategyControl {
 }
 
 /// The victim search's shared state: one [`StrategyControl`] ("Buffer Strategy Status"), or
-/// with [`SweepPartitions::PerNode`] an unpadded array of them, one per range of buffers.
+/// with [`SweepPartitions::PerNode`] an array of them, one per range of buffers.
 pub(crate) struct Sweeps {
     /// The array's place in a simulated machine's shared-memory map (first, to drop first).
     _placed: Placed,
+    /// Range `p`'s struct is element `p * stride` (the ones between unused: the padding).
     parts: Box<[StrategyControl]>,
+    stride: usize,
     /// Range `p` is buffers `bounds[p]..bounds[p + 1]`. Fixed at start-up and read by every
     /// backend, as `NBuffers` is: kept beside the shared structures, not in them.
     bounds: Box<[u32]>,
@@ -181,23 +201,36 @@ impl Sweeps {
     /// buffers on its freelist in order (as [`Sweeps::initial_free_next`] links them), its
     /// hand at its first buffer.
     pub fn new(bounds: Box<[u32]>, split: SweepPartitions) -> Self {
+        let stride = match split {
+            SweepPartitions::PerNode { padded: true, .. } => {
+                PADDED_CONTROL.div_ceil(std::mem::size_of::<StrategyControl>())
+            }
+            _ => 1,
+        };
         let parts: Box<[StrategyControl]> = bounds
             .windows(2)
-            .map(|r| StrategyControl::new(r[0], r[1] - 1))
+            .flat_map(|r| (0..stride).map(move |_| StrategyControl::new(r[0], r[1] - 1)))
             .collect();
         Self {
             _placed: Placed::slice("Buffer Strategy Status", &parts),
             parts,
+            stride,
             bounds,
             per_node: split.per_node(),
         }
+    }
+
+    /// Range `p`'s `StrategyControl`.
+    #[inline]
+    fn part(&self, p: usize) -> &StrategyControl {
+        &self.parts[p * self.stride]
     }
 
     /// The range a backend searches first: its node's (one of them by its proc number, when
     /// the node has several). The only range, unless split.
     #[inline]
     fn home(&self, b: &Backend) -> usize {
-        let count = self.parts.len();
+        let count = self.count();
         if count == 1 {
             return 0;
         }
@@ -218,15 +251,15 @@ impl Sweeps {
 
     /// `completePasses`, summed over the ranges.
     pub fn complete_passes(&self) -> u32 {
-        self.parts
-            .iter()
-            .map(|s| s.complete_passes.load(Relaxed))
+        (0..self.count())
+            .map(|p| self.part(p).complete_passes.load(Relaxed))
             .sum()
     }
 
     /// Ranges.
+    #[inline]
     pub fn count(&self) -> usize {
-        self.parts.len()
+        self.parts.len() / self.stride
     }
 }
 
@@ -242,7 +275,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// Takes range `p`'s `buffer_strategy_lock` (9.5+).
     #[inline]
     fn strategy_lock(&self, b: &mut Backend, p: usize) -> Result<(), BufMgrError> {
-        self.sweeps.parts[p]
+        self.sweeps
+            .part(p)
             .strategy_lock
             .lock(b)
             .map_err(|e| BufMgrError::stuck("buffer_strategy_lock", e))
@@ -252,12 +286,12 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     #[inline]
     fn strategy_unlock(&self, p: usize) {
         // SAFETY: only called after `strategy_lock(_, p)` succeeded, by the same caller.
-        unsafe { self.sweeps.parts[p].strategy_lock.unlock() };
+        unsafe { self.sweeps.part(p).strategy_lock.unlock() };
     }
 
     /// Unlinks the head of range `p`'s freelist; the caller holds the freelist's lock.
     fn pop_free(&self, p: usize) -> Option<u32> {
-        let strategy = &self.sweeps.parts[p];
+        let strategy = &self.sweeps.part(p);
         let first = strategy.first_free_buffer.load(Relaxed);
         if first == FREENEXT_END_OF_LIST {
             return None;
@@ -277,9 +311,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     #[inline]
     pub(crate) fn clock_sweep_tick(&self, b: &mut Backend, p: usize) -> Result<u32, BufMgrError> {
         let (first, n) = self.sweeps.range(p);
-        let victim = self.sweeps.parts[p]
-            .next_victim_buffer
-            .fetch_add(1, Relaxed);
+        let victim = self.sweeps.part(p).next_victim_buffer.fetch_add(1, Relaxed);
         if victim < n {
             return Ok(first + victim);
         }
@@ -295,7 +327,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     #[cold]
     fn wrap_hand(&self, b: &mut Backend, p: usize, victim: u32) -> Result<(), BufMgrError> {
         let n = self.sweeps.range(p).1;
-        let strategy = &self.sweeps.parts[p];
+        let strategy = &self.sweeps.part(p);
         let mut expected = victim.wrapping_add(1);
         loop {
             self.strategy_lock(b, p)?;
@@ -322,7 +354,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     /// ≤ 9.4's tick: the plain hand under `BufFreelistLock` (never split).
     #[inline]
     fn locked_tick(&self) -> u32 {
-        let strategy = &self.sweeps.parts[0];
+        let strategy = self.sweeps.part(0);
         let hand = &strategy.next_victim_buffer;
         let victim = hand.load(Relaxed);
         if victim + 1 >= self.descs.len() as u32 {
@@ -344,7 +376,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
     ) -> Result<Option<(u32, u32)>, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         // 9.5+ looks without the lock first: an empty list costs nothing.
-        if !locked && self.sweeps.parts[p].first_free_buffer.load(Relaxed) == FREENEXT_END_OF_LIST {
+        if !locked && self.sweeps.part(p).first_free_buffer.load(Relaxed) == FREENEXT_END_OF_LIST {
             return Ok(None);
         }
         loop {
@@ -377,7 +409,8 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             self.freelist_lock.acquire(b, LwLockMode::Exclusive)?;
         }
         let home = self.sweeps.home(b);
-        self.sweeps.parts[home]
+        self.sweeps
+            .part(home)
             .num_buffer_allocs
             .fetch_add(1, Relaxed);
         let mut found = self.victim_in(b, home, locked);
@@ -482,7 +515,7 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
         } else {
             self.strategy_lock(b, p)?;
         }
-        let strategy = &self.sweeps.parts[p];
+        let strategy = &self.sweeps.part(p);
         let desc = &self.descs[buf_id as usize];
         if desc.free_next.load(Relaxed) == FREENEXT_NOT_IN_LIST {
             let first = strategy.first_free_buffer.load(Relaxed);
@@ -498,5 +531,47 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
             self.strategy_unlock(p);
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ranges_control_is_32_bytes_back_to_back_or_128_apart() {
+        assert_eq!(std::mem::size_of::<StrategyControl>(), 32);
+        let apart = |padded| {
+            let split = SweepPartitions::PerNode { nodes: 2, padded };
+            let sweeps = Sweeps::new(Sweeps::bounds(16, split), split);
+            assert_eq!(sweeps.count(), 4);
+            let at = |p| sweeps.part(p) as *const StrategyControl as usize;
+            assert_eq!(
+                (sweeps.part(3).first_buffer, sweeps.part(3).num_buffers),
+                (12, 4)
+            );
+            (at(1) - at(0), at(3) - at(2))
+        };
+        assert_eq!(apart(false), (32, 32));
+        assert_eq!(apart(true), (128, 128));
+    }
+
+    #[test]
+    fn uneven_ranges_differ_by_a_buffer_at_most_and_link_their_own_freelists() {
+        let split = SweepPartitions::PerNode {
+            nodes: 3,
+            padded: false,
+        };
+        let bounds = Sweeps::bounds(20, split);
+        assert_eq!(&*bounds, &[0, 3, 6, 10, 13, 16, 20]);
+        let ends: Vec<u32> = (0..20)
+            .filter(|&b| Sweeps::initial_free_next(&bounds, b) == FREENEXT_END_OF_LIST)
+            .collect();
+        assert_eq!(ends, vec![2, 5, 9, 12, 15, 19]);
+        let sweeps = Sweeps::new(bounds, split);
+        assert_eq!(
+            (0..20).map(|b| sweeps.of_buffer(b)).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 5]
+        );
     }
 }

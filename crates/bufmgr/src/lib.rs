@@ -155,7 +155,7 @@ impl BufMgrConfig {
                 self.partitions
             )));
         }
-        if let SweepPartitions::PerNode { nodes } = self.sweep {
+        if let SweepPartitions::PerNode { nodes, .. } = self.sweep {
             if nodes == 0 || nodes > SweepPartitions::MAX_NODES {
                 return Err(BufMgrError::Config(format!(
                     "a clock sweep per node needs 1 to {} nodes, not {nodes}",

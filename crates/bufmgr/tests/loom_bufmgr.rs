@@ -167,7 +167,10 @@ fn a_full_range_sends_the_search_to_the_next_one_safely() {
     pglocks_sync::loom_builder(2).check(move || {
         // Four nodes, a range of one buffer each.
         let cfg = BufMgrConfig {
-            sweep: SweepPartitions::PerNode { nodes: 4 },
+            sweep: SweepPartitions::PerNode {
+                nodes: 4,
+                padded: false,
+            },
             ..config(4, 1, false)
         };
         let pool = Arc::new(Pool::new(&cfg).unwrap());

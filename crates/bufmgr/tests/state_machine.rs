@@ -185,7 +185,7 @@ fn check(cfg: BufMgrConfig, ops: &[Op]) -> Result<(), TestCaseError> {
     // Backend `bk` on node `bk % nodes`.
     let (nodes, per_node) = match cfg.sweep {
         SweepPartitions::One => (1, 1),
-        SweepPartitions::PerNode { nodes } => (nodes, cfg.sweep.per_node()),
+        SweepPartitions::PerNode { nodes, .. } => (nodes, cfg.sweep.per_node()),
     };
     let home = bs
         .iter_mut()
@@ -290,18 +290,24 @@ fn config() -> impl Strategy<Value = BufMgrConfig> {
                 ..BufMgrConfig::new(n)
             }
         });
-    // Split per node: 1, 2 or 3 nodes (4, 4 and 6 ranges), ranges of one to three buffers.
-    let per_node = (1..=3usize, 0..=8usize, 1..=3usize, any::<bool>()).prop_map(
-        |(nodes, extra, parts, cas)| {
-            let sweep = SweepPartitions::PerNode { nodes };
+    // Split per node: 1, 2 or 3 nodes (4, 4 and 6 ranges), ranges of one to three buffers,
+    // their controls padded or not.
+    let per_node = (
+        1..=3usize,
+        0..=8usize,
+        1..=3usize,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(nodes, extra, parts, cas, padded)| {
+            let sweep = SweepPartitions::PerNode { nodes, padded };
             BufMgrConfig {
                 partitions: parts,
                 sweep,
                 pin: pin_method(cas),
                 ..BufMgrConfig::new(sweep.count() + extra)
             }
-        },
-    );
+        });
     prop_oneof![shared, per_node]
 }
 
@@ -338,7 +344,10 @@ fn a_bad_buffer_id_is_refused() {
 fn a_split_search_keeps_each_range_to_its_node_and_its_freed_buffers() {
     // Two nodes, four ranges of two buffers: node 0's are buffers 0..4, node 1's 4..8.
     let cfg = BufMgrConfig {
-        sweep: SweepPartitions::PerNode { nodes: 2 },
+        sweep: SweepPartitions::PerNode {
+            nodes: 2,
+            padded: true,
+        },
         ..BufMgrConfig::new(8)
     };
     let pool: BufMgr<AtomicLwLock<Pg96Layout>> = BufMgr::new(&cfg).unwrap();
@@ -379,7 +388,10 @@ fn a_split_search_refuses_what_it_cannot_split() {
             .map(|e| e.to_string())
     };
     let split = |nodes| BufMgrConfig {
-        sweep: SweepPartitions::PerNode { nodes },
+        sweep: SweepPartitions::PerNode {
+            nodes,
+            padded: false,
+        },
         ..BufMgrConfig::new(16)
     };
     assert_eq!(new(split(2)), None);

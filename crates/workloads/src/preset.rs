@@ -549,11 +549,11 @@ mod tests {
                 SweepPartitions::One
             )
         );
-        x.apply("clock_sweep=node").unwrap();
-        assert_eq!(
-            x.bufmgr_config(2).sweep,
-            SweepPartitions::PerNode { nodes: 2 }
-        );
+        for (value, nodes, padded) in [("node", 2, false), ("node-padded", 4, true)] {
+            x.apply(&format!("clock_sweep={value}")).unwrap();
+            let sweep = x.bufmgr_config(nodes).sweep;
+            assert_eq!(sweep, SweepPartitions::PerNode { nodes, padded });
+        }
         assert_eq!(
             (x.hit_ratio, cfg.read_latency),
             (0.25, Duration::from_micros(10))
@@ -562,7 +562,7 @@ mod tests {
             ("victim_search=spin", "lock or atomic"),
             ("buffer_pin=tas", "lock or cas"),
             ("nbuffers=8", "16 to 1048576"),
-            ("clock_sweep=socket", "shared or node"),
+            ("clock_sweep=socket", "shared, node or node-padded"),
             ("hit_ratio=1.5", "fraction"),
             ("read_latency=fast", "duration"),
         ] {

@@ -75,8 +75,13 @@ const SNAPSHOT_LAYOUT: Names<SnapshotLayout> = Names(&[
     ("dense", SnapshotLayout::Dense),
 ]);
 const VXID_LOCK: Names<bool> = Names(&[("lazy", true), ("eager", false)]);
-/// `--set clock_sweep=`: PostgreSQL's one victim search, or one per NUMA node's buffers.
-const CLOCK_SWEEP: Names<bool> = Names(&[("shared", false), ("node", true)]);
+/// `--set clock_sweep=`: PostgreSQL's one victim search, or one per NUMA node's buffers (with
+/// each range's control padded or not).
+const CLOCK_SWEEP: Names<Option<bool>> = Names(&[
+    ("shared", None),
+    ("node", Some(false)),
+    ("node-padded", Some(true)),
+]);
 /// Bytes between backends' entries of the arrays a snapshot scans (`pgxact_padding`,
 /// `dense_padding`).
 const ENTRY_PADDING: Names<usize> = Names(&[("none", 0), ("0", 0), ("64", 64), ("128", 128)]);
@@ -286,8 +291,9 @@ settings! {
         knob "buffer_io_wait": BUFFER_IO_WAIT => "lwlock|condvar: a wait for another backend's read of a buffer on its I/O LWLock (<= 13) or condition variable (14+)";
     /// A prototype for 9.5+ (freelist.c): the freelist and clock hand split into ranges of
     /// buffers, each NUMA node's backends sweeping their own (the 2025 NUMA patch series).
-    sweep_per_node: bool = |_| false,
-        knob "clock_sweep": CLOCK_SWEEP => "shared|node: a prototype: one clock hand and freelist for the pool (shared = PostgreSQL), or one per range of buffers, the ranges split among the NUMA nodes, each node's backends sweeping their own (9.5+)";
+    /// `Some(padded)`: split, each range's control on a line of its own or not.
+    sweep_per_node: Option<bool> = |_| None,
+        knob "clock_sweep": CLOCK_SWEEP => "shared|node|node-padded: a prototype: one clock hand and freelist for the pool (shared = PostgreSQL), or one per range of buffers, the ranges split among the NUMA nodes, each node's backends sweeping their own, the ranges' controls back to back (node, as the patch series has them) or 128 bytes apart (node-padded) (9.5+)";
     /// Workload `buffer-lookup`: the share of reads that go to the hot pages (which stay in
     /// the buffers); the rest miss.
     hit_ratio: f64 = |_| 1.0,
@@ -655,10 +661,12 @@ impl Settings {
             nbuffers: self.nbuffers,
             partitions: self.buffer_partitions,
             victim_search: self.victim_search,
-            sweep: if self.sweep_per_node {
-                SweepPartitions::PerNode { nodes: numa_nodes }
-            } else {
-                SweepPartitions::One
+            sweep: match self.sweep_per_node {
+                None => SweepPartitions::One,
+                Some(padded) => SweepPartitions::PerNode {
+                    nodes: numa_nodes,
+                    padded,
+                },
             },
             pin: self.buffer_pin,
             read_latency: self.read_latency,
