@@ -169,6 +169,8 @@ pub(crate) struct Sweeps {
     /// Range `p`'s struct is element `p * stride` (the ones between unused: the padding).
     parts: Box<[StrategyControl]>,
     stride: usize,
+    /// Ranges.
+    count: usize,
     /// Range `p` is buffers `bounds[p]..bounds[p + 1]`. Fixed at start-up and read by every
     /// backend, as `NBuffers` is: kept beside the shared structures, not in them.
     bounds: Box<[u32]>,
@@ -213,6 +215,7 @@ impl Sweeps {
             .collect();
         Self {
             _placed: Placed::slice("Buffer Strategy Status", &parts),
+            count: bounds.len() - 1,
             parts,
             stride,
             bounds,
@@ -259,7 +262,7 @@ impl Sweeps {
     /// Ranges.
     #[inline]
     pub fn count(&self) -> usize {
-        self.parts.len() / self.stride
+        self.count
     }
 }
 
