@@ -180,9 +180,10 @@ pub(crate) struct Sweeps {
 
 impl Sweeps {
     /// The ranges `nbuffers` buffers are split into as `split` says, as [`Sweeps::new`]
-    /// takes them: range `p` is buffers `bounds[p]..bounds[p + 1]`, of equal size (the last
-    /// ones a buffer shorter when they do not divide). The caller has checked that every range
-    /// gets a buffer.
+    /// takes them: range `p` is buffers `bounds[p]..bounds[p + 1]`, `p * nbuffers / ranges`
+    /// onwards, so that when the ranges do not divide the buffers they differ by one buffer at
+    /// most, the longer ones spread among them and the last one of them. The caller has checked
+    /// that every range gets a buffer.
     pub fn bounds(nbuffers: usize, split: SweepPartitions) -> Box<[u32]> {
         let count = split.count();
         (0..=count).map(|p| (p * nbuffers / count) as u32).collect()
@@ -405,7 +406,9 @@ impl<K: RawLwLock, P: Padding> BufMgr<K, P> {
 
     /// Models `StrategyGetBuffer`: a victim for a new page, header locked and unpinned, from
     /// the freelist or the clock sweep — of the backend's own range first when the search is
-    /// split, then of the others in turn. Samples `bufmgr.sweep_ticks`, the hand's steps.
+    /// split, then of the others in turn. Samples `bufmgr.sweep_ticks`, the steps of the hand
+    /// that found the victim (a split search's steps in ranges that had every buffer pinned are
+    /// not counted, as a search that fails is not).
     pub(crate) fn strategy_get_buffer(&self, b: &mut Backend) -> Result<Victim, BufMgrError> {
         let locked = self.victim_search == VictimSearch::FreelistLock;
         if locked {
