@@ -57,7 +57,7 @@ use pglocks_lwlock::{LwLockMode, Padding, RawLwLock};
 use pglocks_proc::Backend;
 use pglocks_spin::{PgSpinLock, RawSpinLock};
 use pglocks_sync::atomic::{AtomicU32, Ordering::*};
-use pglocks_sync::shmem::Placed;
+use pglocks_sync::shmem::ShmemArray;
 
 /// Who guards the hand and the freelist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,13 +164,8 @@ impl StrategyControl {
 /// The victim search's shared state: one [`StrategyControl`] ("Buffer Strategy Status"), or
 /// with [`SweepPartitions::PerNode`] an array of them, one per range of buffers.
 pub(crate) struct Sweeps {
-    /// The array's place in a simulated machine's shared-memory map (first, to drop first).
-    _placed: Placed,
-    /// Range `p`'s struct is element `p * stride` (the ones between unused: the padding).
-    parts: Box<[StrategyControl]>,
-    stride: usize,
-    /// Ranges.
-    count: usize,
+    /// Range `p`'s struct is element `p`.
+    parts: ShmemArray<StrategyControl>,
     /// Range `p` is buffers `bounds[p]..bounds[p + 1]`. Fixed at start-up and read by every
     /// backend, as `NBuffers` is: kept beside the shared structures, not in them.
     bounds: Box<[u32]>,
@@ -204,21 +199,16 @@ impl Sweeps {
     /// buffers on its freelist in order (as [`Sweeps::initial_free_next`] links them), its
     /// hand at its first buffer.
     pub fn new(bounds: Box<[u32]>, split: SweepPartitions) -> Self {
-        let stride = match split {
-            SweepPartitions::PerNode { padded: true, .. } => {
-                PADDED_CONTROL.div_ceil(std::mem::size_of::<StrategyControl>())
-            }
-            _ => 1,
+        let padding = match split {
+            SweepPartitions::PerNode { padded: true, .. } => PADDED_CONTROL,
+            _ => 0,
         };
-        let parts: Box<[StrategyControl]> = bounds
-            .windows(2)
-            .flat_map(|r| (0..stride).map(move |_| StrategyControl::new(r[0], r[1] - 1)))
-            .collect();
+        let parts =
+            ShmemArray::spaced_by_index("Buffer Strategy Status", bounds.len() - 1, padding, |p| {
+                StrategyControl::new(bounds[p], bounds[p + 1] - 1)
+            });
         Self {
-            _placed: Placed::slice("Buffer Strategy Status", &parts),
-            count: bounds.len() - 1,
             parts,
-            stride,
             bounds,
             per_node: split.per_node(),
         }
@@ -227,7 +217,7 @@ impl Sweeps {
     /// Range `p`'s `StrategyControl`.
     #[inline]
     fn part(&self, p: usize) -> &StrategyControl {
-        &self.parts[p * self.stride]
+        &self.parts[p]
     }
 
     /// The range a backend searches first: its node's (one of them by its proc number, when
@@ -255,15 +245,16 @@ impl Sweeps {
 
     /// `completePasses`, summed over the ranges.
     pub fn complete_passes(&self) -> u32 {
-        (0..self.count())
-            .map(|p| self.part(p).complete_passes.load(Relaxed))
+        self.parts
+            .iter_to(self.count())
+            .map(|s| s.complete_passes.load(Relaxed))
             .sum()
     }
 
     /// Ranges.
     #[inline]
     pub fn count(&self) -> usize {
-        self.count
+        self.parts.len()
     }
 }
 

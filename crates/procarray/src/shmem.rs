@@ -2,12 +2,12 @@
 //! that a simulated CPU is charged for the lines PostgreSQL's code would touch.
 //!
 //! Three shapes:
-//! - [`ShmemArray`]: an array whose Rust form has PostgreSQL's element size (`PGPROC`'s model,
-//!   the 12-byte `PGXACT`, 14's `xids`, `subxidStates` and `statusFlags`), its elements back to
-//!   back in one boxed slice. `InitProcGlobal` gets each from `ShmemAlloc`, which starts it on a
+//! - [`ShmemArray`] (`pglocks_sync`'s): an array whose Rust form has PostgreSQL's element size
+//!   (`PGPROC`'s model, the 12-byte `PGXACT`, 14's `xids`, `subxidStates` and `statusFlags`),
+//!   its elements back to back in one boxed slice. `InitProcGlobal` gets each from `ShmemAlloc`, which starts it on a
 //!   128-byte boundary (`CACHELINEALIGN`, `PG_CACHE_LINE_SIZE`) and puts the elements one after
 //!   the other without padding; the array is *placed* in the simulated shared-memory map
-//!   ([`Placed`]) as such a region, so every access to its host memory (the shim's atomics,
+//!   ([`Placed`](pglocks_sync::shmem::Placed)) as such a region, so every access to its host memory (the shim's atomics,
 //!   `pglocks_sync::data` words) is charged at its place there, and its elements share lines
 //!   as PostgreSQL's do whatever the host's allocator did. (On the host the array is aligned
 //!   as its elements are: the 128-byte start only matters to the simulator's charges, which
@@ -21,67 +21,10 @@
 //!   the simulated shared-memory map at PostgreSQL's offsets (so nothing is counted twice).
 
 use crate::SnapshotLayout;
-use pglocks_sync::shmem::{Placed, PlacedBox, Region};
-use std::ops::{Index, Range};
+pub(crate) use pglocks_sync::shmem::ShmemArray;
+use pglocks_sync::shmem::{PlacedBox, Region};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-/// `len` elements of `T` laid out as `ShmemAlloc` lays out an array (`InitProcGlobal`'s
-/// `ShmemAlloc(TotalProcs * sizeof(...))`): one region of the simulated map, the first element
-/// on a 128-byte boundary, each next one `size_of::<T>()` bytes further. An empty array takes
-/// no region (a layout that does not have it).
-///
-/// A prototype's layout may space the elements ([`ShmemArray::spaced`]); PostgreSQL's never does.
-pub(crate) struct ShmemArray<T> {
-    /// Declared first, so the placement ends before the memory is freed.
-    _placed: Placed,
-    items: Box<[T]>,
-    /// Slots from one element to the next (1: back to back).
-    stride: usize,
-}
-
-impl<T> ShmemArray<T> {
-    /// `len` elements made by `f`, back to back, placed in the map as `name`.
-    pub(crate) fn new(name: &'static str, len: usize, f: impl FnMut() -> T) -> Self {
-        Self::spaced(name, len, 0, f)
-    }
-
-    /// `len` elements each at least `padding` bytes after the one before (rounded up to whole
-    /// elements, the slots between them unused; 0 puts them back to back), placed in the map as
-    /// `name`: the layout of a prototype that gives each backend's entry lines of its own.
-    pub(crate) fn spaced(
-        name: &'static str,
-        len: usize,
-        padding: usize,
-        mut f: impl FnMut() -> T,
-    ) -> Self {
-        let stride = padding.div_ceil(std::mem::size_of::<T>().max(1)).max(1);
-        let items: Box<[T]> = (0..len * stride).map(|_| f()).collect();
-        Self {
-            _placed: Placed::slice(name, &items),
-            items,
-            stride,
-        }
-    }
-
-    /// Elements.
-    pub(crate) fn len(&self) -> usize {
-        self.items.len() / self.stride
-    }
-
-    /// The first `n` elements.
-    pub(crate) fn iter_to(&self, n: usize) -> impl Iterator<Item = &T> + '_ {
-        self.items[..n * self.stride].iter().step_by(self.stride)
-    }
-}
-
-impl<T> Index<usize> for ShmemArray<T> {
-    type Output = T;
-
-    #[inline]
-    fn index(&self, i: usize) -> &T {
-        &self.items[i * self.stride]
-    }
-}
 
 /// One value in an allocation of its own, placed in the simulated map ([`PlacedBox`]).
 pub(crate) type ShmemBox<T> = PlacedBox<T>;
@@ -182,32 +125,6 @@ impl ProcArrayStruct {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arrays_run_on_without_gaps() {
-        let a: ShmemArray<[u8; 12]> = ShmemArray::new("test array", 70, || [0; 12]);
-        let base = &a[0] as *const _ as usize;
-        for i in 0..70 {
-            assert_eq!(&a[i] as *const _ as usize, base + 12 * i, "element {i}");
-        }
-        assert_eq!(a.len(), 70);
-        assert_eq!(a.iter_to(70).count(), 70);
-    }
-
-    #[test]
-    fn spaced_arrays_start_each_element_a_padding_further() {
-        let a: ShmemArray<u32> = ShmemArray::spaced("test array", 10, 64, || 0);
-        let base = &a[0] as *const _ as usize;
-        for i in 0..10 {
-            assert_eq!(&a[i] as *const _ as usize, base + 64 * i, "element {i}");
-        }
-        assert_eq!(a.len(), 10);
-        let seen: Vec<usize> = a.iter_to(4).map(|e| e as *const _ as usize).collect();
-        assert_eq!(seen, vec![base, base + 64, base + 128, base + 192]);
-        // 12-byte elements 64 bytes apart round up to six elements, 72 bytes.
-        let b: ShmemArray<[u8; 12]> = ShmemArray::spaced("test array", 3, 64, || [0; 12]);
-        assert_eq!(&b[2] as *const _ as usize - &b[0] as *const _ as usize, 144);
-    }
 
     #[test]
     fn num_procs_shares_its_line_with_the_first_entries_in_every_layout() {

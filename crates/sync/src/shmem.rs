@@ -229,6 +229,80 @@ impl<T: std::fmt::Debug> std::fmt::Debug for PlacedBox<T> {
     }
 }
 
+/// `len` elements of `T` in one boxed slice, placed in the simulated map as one region named
+/// `name`, as `ShmemAlloc` lays out an array: the first element on a 128-byte boundary, each
+/// next one `size_of::<T>()` bytes further. So its elements share lines as PostgreSQL's do,
+/// whatever the host's allocator did. An empty array takes no region.
+///
+/// A prototype's layout may space the elements ([`ShmemArray::spaced`]); PostgreSQL's never does.
+pub struct ShmemArray<T> {
+    /// Declared first, so the placement ends before the memory is freed.
+    _placed: Placed,
+    items: Box<[T]>,
+    /// Slots from one element to the next (1: back to back).
+    stride: usize,
+}
+
+impl<T> ShmemArray<T> {
+    /// `len` elements made by `f`, back to back, placed in the map as `name`.
+    pub fn new(name: &'static str, len: usize, f: impl FnMut() -> T) -> Self {
+        Self::spaced(name, len, 0, f)
+    }
+
+    /// `len` elements each at least `padding` bytes after the one before (rounded up to whole
+    /// elements, the slots between them unused; 0 puts them back to back), placed in the map as
+    /// `name`: the layout of a prototype that gives each element lines of its own.
+    pub fn spaced(
+        name: &'static str,
+        len: usize,
+        padding: usize,
+        mut f: impl FnMut() -> T,
+    ) -> Self {
+        Self::spaced_by_index(name, len, padding, |_| f())
+    }
+
+    /// [`ShmemArray::spaced`] with `f` told which element it makes (an unused slot between
+    /// elements gets the index of the element before it).
+    pub fn spaced_by_index(
+        name: &'static str,
+        len: usize,
+        padding: usize,
+        mut f: impl FnMut(usize) -> T,
+    ) -> Self {
+        let stride = padding.div_ceil(std::mem::size_of::<T>().max(1)).max(1);
+        let items: Box<[T]> = (0..len * stride).map(|slot| f(slot / stride)).collect();
+        Self {
+            _placed: Placed::slice(name, &items),
+            items,
+            stride,
+        }
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.items.len() / self.stride
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The first `n` elements.
+    pub fn iter_to(&self, n: usize) -> impl Iterator<Item = &T> + '_ {
+        self.items[..n * self.stride].iter().step_by(self.stride)
+    }
+}
+
+impl<T> std::ops::Index<usize> for ShmemArray<T> {
+    type Output = T;
+
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        &self.items[i * self.stride]
+    }
+}
+
 /// Runs `f`, whose loads do not depend on each other: on a simulated CPU their misses overlap,
 /// up to the machine's fill buffers at once. Anything but a load or private work inside (a
 /// store, a read-modify-write, a wait) first waits for the loads in flight.
@@ -248,4 +322,45 @@ pub fn independent<R>(f: impl FnOnce() -> R) -> R {
         return f();
     }
     f()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_run_on_without_gaps() {
+        let a: ShmemArray<[u8; 12]> = ShmemArray::new("test array", 70, || [0; 12]);
+        let base = &a[0] as *const _ as usize;
+        for i in 0..70 {
+            assert_eq!(&a[i] as *const _ as usize, base + 12 * i, "element {i}");
+        }
+        assert_eq!(a.len(), 70);
+        assert_eq!(a.iter_to(70).count(), 70);
+    }
+
+    #[test]
+    fn spaced_arrays_start_each_element_a_padding_further() {
+        let a: ShmemArray<u32> = ShmemArray::spaced("test array", 10, 64, || 0);
+        let base = &a[0] as *const _ as usize;
+        for i in 0..10 {
+            assert_eq!(&a[i] as *const _ as usize, base + 64 * i, "element {i}");
+        }
+        assert_eq!(a.len(), 10);
+        let seen: Vec<usize> = a.iter_to(4).map(|e| e as *const _ as usize).collect();
+        assert_eq!(seen, vec![base, base + 64, base + 128, base + 192]);
+        // 12-byte elements 64 bytes apart round up to six elements, 72 bytes.
+        let b: ShmemArray<[u8; 12]> = ShmemArray::spaced("test array", 3, 64, || [0; 12]);
+        assert_eq!(&b[2] as *const _ as usize - &b[0] as *const _ as usize, 144);
+    }
+
+    #[test]
+    fn a_spaced_element_is_made_knowing_its_index() {
+        let a = ShmemArray::spaced_by_index("test array", 4, 64, |i| i as u32 * 10);
+        assert_eq!(
+            a.iter_to(4).copied().collect::<Vec<_>>(),
+            vec![0, 10, 20, 30]
+        );
+        assert_eq!(a.len(), 4);
+    }
 }
