@@ -947,6 +947,8 @@ mod tests {
             assert_eq!(&p.name, name);
             assert!(!p.sources.is_empty(), "{name} cites no source");
             assert_eq!(p.cpus().len(), p.cpu_count());
+            let highest = p.cpus().iter().map(|c| c.node).max().unwrap();
+            assert_eq!(p.numa_nodes(), highest + 1, "{name}'s nodes");
         }
     }
 

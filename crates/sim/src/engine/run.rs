@@ -105,7 +105,7 @@ pub fn run(
         seeds: 0,
         epoch: started,
         hot: HotLines::from_env(costs.line_shift),
-        numa_nodes: places.iter().map(|c| c.node + 1).max().unwrap_or(1),
+        numa_nodes: profile.numa_nodes(),
         translation: crate::shmem::Translation::current(),
         born: Vec::new(),
         perturb: None,
