@@ -404,6 +404,7 @@ fn build_parts(
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Running>, SetupError> {
     let mut parts = Vec::with_capacity(entries.len());
+    let numa_nodes = crate::numa_nodes(cfg.simulated.as_ref().map(|s| &*s.profile));
     for (p, entry) in entries.iter().enumerate() {
         let threads = (cfg.threads - p).div_ceil(entries.len());
         let setup = Setup {
@@ -412,7 +413,7 @@ fn build_parts(
             stop,
             spinlock: &cfg.spinlock,
             lwlock: &cfg.lwlock,
-            numa_nodes: crate::numa_nodes(cfg.simulated.as_ref().map(|s| &*s.profile)),
+            numa_nodes,
         };
         let part = (entry.new)(&setup).map_err(|Refused(message)| SetupError {
             part: entry.name,
